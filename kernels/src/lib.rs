@@ -1,0 +1,1 @@
+//! The search engine for hard-to-round cases (see `shared/ALGORITHMS.md`).

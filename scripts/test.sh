@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command of the README: prerequisites, then every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+NVRTC_DIR="${TMD_NVRTC_DIR:-$HOME/.cache/tmd/nvrtc-13.0.88}"
+# libnvrtc from the wheel, for the test that compiles every CUDA kernel without a GPU.
+nvrtc_lib=$(find "$NVRTC_DIR" -name 'libnvrtc.so*' 2>/dev/null | head -n1 || true)
+if [ -n "$nvrtc_lib" ]; then
+  export LD_LIBRARY_PATH="$(dirname "$nvrtc_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+cargo test --workspace --release "$@"

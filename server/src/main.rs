@@ -1,0 +1,2 @@
+//! `tmd-server`: the coordinator.
+fn main() {}

@@ -1,0 +1,2 @@
+//! `tmd-worker`: local searches and the worker daemon.
+fn main() {}
