@@ -1,1 +1,11 @@
-//! The search engine for hard-to-round cases (see `shared/ALGORITHMS.md`).
+//! The search engine for hard-to-round cases (the contract is `shared/ALGORITHMS.md`).
+//!
+//! Pure computation: no network, no database. The CPU back end uses every core through rayon.
+
+pub mod ball;
+pub mod format;
+pub mod function;
+pub mod series;
+
+pub use format::{Argument, FormatError, Precision};
+pub use function::{Function, UnknownFunction};

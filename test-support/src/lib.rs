@@ -189,7 +189,10 @@ fn start_own_cluster(dir: &Path) -> Result<u16, String> {
     let start = Instant::now();
     while !reachable(port) {
         if start.elapsed() > Duration::from_secs(30) {
-            return Err(format!("cluster in {} did not open port {port}", dir.display()));
+            return Err(format!(
+                "cluster in {} did not open port {port}",
+                dir.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(100));
     }

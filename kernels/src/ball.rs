@@ -1,0 +1,344 @@
+//! Ball arithmetic on MPFR: a midpoint and a radius such that the true value lies within.
+//!
+//! Every operation returns a ball that contains every result of the operation on members of its
+//! operands: the midpoint is rounded to nearest at the working precision and the rounding error is
+//! added to the radius; radii are 64-bit MPFR numbers and every operation on them rounds upwards.
+//! This is what makes the Taylor coefficients and the remainder bound of a unit rigorous.
+
+use rug::float::{Constant, Round};
+use rug::ops::{AddAssignRound, AssignRound, MulAssignRound, SubAssignRound};
+use rug::{Float, Integer};
+use std::cmp::Ordering;
+
+const RAD_PREC: u32 = 64;
+
+/// An error of ball arithmetic: the operation is undefined somewhere on the ball.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BallError {
+    #[error("division by a ball that contains zero")]
+    DivisionByZero,
+    #[error("{0} is undefined somewhere on the ball")]
+    Domain(&'static str),
+}
+
+/// `mid ± rad`.
+#[derive(Debug, Clone)]
+pub struct Ball {
+    pub mid: Float,
+    pub rad: Float,
+}
+
+fn up(x: Float) -> Float {
+    Float::with_val_round(RAD_PREC, x, Round::Up).0
+}
+
+fn rad_zero() -> Float {
+    Float::new(RAD_PREC)
+}
+
+/// An upper bound on the error of a value that MPFR rounded to nearest (`ord` is its ternary).
+fn rounding_error(value: &Float, ord: Ordering) -> Float {
+    if ord == Ordering::Equal || value.is_zero() {
+        return rad_zero();
+    }
+    // |value| < 2^exp, so half an ulp is below 2^(exp - prec).
+    let exp = value.get_exp().expect("finite nonzero");
+    let mut e = Float::with_val(RAD_PREC, 1);
+    e <<= exp - value.prec() as i32;
+    e
+}
+
+fn add_up(a: &Float, b: &Float) -> Float {
+    let mut s = Float::with_val_round(RAD_PREC, a, Round::Up).0;
+    s.add_assign_round(b, Round::Up);
+    s
+}
+
+fn mul_up(a: &Float, b: &Float) -> Float {
+    let mut s = Float::with_val_round(RAD_PREC, a, Round::Up).0;
+    s.mul_assign_round(b, Round::Up);
+    s
+}
+
+impl Ball {
+    /// The ball holding the integer `v` at the given precision (exact for small `v`).
+    pub fn new(prec: u32, v: i64) -> Ball {
+        Ball::from_integer(prec, &Integer::from(v))
+    }
+
+    pub fn from_float(prec: u32, v: &Float) -> Ball {
+        let (mid, ord) = Float::with_val_round(prec, v, Round::Nearest);
+        let rad = rounding_error(&mid, ord);
+        Ball { mid, rad }
+    }
+
+    pub fn from_integer(prec: u32, v: &Integer) -> Ball {
+        let (mid, ord) = Float::with_val_round(prec, v, Round::Nearest);
+        let rad = rounding_error(&mid, ord);
+        Ball { mid, rad }
+    }
+
+    pub fn zero(prec: u32) -> Ball {
+        Ball {
+            mid: Float::new(prec),
+            rad: rad_zero(),
+        }
+    }
+
+    /// `mid ± rad` for an exact midpoint and an extra radius.
+    pub fn with_radius(mid: Float, rad: &Float) -> Ball {
+        Ball {
+            mid,
+            rad: up(Float::with_val(RAD_PREC, rad)),
+        }
+    }
+
+    pub fn constant(prec: u32, c: Constant) -> Ball {
+        let (mid, ord) = Float::with_val_round(prec, c, Round::Nearest);
+        let rad = rounding_error(&mid, ord);
+        Ball { mid, rad }
+    }
+
+    pub fn prec(&self) -> u32 {
+        self.mid.prec()
+    }
+
+    /// Upper bound of `|x|` over the ball.
+    pub fn mag(&self) -> Float {
+        let a = Float::with_val_round(RAD_PREC, self.mid.abs_ref(), Round::Up).0;
+        add_up(&a, &self.rad)
+    }
+
+    /// Lower bound of `|x|` over the ball (zero if the ball contains zero).
+    pub fn mig(&self) -> Float {
+        let a = Float::with_val_round(RAD_PREC, self.mid.abs_ref(), Round::Down).0;
+        let mut d = a;
+        d.sub_assign_round(&self.rad, Round::Down);
+        if d.is_sign_negative() {
+            rad_zero()
+        } else {
+            d
+        }
+    }
+
+    pub fn contains_zero(&self) -> bool {
+        self.mig().is_zero()
+    }
+
+    /// The interval `[lo, hi]` the ball covers, rounded outwards at precision `prec`.
+    pub fn bounds(&self, prec: u32) -> (Float, Float) {
+        let mut lo = Float::with_val(prec, &self.mid);
+        lo.sub_assign_round(&self.rad, Round::Down);
+        let mut hi = Float::with_val(prec, &self.mid);
+        hi.add_assign_round(&self.rad, Round::Up);
+        (lo, hi)
+    }
+
+    /// The smallest ball holding `[lo, hi]`, at precision `prec`.
+    pub fn from_bounds(prec: u32, lo: &Float, hi: &Float) -> Ball {
+        let mut mid = Float::with_val(prec, lo + hi);
+        mid >>= 1;
+        let r1 = Float::with_val_round(RAD_PREC, hi - &mid, Round::Up).0;
+        let r2 = Float::with_val_round(RAD_PREC, &mid - lo, Round::Up).0;
+        let rad = if r1 > r2 { r1 } else { r2 };
+        Ball { mid, rad }
+    }
+
+    pub fn add(&self, o: &Ball) -> Ball {
+        let prec = self.prec().max(o.prec());
+        let (mid, ord) = Float::with_val_round(prec, &self.mid + &o.mid, Round::Nearest);
+        let rad = add_up(&add_up(&self.rad, &o.rad), &rounding_error(&mid, ord));
+        Ball { mid, rad }
+    }
+
+    pub fn sub(&self, o: &Ball) -> Ball {
+        self.add(&o.neg())
+    }
+
+    pub fn neg(&self) -> Ball {
+        Ball {
+            mid: -self.mid.clone(),
+            rad: self.rad.clone(),
+        }
+    }
+
+    pub fn mul(&self, o: &Ball) -> Ball {
+        let prec = self.prec().max(o.prec());
+        let (mid, ord) = Float::with_val_round(prec, &self.mid * &o.mid, Round::Nearest);
+        // |ab - a'b'| <= |a| rb + |b| ra + ra rb
+        let a = Float::with_val_round(RAD_PREC, self.mid.abs_ref(), Round::Up).0;
+        let b = Float::with_val_round(RAD_PREC, o.mid.abs_ref(), Round::Up).0;
+        let mut rad = mul_up(&a, &o.rad);
+        rad = add_up(&rad, &mul_up(&b, &self.rad));
+        rad = add_up(&rad, &mul_up(&self.rad, &o.rad));
+        rad = add_up(&rad, &rounding_error(&mid, ord));
+        Ball { mid, rad }
+    }
+
+    /// Multiplication by an exact integer.
+    pub fn mul_integer(&self, k: &Integer) -> Ball {
+        self.mul(&Ball::from_integer(
+            self.prec().max(k.significant_bits() + 1),
+            k,
+        ))
+    }
+
+    pub fn mul_i64(&self, k: i64) -> Ball {
+        self.mul_integer(&Integer::from(k))
+    }
+
+    /// Exact multiplication by `2^e`.
+    pub fn shl(&self, e: i32) -> Ball {
+        let mut mid = self.mid.clone();
+        mid <<= e;
+        let mut rad = self.rad.clone();
+        rad <<= e;
+        Ball { mid, rad }
+    }
+
+    pub fn recip(&self) -> Result<Ball, BallError> {
+        let m = self.mig();
+        if m.is_zero() {
+            return Err(BallError::DivisionByZero);
+        }
+        let prec = self.prec();
+        let (mid, ord) = Float::with_val_round(prec, self.mid.recip_ref(), Round::Nearest);
+        // |1/x - 1/m| <= r / (|m| (|m| - r)) <= r / mig^2 (mig = |m| - r)
+        let mut den = Float::with_val(RAD_PREC, &m);
+        den.mul_assign_round(&m, Round::Down);
+        let mut rad = Float::with_val_round(RAD_PREC, &self.rad / &den, Round::Up).0;
+        rad = add_up(&rad, &rounding_error(&mid, ord));
+        Ok(Ball { mid, rad })
+    }
+
+    pub fn div(&self, o: &Ball) -> Result<Ball, BallError> {
+        Ok(self.mul(&o.recip()?))
+    }
+
+    pub fn div_u64(&self, k: u64) -> Ball {
+        let prec = self.prec();
+        let (mid, ord) = Float::with_val_round(prec, &self.mid / k, Round::Nearest);
+        let rad = Float::with_val_round(RAD_PREC, &self.rad / k, Round::Up).0;
+        let rad = add_up(&rad, &rounding_error(&mid, ord));
+        Ball { mid, rad }
+    }
+
+    /// `f` applied to the ball, for `f` monotonic on it: evaluates the end points with directed
+    /// rounding. `f` must return MPFR's ternary value for the rounding it was given.
+    pub fn monotonic(
+        &self,
+        increasing: bool,
+        f: impl Fn(&mut Float, Round) -> Ordering,
+    ) -> Result<Ball, BallError> {
+        let prec = self.prec();
+        let (lo, hi) = self.bounds(prec + 16);
+        let mut flo = Float::with_val(prec, &lo);
+        let mut fhi = Float::with_val(prec, &hi);
+        let (r_lo, r_hi) = if increasing {
+            (Round::Down, Round::Up)
+        } else {
+            (Round::Up, Round::Down)
+        };
+        // Evaluate at full input precision: assign first (exactly, at a wider precision), then
+        // round only through f.
+        let mut a = Float::with_val(prec + 16, &lo);
+        f(&mut a, r_lo);
+        flo.assign_round_from(&a, r_lo);
+        let mut b = Float::with_val(prec + 16, &hi);
+        f(&mut b, r_hi);
+        fhi.assign_round_from(&b, r_hi);
+        if !flo.is_finite() || !fhi.is_finite() {
+            return Err(BallError::Domain("function"));
+        }
+        let (l, h) = if increasing { (flo, fhi) } else { (fhi, flo) };
+        Ok(Ball::from_bounds(prec, &l, &h))
+    }
+
+    /// `f` applied to the ball for `f` with `|f'| <= lipschitz` on it: `f(mid) ± (lipschitz rad)`.
+    pub fn lipschitz(&self, lipschitz: &Float, f: impl Fn(&mut Float, Round) -> Ordering) -> Ball {
+        let mut mid = self.mid.clone();
+        let ord = f(&mut mid, Round::Nearest);
+        let rad = add_up(&mul_up(lipschitz, &self.rad), &rounding_error(&mid, ord));
+        Ball { mid, rad }
+    }
+
+    pub fn exp(&self) -> Result<Ball, BallError> {
+        self.monotonic(true, |x, r| x.exp_round(r))
+    }
+
+    pub fn ln(&self) -> Result<Ball, BallError> {
+        if self.mid.is_sign_negative() || self.contains_zero() {
+            return Err(BallError::Domain("log"));
+        }
+        self.monotonic(true, |x, r| x.ln_round(r))
+    }
+
+    /// `(sin, cos)` of the ball.
+    pub fn sin_cos(&self) -> (Ball, Ball) {
+        let one = Float::with_val(RAD_PREC, 1);
+        (
+            self.lipschitz(&one, |x, r| x.sin_round(r)),
+            self.lipschitz(&one, |x, r| x.cos_round(r)),
+        )
+    }
+
+    /// `(sin(pi x), cos(pi x))` of the ball.
+    pub fn sin_cos_pi(&self) -> (Ball, Ball) {
+        let pi = Float::with_val_round(RAD_PREC, Constant::Pi, Round::Up).0;
+        (
+            self.lipschitz(&pi, |x, r| x.sin_pi_round(r)),
+            self.lipschitz(&pi, |x, r| x.cos_pi_round(r)),
+        )
+    }
+}
+
+trait AssignRoundFrom {
+    fn assign_round_from(&mut self, src: &Float, round: Round);
+}
+
+impl AssignRoundFrom for Float {
+    fn assign_round_from(&mut self, src: &Float, round: Round) {
+        <Float as AssignRound<&Float>>::assign_round(self, src, round);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contains(b: &Ball, v: &Float) -> bool {
+        let (lo, hi) = b.bounds(1024);
+        &lo <= v && v <= &hi
+    }
+
+    #[test]
+    fn arithmetic_contains_the_exact_result() {
+        let p = 80;
+        let third = Ball::new(p, 1).div(&Ball::new(p, 3)).unwrap();
+        let exact = Float::with_val(2000, Float::with_val(2000, 1) / 3);
+        assert!(contains(&third, &exact));
+        let sq = third.mul(&third);
+        assert!(contains(&sq, &Float::with_val(2000, &exact * &exact)));
+        let s = third.add(&third).sub(&Ball::new(p, 1));
+        let t = Float::with_val(2000, &exact * 2u32) - 1u32;
+        assert!(contains(&s, &Float::with_val(2000, t)));
+    }
+
+    #[test]
+    fn elementary_functions_contain_the_truth_on_wide_balls() {
+        let p = 100;
+        let b = Ball::with_radius(Float::with_val(p, 1.25), &Float::with_val(64, 0.01));
+        let e = b.exp().unwrap();
+        let l = b.ln().unwrap();
+        let (s, c) = b.sin_cos();
+        for t in [1.2401, 1.245, 1.25, 1.2577, 1.2599] {
+            let x = Float::with_val(2000, t);
+            assert!(contains(&e, &Float::with_val(2000, x.exp_ref())));
+            assert!(contains(&l, &Float::with_val(2000, x.ln_ref())));
+            assert!(contains(&s, &Float::with_val(2000, x.sin_ref())));
+            assert!(contains(&c, &Float::with_val(2000, x.cos_ref())));
+        }
+        assert!(Ball::new(p, 0).recip().is_err());
+        assert!(Ball::new(p, -1).ln().is_err());
+    }
+}

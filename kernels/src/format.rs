@@ -1,0 +1,305 @@
+//! Precisions, arguments as integers of a binade, and C99 hexadecimal input and output.
+
+use rug::float::Round;
+use rug::{Float, Integer};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+/// The precision `p` of the format searched, in bits (binary32: 24, binary64: 53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct Precision(u32);
+
+/// Errors of parsing formats, precisions and arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("precision {0} is outside 8..=64")]
+    PrecisionOutOfRange(u32),
+    #[error("unknown format '{0}': use binary32, binary64 or a precision in bits from 8 to 64")]
+    UnknownFormat(String),
+    #[error("cannot read '{0}' as a number: use C99 hex (0x1.8p+0) or decimal (1.5, -2e-3)")]
+    BadNumber(String),
+    #[error("'{0}' is not finite")]
+    NotFinite(String),
+}
+
+impl Precision {
+    pub const MIN: u32 = 8;
+    pub const MAX: u32 = 64;
+    pub const BINARY32: Precision = Precision(24);
+    pub const BINARY64: Precision = Precision(53);
+
+    pub fn new(bits: u32) -> Result<Precision, FormatError> {
+        if (Self::MIN..=Self::MAX).contains(&bits) {
+            Ok(Precision(bits))
+        } else {
+            Err(FormatError::PrecisionOutOfRange(bits))
+        }
+    }
+
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// The conventional name: `binary32`, `binary64`, else `p<bits>`.
+    pub fn name(self) -> String {
+        match self.0 {
+            24 => "binary32".into(),
+            53 => "binary64".into(),
+            b => format!("p{b}"),
+        }
+    }
+}
+
+impl From<Precision> for u32 {
+    fn from(p: Precision) -> u32 {
+        p.0
+    }
+}
+
+impl TryFrom<u32> for Precision {
+    type Error = FormatError;
+    fn try_from(bits: u32) -> Result<Self, FormatError> {
+        Precision::new(bits)
+    }
+}
+
+impl FromStr for Precision {
+    type Err = FormatError;
+    /// Accepts `binary32`, `binary64`, `p24`, or a bare number of bits.
+    fn from_str(s: &str) -> Result<Self, FormatError> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "binary32" | "float" | "single" => Ok(Precision::BINARY32),
+            "binary64" | "double" => Ok(Precision::BINARY64),
+            _ => {
+                let digits = t.strip_prefix('p').unwrap_or(&t);
+                digits
+                    .parse::<u32>()
+                    .map_err(|_| FormatError::UnknownFormat(s.to_string()))
+                    .and_then(Precision::new)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// A nonzero argument `x = ±significand · 2^(exponent - p + 1)` with
+/// `2^(p-1) <= significand < 2^p`: the binade `[2^exponent, 2^(exponent+1))` and its integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Argument {
+    pub negative: bool,
+    pub exponent: i32,
+    pub significand: u64,
+}
+
+impl Argument {
+    /// The argument as an exact MPFR number of precision `p`.
+    pub fn to_float(self, p: Precision) -> Float {
+        let mut x = Float::with_val(p.bits(), self.significand);
+        x <<= self.exponent - p.bits() as i32 + 1;
+        if self.negative {
+            x = -x;
+        }
+        x
+    }
+
+    /// The argument of precision `p` equal to `x`, which must be a nonzero number with at most
+    /// `p` significant bits.
+    pub fn from_float(x: &Float, p: Precision) -> Option<Argument> {
+        if !x.is_normal() {
+            return None;
+        }
+        let (m, e) = x.to_integer_exp()?;
+        // x = m 2^e; normalise m to exactly p bits.
+        let negative = m < 0;
+        let m = m.abs();
+        let bits = m.significant_bits();
+        let shift = p.bits() as i64 - bits as i64;
+        let m = if shift >= 0 {
+            m << shift as u32
+        } else {
+            let (q, r) = m.div_rem(Integer::from(1) << (-shift) as u32);
+            if r != 0 {
+                return None;
+            }
+            q
+        };
+        let exponent = (e as i64 - shift + p.bits() as i64 - 1) as i32;
+        Some(Argument {
+            negative,
+            exponent,
+            significand: m.to_u64()?,
+        })
+    }
+
+    /// C99 hexadecimal, as printf's `%a` writes it (`0x1.8p+0`).
+    pub fn to_hex(self, p: Precision) -> String {
+        hex_of_parts(self.negative, self.significand, p.bits(), self.exponent)
+    }
+
+    /// Orders arguments by value.
+    pub fn cmp_value(&self, other: &Argument) -> Ordering {
+        let key = |a: &Argument| (a.exponent, a.significand);
+        match (self.negative, other.negative) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (false, false) => key(self).cmp(&key(other)),
+            (true, true) => key(other).cmp(&key(self)),
+        }
+    }
+}
+
+fn hex_of_parts(negative: bool, significand: u64, bits: u32, exponent: i32) -> String {
+    let sign = if negative { "-" } else { "" };
+    let frac_bits = bits - 1;
+    let frac = significand & ((1u64 << frac_bits) - 1).max(0);
+    let digits = frac_bits.div_ceil(4);
+    let aligned = (frac as u128) << (digits * 4 - frac_bits);
+    let mut hex = format!("{:0width$x}", aligned, width = digits as usize);
+    while hex.ends_with('0') {
+        hex.pop();
+    }
+    let dot = if hex.is_empty() { "" } else { "." };
+    let esign = if exponent >= 0 { "+" } else { "-" };
+    format!("{sign}0x1{dot}{hex}p{esign}{}", exponent.unsigned_abs())
+}
+
+/// C99 hexadecimal of a finite MPFR number, exact (all its significant bits).
+pub fn float_to_hex(x: &Float) -> String {
+    if x.is_zero() {
+        return if x.is_sign_negative() {
+            "-0x0p+0".into()
+        } else {
+            "0x0p+0".into()
+        };
+    }
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let (m, e) = x.to_integer_exp().expect("finite");
+    let negative = m < 0;
+    let m = m.abs();
+    let bits = m.significant_bits();
+    // Keep at most 64 significant bits; all our values have fewer.
+    let (m, bits, e) = if bits > 64 {
+        let drop = bits - 64;
+        (Integer::from(&m >> drop), 64, e + drop as i32)
+    } else {
+        (m, bits, e)
+    };
+    let exponent = e + bits as i32 - 1;
+    hex_of_parts(negative, m.to_u64().expect("fits"), bits, exponent)
+}
+
+/// Parses a C99 hexadecimal or decimal number into an exact rational-free MPFR value:
+/// hexadecimal input is exact; decimal input is rounded to `prec` bits with `round`.
+pub fn parse_number(text: &str, prec: u32, round: Round) -> Result<Float, FormatError> {
+    let s = text.trim();
+    let bad = || FormatError::BadNumber(text.to_string());
+    let (negative, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    if let Some(hex) = lower.strip_prefix("0x") {
+        let (mantissa, exp) = match hex.split_once('p') {
+            Some((m, e)) => (m, e.parse::<i64>().map_err(|_| bad())?),
+            None => (hex, 0),
+        };
+        let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(bad());
+        }
+        let all = format!("{int_part}{frac_part}");
+        if !all.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let m = Integer::from_str_radix(&all, 16).map_err(|_| bad())?;
+        let e = exp - 4 * frac_part.len() as i64;
+        let e = i32::try_from(e).map_err(|_| bad())?;
+        let need = m.significant_bits().max(1);
+        // Hex input is exact: take as many bits as it has, then round to the asked precision.
+        let mut exact = Float::with_val(need, &m);
+        exact <<= e;
+        if negative {
+            exact = -exact;
+        }
+        return Ok(Float::with_val_round(prec, &exact, round).0);
+    }
+    if lower.contains("inf") || lower.contains("nan") {
+        return Err(FormatError::NotFinite(text.to_string()));
+    }
+    if !lower
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | '+' | '-'))
+        || !lower.chars().any(|c| c.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let parsed = Float::parse(s).map_err(|_| bad())?;
+    Ok(Float::with_val_round(prec, parsed, round).0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse() {
+        assert_eq!("binary64".parse::<Precision>().unwrap().bits(), 53);
+        assert_eq!("binary32".parse::<Precision>().unwrap().bits(), 24);
+        assert_eq!("20".parse::<Precision>().unwrap().bits(), 20);
+        assert_eq!("p16".parse::<Precision>().unwrap().bits(), 16);
+        assert!("7".parse::<Precision>().is_err());
+        assert!("65".parse::<Precision>().is_err());
+        assert!("binary128".parse::<Precision>().is_err());
+    }
+
+    #[test]
+    fn hex_round_trips_binary64_cases() {
+        let p = Precision::BINARY64;
+        for text in [
+            "-0x1.e8bdbfcd9144ep+3",
+            "0x1.ac50b409c8aeep+8",
+            "0x1.9e9cbbfd6080bp-31",
+            "0x1p+0",
+            "0x1.8p-1",
+        ] {
+            let x = parse_number(text, 53, Round::Nearest).unwrap();
+            let a = Argument::from_float(&x, p).unwrap();
+            assert_eq!(a.to_hex(p), text);
+            assert_eq!(a.to_float(p), x);
+            assert_eq!(float_to_hex(&x), text);
+        }
+    }
+
+    #[test]
+    fn argument_fields() {
+        let p = Precision::BINARY32;
+        let x = parse_number("-0x1.8p+2", 24, Round::Nearest).unwrap();
+        let a = Argument::from_float(&x, p).unwrap();
+        assert!(a.negative);
+        assert_eq!(a.exponent, 2);
+        assert_eq!(a.significand, 3 << 22);
+    }
+
+    #[test]
+    fn decimal_is_rounded_as_asked() {
+        let up = parse_number("0.1", 24, Round::Up).unwrap();
+        let down = parse_number("0.1", 24, Round::Down).unwrap();
+        assert!(up > down);
+        assert_eq!(parse_number("1.5", 24, Round::Up).unwrap(), 1.5);
+        assert!(parse_number("abc", 24, Round::Up).is_err());
+        assert!(parse_number("0x1.gp0", 24, Round::Up).is_err());
+        assert!(parse_number("inf", 24, Round::Up).is_err());
+    }
+}
