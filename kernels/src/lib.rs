@@ -5,7 +5,9 @@
 pub mod ball;
 pub mod format;
 pub mod function;
+pub mod plan;
 pub mod series;
+pub mod verify;
 
 pub use format::{Argument, FormatError, Precision};
 pub use function::{Function, UnknownFunction};

@@ -1,0 +1,273 @@
+//! MPFR verification: the exact hardness of one argument, with precision raised until certain.
+//!
+//! `G = 2M = |y| 2^(p - e_y)` puts the rounding breakpoints of `y = f(x)` on the integers (even:
+//! a floating-point number; odd: a midpoint). The distance `d = |G - round(G)|` is computed from
+//! `y` at a working precision `P`; `y` is within half an ulp, i.e. `2^(p-P)` in units of `G`, of
+//! the truth. The answer is given only when that error cannot change it; otherwise `P` doubles.
+
+use crate::format::{float_to_hex, parse_number, Argument, Precision};
+use crate::function::Function;
+use rug::float::Round;
+use rug::Float;
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+
+/// Near a floating-point number (hard for directed roundings) or a midpoint (for nearest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Fp,
+    Mid,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Fp => "fp",
+            Kind::Mid => "mid",
+        }
+    }
+}
+
+/// An argument whose value lies within `2^-min_bits` half-ulps of a breakpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HrCase {
+    /// The argument, C99 hex.
+    pub x: String,
+    /// Identical bits after the rounding bit: `floor(-log2 d)`.
+    pub bits: u32,
+    /// `-log2 d`, to four decimals.
+    pub neg_log2_d: f64,
+    pub kind: Kind,
+    /// `f(x)` rounded to nearest in the format, C99 hex.
+    pub rounded: String,
+}
+
+/// An argument whose value is exactly on the `(p+1)`-bit grid (or zero): not an HR-case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExactCase {
+    pub x: String,
+    /// `f(x)`, exact, C99 hex.
+    pub value: String,
+}
+
+/// The verdict on one argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Verdict {
+    Hard(HrCase),
+    /// Not within the threshold; `bits` is its hardness.
+    NotHard {
+        bits: u32,
+    },
+    Exact(ExactCase),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("{function} is not defined (or not finite) at {x}")]
+    Undefined { function: Function, x: String },
+    #[error("could not decide the hardness of {function}({x}) below {prec} bits")]
+    Undecided {
+        function: Function,
+        x: String,
+        prec: u32,
+    },
+    #[error("argument {x} is not a nonzero number of precision {precision}")]
+    NotAnArgument { x: String, precision: u32 },
+    #[error("{0}")]
+    Format(#[from] crate::format::FormatError),
+}
+
+const MAX_PREC: u32 = 1 << 16;
+
+/// Classifies argument `a`: hard (at least `min_bits` identical bits), not hard, or exact.
+pub fn classify(
+    f: Function,
+    p: Precision,
+    a: &Argument,
+    min_bits: u32,
+) -> Result<Verdict, VerifyError> {
+    let x = a.to_float(p);
+    classify_float(f, p, &x, min_bits)
+}
+
+/// As [`classify`], for an argument given as an MPFR number of precision `p`.
+pub fn classify_float(
+    f: Function,
+    p: Precision,
+    x: &Float,
+    min_bits: u32,
+) -> Result<Verdict, VerifyError> {
+    let pb = p.bits();
+    let hex = || float_to_hex(x);
+    let mut prec = (pb + min_bits + 64).max(128);
+    loop {
+        let (y, ord) = f.eval(x, prec);
+        if !y.is_finite() {
+            return Err(VerifyError::Undefined {
+                function: f,
+                x: hex(),
+            });
+        }
+        if y.is_zero() {
+            if ord == Ordering::Equal {
+                return Ok(Verdict::Exact(ExactCase {
+                    x: hex(),
+                    value: float_to_hex(&y),
+                }));
+            }
+            return Err(VerifyError::Undefined {
+                function: f,
+                x: hex(),
+            });
+        }
+        let e_y = y.get_exp().expect("finite nonzero") - 1;
+        let mut g = Float::with_val(prec, y.abs_ref());
+        g <<= pb as i32 - e_y;
+        let n = Float::with_val(prec, g.round_ref());
+        let d = Float::with_val(prec, &g - &n).abs();
+        let exact = ord == Ordering::Equal;
+        // Error of g in units of G: half an ulp of y scaled, 2^(p - prec).
+        let err = if exact {
+            Float::with_val(64, 0)
+        } else {
+            Float::with_val(64, 1) >> (prec as i32 - pb as i32)
+        };
+        // Near the bottom of the binade, y may have rounded across a power of two.
+        let near_binade_edge = {
+            let bottom = Float::with_val(prec, 1) << pb;
+            Float::with_val(prec, &g - &bottom) <= err
+        };
+        if exact && d.is_zero() {
+            return Ok(Verdict::Exact(ExactCase {
+                x: hex(),
+                value: float_to_hex(&y),
+            }));
+        }
+        if !near_binade_edge || exact {
+            let d_lo = Float::with_val_round(64, &d - &err, Round::Down).0;
+            let d_hi = Float::with_val_round(64, &d + &err, Round::Up).0;
+            let threshold = Float::with_val(64, 1) >> min_bits;
+            let bits_of = |v: &Float| -> u32 {
+                // floor(-log2 v) for 0 < v <= 1/2
+                let e = v.get_exp().expect("nonzero");
+                // v in [2^(e-1), 2^e): -log2 v in (-e, 1-e]; floor is -e unless v is 2^(e-1).
+                let is_pow2 =
+                    Float::with_val(v.prec(), v.clone()) == (Float::with_val(64, 1) << (e - 1));
+                if is_pow2 {
+                    (1 - e) as u32
+                } else {
+                    (-e) as u32
+                }
+            };
+            if d_lo > threshold {
+                let bits = if d.is_zero() { u32::MAX } else { bits_of(&d) };
+                return Ok(Verdict::NotHard { bits });
+            }
+            if d_hi <= threshold && d_lo.is_sign_positive() && !d_lo.is_zero() {
+                let (b_lo, b_hi) = (bits_of(&d_hi), bits_of(&d_lo));
+                if b_lo == b_hi {
+                    let n_int = n.to_integer().expect("finite");
+                    let kind = if n_int.is_even() { Kind::Fp } else { Kind::Mid };
+                    let neg_log2_d = -Float::with_val(64, d.log2_ref()).to_f64();
+                    let (rounded, _) = f.eval(x, pb);
+                    return Ok(Verdict::Hard(HrCase {
+                        x: hex(),
+                        bits: b_lo,
+                        neg_log2_d: (neg_log2_d * 1e4).round() / 1e4,
+                        kind,
+                        rounded: float_to_hex(&rounded),
+                    }));
+                }
+            }
+        }
+        if prec >= MAX_PREC {
+            return Err(VerifyError::Undecided {
+                function: f,
+                x: hex(),
+                prec,
+            });
+        }
+        prec *= 2;
+    }
+}
+
+/// Re-verifies a reported HR-case given as C99 hex text (what the coordinator does with every
+/// case a worker reports).
+pub fn verify_case(
+    f: Function,
+    p: Precision,
+    min_bits: u32,
+    x: &str,
+) -> Result<Verdict, VerifyError> {
+    let v = parse_number(x, p.bits(), Round::Nearest)?;
+    let exact = parse_number(x, 256, Round::Nearest)?;
+    if v != exact || Argument::from_float(&v, p).is_none() {
+        return Err(VerifyError::NotAnArgument {
+            x: x.to_string(),
+            precision: p.bits(),
+        });
+    }
+    if !f.defined_at(&v) {
+        return Err(VerifyError::Undefined {
+            function: f,
+            x: x.to_string(),
+        });
+    }
+    classify_float(f, p, &v, min_bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hard(f: Function, x: &str, min_bits: u32) -> HrCase {
+        match verify_case(f, Precision::BINARY64, min_bits, x).unwrap() {
+            Verdict::Hard(c) => c,
+            v => panic!("{f}({x}): {v:?}"),
+        }
+    }
+
+    /// The published binary64 worst cases (Lefevre and Muller; CORE-MATH).
+    #[test]
+    fn published_binary64_cases_have_their_published_hardness() {
+        let c = hard(Function::Exp, "-0x1.e8bdbfcd9144ep+3", 40);
+        assert_eq!((c.bits, c.kind), (54, Kind::Fp));
+        let c = hard(Function::Exp, "-0x1.71e0b869b5e79p+2", 40);
+        assert_eq!((c.bits, c.kind), (52, Kind::Mid));
+        let c = hard(Function::Log, "0x1.ac50b409c8aeep+8", 40);
+        assert_eq!((c.bits, c.kind), (60, Kind::Fp));
+        let c = hard(Function::Exp, "0x1.9e9cbbfd6080bp-31", 40);
+        assert_eq!((c.bits, c.kind), (57, Kind::Mid));
+        assert!(c.neg_log2_d >= 57.0 && c.neg_log2_d < 58.0);
+    }
+
+    #[test]
+    fn exact_cases_are_reported_as_exact() {
+        let p = Precision::BINARY64;
+        assert!(matches!(
+            verify_case(Function::Log, p, 20, "0x1p+0").unwrap(),
+            Verdict::Exact(_)
+        ));
+        assert!(matches!(
+            verify_case(Function::Cbrt, p, 20, "0x1p+3").unwrap(),
+            Verdict::Exact(_)
+        ));
+        match verify_case(Function::Sqrt, p, 20, "0x1.2p+3").unwrap() {
+            Verdict::Exact(e) => assert_eq!(e.value, "0x1.8p+1"),
+            v => panic!("sqrt(9): {v:?}"),
+        }
+    }
+
+    #[test]
+    fn an_easy_argument_is_not_hard_and_bad_input_is_refused() {
+        let p = Precision::BINARY64;
+        assert!(matches!(
+            verify_case(Function::Exp, p, 40, "0x1.8p+0").unwrap(),
+            Verdict::NotHard { .. }
+        ));
+        assert!(verify_case(Function::Log, p, 40, "-0x1p+0").is_err());
+        assert!(verify_case(Function::Exp, p, 40, "0x1.00000000000001p+0").is_err());
+        assert!(verify_case(Function::Exp, p, 40, "zz").is_err());
+    }
+}
