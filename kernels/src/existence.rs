@@ -1,0 +1,268 @@
+//! The existence tests of phases 1 and 2: is `min_{0 <= x < N} {b - a x} >= E`?
+//!
+//! `a = A / 2^64`, `b = B / 2^64`, `E` in units of `2^-64`. Both tests answer `true` ("no point
+//! below E": the domain holds no HR-case) only when that is certain, and `false` ("maybe")
+//! otherwise. They follow `shared/ALGORITHMS.md` section 4 line by line; the brute-force tests
+//! below check soundness on random and adversarial inputs. No allocation, no floating point:
+//! the same code runs in every CPU lane and is mirrored by the CUDA kernels.
+
+/// Which existence test to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Test {
+    /// Lefevre's test (subtraction/division form).
+    Lefevre,
+    /// The regular test of Fortin, Gouicem and Graillat: one full quotient per iteration.
+    Regular,
+}
+
+impl Test {
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Lefevre => "lefevre",
+            Test::Regular => "regular",
+        }
+    }
+
+    #[inline]
+    pub fn run(self, a: u64, b: u64, n: u64, e: u64) -> bool {
+        match self {
+            Test::Lefevre => lefevre(a, b, n, e),
+            Test::Regular => regular(a, b, n, e),
+        }
+    }
+}
+
+impl std::str::FromStr for Test {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Test, String> {
+        match s {
+            "lefevre" => Ok(Test::Lefevre),
+            "regular" => Ok(Test::Regular),
+            _ => Err(format!("unknown test '{s}': use regular or lefevre")),
+        }
+    }
+}
+
+/// Lefevre's test. `p = A`, `q = 2^64 - A` are the two gaps of the three-distance structure of
+/// the points `a x mod 1`, `u`, `v` how many points each gap takes to build, `d` the distance
+/// from `b` to the nearest point on its left.
+#[inline]
+pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
+    if a == 0 {
+        // Every point is 0: the distance is b itself.
+        return b >= e;
+    }
+    let mut p = a as u128;
+    let mut q = (1u128 << 64) - a as u128;
+    let mut d = b as u128;
+    let (mut u, mut v) = (1u64, 1u64);
+    let e = e as u128;
+    let n = n as u128;
+    if d < e {
+        return false;
+    }
+    loop {
+        if d < p {
+            if p == 0 {
+                return false;
+            }
+            let k = q / p;
+            q -= k * p;
+            u = u.saturating_add((k as u64).saturating_mul(v));
+            if u as u128 + v as u128 >= n {
+                return true;
+            }
+            p -= q;
+            v = v.saturating_add(u);
+        } else {
+            d -= p;
+            if d < e {
+                return false;
+            }
+            if q == 0 {
+                return false;
+            }
+            let k = p / q;
+            p -= k * q;
+            v = v.saturating_add((k as u64).saturating_mul(u));
+            if u as u128 + v as u128 >= n {
+                return true;
+            }
+            q -= p;
+            u = u.saturating_add(v);
+        }
+    }
+}
+
+/// The regular test: each iteration consumes one full partial quotient of the continued
+/// fraction of `a`, so neighbouring lanes run the same number of iterations.
+#[inline]
+pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
+    if a == 0 {
+        return b >= e;
+    }
+    let mut p = a;
+    // 1 = 2^64 = k p + q
+    let mut k = u64::MAX / p;
+    let mut q = 0u64.wrapping_sub(k.wrapping_mul(p));
+    if q >= p {
+        q -= p;
+        k += 1;
+    }
+    let _ = k;
+    let mut d = b % p;
+    let (mut u, mut v) = (1u64, 0u64);
+    loop {
+        if u as u128 + v as u128 >= n as u128 {
+            return d >= e;
+        }
+        if q == 0 {
+            return false;
+        }
+        let k = p / q;
+        p -= k * q;
+        v = v.saturating_add(k.saturating_mul(u));
+        if d >= p {
+            d = (d - p) % q;
+        }
+        if u as u128 + v as u128 >= n as u128 {
+            return d >= e;
+        }
+        if p == 0 {
+            return false;
+        }
+        let k = q / p;
+        q -= k * p;
+        u = u.saturating_add(k.saturating_mul(v));
+        d %= p;
+    }
+}
+
+/// `min_{0 <= x < n} (b - a x) mod 2^64`, by brute force: the reference for the tests.
+pub fn brute_force_min(a: u64, b: u64, n: u64) -> u64 {
+    (0..n)
+        .map(|x| b.wrapping_sub(a.wrapping_mul(x)))
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+
+    fn check(a: u64, b: u64, n: u64, e: u64) {
+        let truth = brute_force_min(a, b, n) >= e;
+        for t in [Test::Lefevre, Test::Regular] {
+            let said = t.run(a, b, n, e);
+            assert!(
+                !said || truth,
+                "{}: said 'no point below E' for a={a:#x} b={b:#x} n={n} e={e:#x}, min={:#x}",
+                t.name(),
+                brute_force_min(a, b, n)
+            );
+        }
+    }
+
+    /// `a` close to a rational with small denominator: huge partial quotients.
+    fn adversarial_a(rng: &mut impl Rng) -> u64 {
+        let den = rng.gen_range(1u64..64);
+        let num = rng.gen_range(0..den);
+        let base = ((num as u128) << 64) / den as u128;
+        let spread = rng.gen_range(0..40);
+        let jitter = rng.gen_range(-(1i64 << spread)..=(1i64 << 20));
+        (base as i128 + jitter as i128).rem_euclid(1i128 << 64) as u64
+    }
+
+    #[test]
+    fn both_tests_are_sound_on_random_and_adversarial_inputs() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x7d_2016);
+        for i in 0..60_000u32 {
+            let n = match i % 4 {
+                0 => rng.gen_range(1..16),
+                1 => rng.gen_range(16..512),
+                2 => 1 << rng.gen_range(1..12),
+                _ => rng.gen_range(512..4096),
+            };
+            let a = match i % 5 {
+                0 => rng.gen(),
+                1 => adversarial_a(&mut rng),
+                2 => rng.gen_range(0..1 << 20),
+                3 => u64::MAX - rng.gen_range(0..1 << 20),
+                _ => {
+                    let s = rng.gen_range(0..63);
+                    rng.gen::<u64>() >> s
+                }
+            };
+            let b = match i % 3 {
+                0 => rng.gen(),
+                1 => rng.gen_range(0..1 << 30),
+                _ => u64::MAX - rng.gen_range(0..1 << 30),
+            };
+            // A threshold around the true minimum, where a wrong answer would show.
+            let m = brute_force_min(a, b, n);
+            let e = match i % 4 {
+                0 => m,
+                1 => m.saturating_add(1),
+                2 => m.saturating_sub(rng.gen_range(0..1000)),
+                _ => {
+                    let s = rng.gen_range(0..64);
+                    rng.gen::<u64>() >> s
+                }
+            };
+            check(a, b, n, e);
+        }
+    }
+
+    #[test]
+    fn the_tests_succeed_where_the_answer_is_clear() {
+        // a = golden ratio fraction: well spread points; a small threshold must pass.
+        let a = 0x9e37_79b9_7f4a_7c15u64;
+        let n = 1024;
+        let mut passed = [0u32; 2];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for _ in 0..1000 {
+            let b: u64 = rng.gen();
+            // Below the minimum over 4N points, which covers every point either test places.
+            let e = brute_force_min(a, b, 4 * n);
+            for (i, t) in [Test::Lefevre, Test::Regular].iter().enumerate() {
+                if t.run(a, b, n, e) {
+                    passed[i] += 1;
+                }
+            }
+        }
+        assert_eq!(
+            passed,
+            [1000, 1000],
+            "a clear 'no point below E' was refused"
+        );
+    }
+
+    #[test]
+    fn degenerate_slopes() {
+        for n in [1, 2, 100] {
+            check(0, 5, n, 6);
+            check(0, 5, n, 5);
+            check(1 << 63, 5, n, 3);
+            check(u64::MAX, 0, n, 1);
+        }
+        assert!(!lefevre(0, 5, 10, 6) && lefevre(0, 5, 10, 5));
+        assert!(!regular(0, 5, 10, 6) && regular(0, 5, 10, 5));
+    }
+
+    proptest! {
+        #[test]
+        fn soundness_property(a: u64, b: u64, n in 1u64..2048, e: u64) {
+            check(a, b, n, e);
+        }
+
+        #[test]
+        fn soundness_near_the_minimum(a: u64, b: u64, n in 1u64..2048, delta in 0u64..64) {
+            let m = brute_force_min(a, b, n);
+            check(a, b, n, m.saturating_add(delta));
+            check(a, b, n, m.saturating_sub(delta));
+        }
+    }
+}
