@@ -4,9 +4,12 @@
 
 pub mod ball;
 pub mod existence;
+pub mod fixed;
 pub mod format;
 pub mod function;
+pub mod generation;
 pub mod plan;
+pub mod search;
 pub mod series;
 pub mod verify;
 
