@@ -44,14 +44,42 @@ impl std::str::FromStr for Test {
     }
 }
 
+/// The exact answer when the `N` points `a x mod 1` do not wrap around the circle (`|a| (N-1)`
+/// below 1, with `a` taken in `(-1/2, 1/2]`): the line is then almost flat over the domain and
+/// the continued-fraction tests would place far more than `N` points. `None` otherwise.
+#[inline]
+pub fn flat(a: u64, b: u64, n: u64, e: u64) -> Option<bool> {
+    let span = n.saturating_sub(1) as u128;
+    if (a as u128) * span < 1u128 << 64 {
+        // b - a x decreases from b; it wraps once x exceeds b / a.
+        let x = if a == 0 {
+            span
+        } else {
+            ((b / a) as u128).min(span)
+        };
+        return Some(b as u128 - a as u128 * x >= e as u128);
+    }
+    let a_neg = a.wrapping_neg() as u128; // b - a x = b + a_neg x mod 2^64
+    if a_neg * span < 1u128 << 64 {
+        let b = b as u128;
+        let mut min = b;
+        // the first x whose value wraps past 2^64, if any
+        let x_w = ((1u128 << 64) - b).div_ceil(a_neg);
+        if x_w <= span {
+            min = min.min(b + a_neg * x_w - (1u128 << 64));
+        }
+        return Some(min >= e as u128);
+    }
+    None
+}
+
 /// Lefevre's test. `p = A`, `q = 2^64 - A` are the two gaps of the three-distance structure of
 /// the points `a x mod 1`, `u`, `v` how many points each gap takes to build, `d` the distance
 /// from `b` to the nearest point on its left.
 #[inline]
 pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
-    if a == 0 {
-        // Every point is 0: the distance is b itself.
-        return b >= e;
+    if let Some(answer) = flat(a, b, n, e) {
+        return answer;
     }
     let mut p = a as u128;
     let mut q = (1u128 << 64) - a as u128;
@@ -99,8 +127,8 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
 /// fraction of `a`, so neighbouring lanes run the same number of iterations.
 #[inline]
 pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
-    if a == 0 {
-        return b >= e;
+    if let Some(answer) = flat(a, b, n, e) {
+        return answer;
     }
     let mut p = a;
     // 1 = 2^64 = k p + q
@@ -120,7 +148,9 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
         if q == 0 {
             return false;
         }
-        let k = p / q;
+        // A full quotient, or only as many steps as bring u + v to N: the p-gaps split into a
+        // p'-gap followed by k q-gaps either way.
+        let k = (p / q).min((n - u - v).div_ceil(u));
         p -= k * q;
         v = v.saturating_add(k.saturating_mul(u));
         if d >= p {
@@ -132,10 +162,11 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
         if p == 0 {
             return false;
         }
-        let k = q / p;
+        // The q-gaps split into k p-gaps followed by a q'-gap.
+        let k = (q / p).min((n - u - v).div_ceil(v));
         q -= k * p;
         u = u.saturating_add(k.saturating_mul(v));
-        d %= p;
+        d = if d < k * p { d % p } else { d - k * p };
     }
 }
 
@@ -179,7 +210,7 @@ mod tests {
     #[test]
     fn both_tests_are_sound_on_random_and_adversarial_inputs() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x7d_2016);
-        for i in 0..60_000u32 {
+        for i in 0..300_000u32 {
             let n = match i % 4 {
                 0 => rng.gen_range(1..16),
                 1 => rng.gen_range(16..512),
@@ -238,6 +269,27 @@ mod tests {
             [1000, 1000],
             "a clear 'no point below E' was refused"
         );
+    }
+
+    #[test]
+    fn flat_lines_are_answered_exactly() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+        for _ in 0..20_000 {
+            let n = rng.gen_range(1..4096u64);
+            let lim = (u64::MAX / n.max(2)) as u64;
+            let a = if rng.gen() {
+                rng.gen_range(0..lim)
+            } else {
+                0u64.wrapping_sub(rng.gen_range(0..lim))
+            };
+            let b: u64 = rng.gen();
+            let m = brute_force_min(a, b, n);
+            for e in [m, m.saturating_add(1)] {
+                assert_eq!(flat(a, b, n, e), Some(m >= e), "a={a:#x} b={b:#x} n={n}");
+                assert_eq!(regular(a, b, n, e), m >= e);
+                assert_eq!(lefevre(a, b, n, e), m >= e);
+            }
+        }
     }
 
     #[test]

@@ -317,9 +317,10 @@ fn generate_at(
         .sum();
 
     // Domain size: at most cfg.domain_bits and the piece; lowered where the quadratic residual
-    // of the line would make phase 1 fail on most domains (N^3 |r2| / 8 >= 1).
+    // of the line, |r2| N^2/16, would make phase 1 fail often: a test places up to ~4N points,
+    // so keep 4N * 2 |r2| N^2 / 16 = N^3 |r2| / 2 below 1/16.
     let log2_r2 = r2_global.significant_bits() as i64 - frac_bits as i64;
-    let cap = ((1 - log2_r2) / 3).max(0) as u32;
+    let cap = ((-3 - log2_r2) / 3).max(0) as u32;
     let mut n = cfg
         .domain_bits
         .min(cap)
