@@ -116,7 +116,7 @@ mod tests {
             // floor/ceil of the top 64 bits
             let top = Integer::from(&ia >> 128u32);
             prop_assert_eq!(Integer::from(floor64(&a)), top.clone());
-            let c = Integer::from(&ia + ((Integer::from(1) << 128u32) - 1u32)) >> 128u32;
+            let c = (&ia + ((Integer::from(1) << 128u32) - 1u32)) >> 128u32;
             prop_assert_eq!(Integer::from(ceil64(&a)), c.keep_bits(64));
             let n = Integer::from(-&ia).keep_bits(192) >> 128u32;
             prop_assert_eq!(Integer::from(neg_floor64(&a)), n);

@@ -148,7 +148,7 @@ impl Generated {
     pub fn r(&self, j: usize, i: u64) -> Integer {
         let mut acc = Integer::new();
         for (l, c) in self.rho[j].iter().enumerate() {
-            acc += Integer::from(c * Integer::from(i).binomial(l as u32));
+            acc += c * Integer::from(i).binomial(l as u32);
         }
         acc
     }
@@ -338,7 +338,7 @@ fn generate_at(
             .map(|i| {
                 let x = Integer::from(i * big_n);
                 (j..=degree)
-                    .map(|m| Integer::from(&beta[m] * x.clone().binomial((m - j) as u32)))
+                    .map(|m| &beta[m] * x.clone().binomial((m - j) as u32))
                     .sum()
             })
             .collect();
@@ -385,8 +385,8 @@ fn generate_at(
     let k0_sub = 1u64 << (2 * sub_bits - 4).min(63);
     let k0_sub = if sub_bits >= 2 { k0_sub } else { 1 };
     let k1_sub = (1u64 << (sub_bits - 1)) - 1;
-    let eps1 = Integer::from(&base + Integer::from(&r2_bound * k0));
-    let eps2 = Integer::from(&base + Integer::from(&r2_bound * k0_sub));
+    let eps1 = &base + Integer::from(&r2_bound * k0);
+    let eps2 = &base + Integer::from(&r2_bound * k0_sub);
     let to64 = |x: Integer| -> Integer {
         // ceil(x 2^(64 - F))
         let sh = frac_bits - 64;
