@@ -283,6 +283,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let mut stats = Stats::default();
     let mut timings = Timings::default();
     let mut per_unit = Vec::new();
+    let cpu0 = process_cpu_seconds();
     let t0 = Instant::now();
     // Units run one after the other, each on all threads, so per-phase times are wall times.
     for unit in units.iter().take(a.units as usize) {
@@ -293,6 +294,11 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         timings.add(&r.timings);
     }
     let wall = t0.elapsed().as_secs_f64();
+    // CPU time of this process: the per-core cost, unaffected by other processes' load.
+    let cpu = match (cpu0, process_cpu_seconds()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
     let args = a.units as f64 * (1u64 << u) as f64;
     let threads = rayon::current_num_threads();
     let n = a.units as f64;
@@ -309,6 +315,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         "arguments_per_s": args / wall,
         "seconds_per_unit": wall / n,
         "core_seconds_per_unit": wall * threads as f64 / n,
+        "cpu_seconds_per_unit": cpu.map(|c| c / n),
         "phase_s_per_unit": {
             "generation": timings.generation_s / n,
             "phase1": timings.phase1_s / n,
@@ -338,6 +345,9 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             wall / n,
             wall * threads as f64 / n
         );
+        if let Some(c) = cpu {
+            println!("  {:.3} CPU-s per unit (process CPU time)", c / n);
+        }
         println!(
             "  per unit: generation {:.4} s, phase 1 {:.4} s, phase 2 {:.4} s, phase 3 {:.4} s, verification {:.4} s",
             timings.generation_s / n,
@@ -351,6 +361,18 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         write_stats(&mut out, &stats)?;
     }
     Ok(())
+}
+
+/// User plus system CPU time of this process, from `/proc/self/stat` (Linux; `None` elsewhere).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // Linux reports clock ticks; USER_HZ is 100 on every mainstream architecture.
+    Some((utime + stime) / 100.0)
 }
 
 #[derive(Args, Debug)]
