@@ -141,11 +141,16 @@ impl ServeArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
     /// Base URL of the server.
-    #[arg(long, env = "TMD_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "TMD_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
     pub server: String,
-    /// The admin token.
-    #[arg(long, env = "TMD_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: String,
+    /// The admin token (required).
+    #[arg(long, env = "TMD_ADMIN_TOKEN", hide_env_values = true, global = true)]
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -228,9 +233,12 @@ pub struct AdminClient {
 
 impl AdminClient {
     pub fn new(api: &ApiArgs) -> anyhow::Result<AdminClient> {
+        let Some(token) = api.admin_token.clone() else {
+            bail!("no admin token: pass --admin-token or set TMD_ADMIN_TOKEN");
+        };
         Ok(AdminClient {
             base: api.server.trim_end_matches('/').to_string(),
-            token: api.admin_token.clone(),
+            token,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(120))
                 .build()?,

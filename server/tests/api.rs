@@ -789,3 +789,16 @@ async fn concurrent_lease_requests_never_share_a_unit() {
         .unwrap();
     assert_eq!(leases, 300, "unmeasured workers get one unit per lease");
 }
+
+#[tokio::test]
+async fn readiness_follows_the_database_and_errors_stay_json() {
+    let app = TestApp::new().await;
+    let (_, w) = app.worker("w").await;
+    app.db.pool().close().await;
+    let resp = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.json::<Value>().await.unwrap()["code"], "unavailable");
+    let resp = app.http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "alive, if not ready");
+    assert_eq!(code_of(w.lease(None).await), "unavailable");
+}
