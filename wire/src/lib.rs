@@ -1,15 +1,445 @@
 //! Types exchanged between `tmd-server` and `tmd-worker` over HTTP.
 //!
 //! This crate has no I/O and no server-side dependencies, so the worker can use it without
-//! pulling in axum or sqlx.
+//! pulling in axum or sqlx. The optional `openapi` feature derives OpenAPI schemas (utoipa) for
+//! the server's generated document; the worker leaves it off.
+//!
+//! Conventions: ids are integers; timestamps are RFC 3339 UTC; arguments are C99 hexadecimal
+//! strings; argument counts that may exceed 2^64 (whole campaigns) are decimal strings.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
 /// The body of every HTTP error: a stable machine-readable `code` and a message for a person.
+///
+/// The codes a client branches on are the constants in [`codes`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ApiError {
     pub code: String,
     pub message: String,
+}
+
+/// The stable error codes of [`ApiError::code`].
+pub mod codes {
+    /// The resource (campaign, lease, unit, route) does not exist.
+    pub const NOT_FOUND: &str = "not_found";
+    /// The request is malformed or a field is invalid.
+    pub const BAD_REQUEST: &str = "bad_request";
+    /// No token, or a token the server does not know.
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// A valid token that may not do this (a worker on an admin route, another worker's lease).
+    pub const FORBIDDEN: &str = "forbidden";
+    /// The lease expired or was released; its units went back to the pool. Ask for new work.
+    pub const LEASE_EXPIRED: &str = "lease_expired";
+    /// The fencing token is not the current one for this lease or unit: a newer lease owns it.
+    pub const STALE_TOKEN: &str = "stale_token";
+    /// Another lease already finished this unit.
+    pub const UNIT_DONE: &str = "unit_done";
+    /// The unit is not part of the lease named in the request.
+    pub const LEASE_MISMATCH: &str = "lease_mismatch";
+    /// The request conflicts with recorded state (a retry with different content, a state
+    /// transition that is not allowed).
+    pub const CONFLICT: &str = "conflict";
+    /// A reported hard case failed the server's MPFR re-verification.
+    pub const FORGED_CASE: &str = "forged_case";
+    /// The request body exceeds the server's limit.
+    pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
+    /// The database is unreachable or another transient failure: retry later.
+    pub const UNAVAILABLE: &str = "unavailable";
+    /// An unexpected server error (logged on the server).
+    pub const INTERNAL: &str = "internal";
+}
+
+/// A half-open argument range `[from, to)`, each end a C99 hexadecimal or decimal number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ArgRange {
+    pub from: String,
+    pub to: String,
+}
+
+/// `POST /api/v1/campaigns`: a new campaign. Exactly one of `format` and `precision`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateCampaign {
+    /// A label for people; defaults to `"{function}-{format}"`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The function's name, e.g. `exp`.
+    pub function: String,
+    /// `binary32`, `binary64`, or a precision in bits as a string.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// The precision in bits (8..=64).
+    #[serde(default)]
+    pub precision: Option<u32>,
+    /// Report arguments with at least this many identical bits after the rounding bit.
+    pub min_bits: u32,
+    /// The argument ranges, each half-open; at least one.
+    pub ranges: Vec<ArgRange>,
+    /// log2 of the arguments per unit; the engine's default when absent.
+    #[serde(default)]
+    pub unit_bits: Option<u32>,
+    /// How many independent results each unit needs (from different workers); default 1.
+    #[serde(default)]
+    pub replication: Option<u32>,
+    /// Higher first; default 0.
+    #[serde(default)]
+    pub priority: Option<i32>,
+}
+
+/// A campaign's lifecycle state. `active` campaigns hand out work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CampaignState {
+    Active,
+    Paused,
+    Cancelled,
+}
+
+impl CampaignState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CampaignState::Active => "active",
+            CampaignState::Paused => "paused",
+            CampaignState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CampaignState> {
+        match s {
+            "active" => Some(CampaignState::Active),
+            "paused" => Some(CampaignState::Paused),
+            "cancelled" => Some(CampaignState::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// A campaign as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Campaign {
+    pub id: i64,
+    pub name: String,
+    pub function: String,
+    pub precision: u32,
+    pub min_bits: u32,
+    pub ranges: Vec<ArgRange>,
+    pub unit_bits: u32,
+    pub replication: u32,
+    pub priority: i32,
+    pub state: CampaignState,
+    pub created_at: DateTime<Utc>,
+    pub units_total: i64,
+    /// Decimal string: a whole binary64 campaign has 2^64 arguments.
+    pub arguments_total: String,
+}
+
+/// Counts of one unit state: units and the arguments they hold (decimal string).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct StateCount {
+    pub units: i64,
+    pub arguments: String,
+}
+
+/// A recorded hard-to-round case, as verified by the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct StoredHrCase {
+    pub x: String,
+    pub bits: u32,
+    pub neg_log2_d: f64,
+    pub kind: HrKind,
+    pub rounded: String,
+    pub unit_id: i64,
+    pub found_at: DateTime<Utc>,
+}
+
+/// A unit the server stopped handing out after too many failures or expiries, or whose
+/// replicas disagreed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct QuarantinedUnit {
+    pub unit_id: i64,
+    pub spec: UnitSpec,
+    pub attempts: i32,
+}
+
+/// `GET /api/v1/campaigns/{id}/progress`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CampaignProgress {
+    pub campaign_id: i64,
+    pub state: CampaignState,
+    pub total: StateCount,
+    pub done: StateCount,
+    pub leased: StateCount,
+    pub pending: StateCount,
+    pub quarantined: StateCount,
+    /// Arguments done over arguments total, in percent.
+    pub percent_done: f64,
+    /// Arguments finished per second over the last hour.
+    pub arguments_per_second_last_hour: f64,
+    /// Seconds to finish the pending and leased arguments at last hour's rate; absent when
+    /// nothing was finished in the last hour.
+    pub eta_seconds: Option<f64>,
+    /// Every unit is done.
+    pub complete: bool,
+    pub hr_cases: i64,
+    /// The hardest cases so far, most identical bits first (at most 10).
+    pub hardest: Vec<StoredHrCase>,
+    /// Quarantined units (at most 100).
+    pub quarantined_units: Vec<QuarantinedUnit>,
+}
+
+/// `POST /api/v1/enrollment-tokens` (admin): a token with which workers register.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateEnrollmentToken {
+    /// How many workers may register with it; unlimited when absent.
+    #[serde(default)]
+    pub uses: Option<u32>,
+    /// Lifetime in seconds; unlimited when absent.
+    #[serde(default)]
+    pub expires_in_seconds: Option<u64>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// The enrollment token, shown once: the server keeps only its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EnrollmentToken {
+    pub id: i64,
+    pub token: String,
+    pub uses_left: Option<u32>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /api/v1/workers/register`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RegisterWorker {
+    pub enrollment_token: String,
+    /// A label for people, e.g. the host name and GPU.
+    pub name: String,
+}
+
+/// The worker's own token, shown once: the server keeps only its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct WorkerRegistered {
+    pub worker_id: i64,
+    pub token: String,
+}
+
+/// `GET /api/v1/workers` (admin): one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct WorkerInfo {
+    pub id: i64,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub last_seen: Option<DateTime<Utc>>,
+    /// Measured arguments per second (moving average over its results).
+    pub arguments_per_second: Option<f64>,
+    pub units_done: i64,
+}
+
+/// `POST /api/v1/leases`: a worker asks for work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// About how many seconds of work the worker wants; the server's default when absent.
+    #[serde(default)]
+    pub seconds: Option<u32>,
+}
+
+/// The arguments of one unit: significands `X` in `[first, first + count)` of the binade
+/// `2^exponent` with that sign (the engine's `UnitSpec`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UnitSpec {
+    pub negative: bool,
+    pub exponent: i32,
+    pub first: u64,
+    pub count: u64,
+}
+
+/// One unit of a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LeasedUnit {
+    pub unit_id: i64,
+    #[serde(flatten)]
+    pub spec: UnitSpec,
+}
+
+/// What the worker computes for a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LeaseTask {
+    pub campaign_id: i64,
+    pub function: String,
+    pub precision: u32,
+    pub min_bits: u32,
+}
+
+/// A lease: a contiguous run of units of one campaign, owned until `expires_at` (database
+/// clock) unless extended by heartbeats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Lease {
+    pub lease_id: i64,
+    /// Present it with every heartbeat, result and release of this lease.
+    pub fencing_token: i64,
+    pub expires_at: DateTime<Utc>,
+    /// Heartbeat at least this often (a third of the lease's lifetime).
+    pub heartbeat_seconds: u32,
+    pub task: LeaseTask,
+    pub units: Vec<LeasedUnit>,
+}
+
+/// The answer to a lease request: a lease, or none when there is no work now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LeaseResponse {
+    pub lease: Option<Lease>,
+    /// When `lease` is absent: ask again after this many seconds.
+    pub retry_after_seconds: u32,
+}
+
+/// `POST /api/v1/leases/{id}/heartbeat`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    pub fencing_token: i64,
+}
+
+/// The lease's new expiry, and its campaign's state (stop working when `cancelled`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct HeartbeatResponse {
+    pub expires_at: DateTime<Utc>,
+    pub campaign_state: CampaignState,
+}
+
+/// The engine's counters for one unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UnitStats {
+    pub units: u64,
+    pub domains: u64,
+    pub phase1_failures: u64,
+    pub subdomains: u64,
+    pub phase2_failures: u64,
+    pub phase3_arguments: u64,
+    pub candidates: u64,
+    pub false_positives: u64,
+}
+
+/// Whether a hard case is close to a floating-point number or to a midpoint between two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum HrKind {
+    Fp,
+    Mid,
+}
+
+impl HrKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HrKind::Fp => "fp",
+            HrKind::Mid => "mid",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HrKind> {
+        match s {
+            "fp" => Some(HrKind::Fp),
+            "mid" => Some(HrKind::Mid),
+            _ => None,
+        }
+    }
+}
+
+/// A hard-to-round case as the worker reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct HrCase {
+    /// The argument, C99 hexadecimal.
+    pub x: String,
+    /// Identical bits after the rounding bit.
+    pub bits: u32,
+    /// -log2 of the relative distance to the breakpoint.
+    pub neg_log2_d: f64,
+    pub kind: HrKind,
+    /// f(x) rounded to nearest, C99 hexadecimal.
+    pub rounded: String,
+}
+
+/// `POST /api/v1/leases/{lease_id}/units/{unit_id}/result`: one finished unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UnitResult {
+    pub fencing_token: i64,
+    pub stats: UnitStats,
+    pub hr_cases: Vec<HrCase>,
+    /// Arguments (C99 hexadecimal) where f(x) is exactly representable.
+    #[serde(default)]
+    pub exact_cases: Vec<String>,
+    /// Wall-clock seconds the worker spent on the unit.
+    pub elapsed: f64,
+    /// Hex SHA-256 digest of the unit's result, as the engine computes it.
+    pub digest: String,
+}
+
+/// The server's answer to an accepted result; a retry of the same post gets the same answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ResultAccepted {
+    pub result_id: i64,
+    pub unit_id: i64,
+    /// HR-cases verified and recorded with this result.
+    pub hr_cases: u32,
+}
+
+/// `POST /api/v1/leases/{id}/release`: give back the lease's unfinished units.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseLease {
+    pub fencing_token: i64,
+    /// Units the worker failed on: they count an attempt (and may be quarantined); the others
+    /// go back to the pool as they were.
+    #[serde(default)]
+    pub failed_units: Vec<i64>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// What became of the released units.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ReleaseResponse {
+    pub returned: u32,
+    pub quarantined: u32,
 }
 
 #[cfg(test)]
@@ -26,5 +456,37 @@ mod tests {
         assert_eq!(json["code"], "lease_expired");
         let back: ApiError = serde_json::from_value(json).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn unit_result_round_trips_and_rejects_unknown_fields() {
+        let text = r#"{"fencing_token":7,"stats":{"units":1,"domains":2,"phase1_failures":0,
+            "subdomains":0,"phase2_failures":0,"phase3_arguments":0,"candidates":1,
+            "false_positives":0},"hr_cases":[{"x":"0x1.8p+0","bits":20,"neg_log2_d":45.5,
+            "kind":"mid","rounded":"0x1.2p+2"}],"elapsed":1.5,"digest":"ab"}"#;
+        let r: UnitResult = serde_json::from_str(text).unwrap();
+        assert_eq!(r.hr_cases[0].kind, HrKind::Mid);
+        assert!(r.exact_cases.is_empty());
+        let again: UnitResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(again, r);
+        let extra = text.replacen("{\"fencing_token\"", "{\"bogus\":1,\"fencing_token\"", 1);
+        assert!(serde_json::from_str::<UnitResult>(&extra).is_err());
+    }
+
+    #[test]
+    fn leased_unit_is_flat_and_holds_a_full_u64() {
+        let u = LeasedUnit {
+            unit_id: 3,
+            spec: UnitSpec {
+                negative: true,
+                exponent: -2,
+                first: u64::MAX,
+                count: 1,
+            },
+        };
+        let json = serde_json::to_value(&u).unwrap();
+        assert_eq!(json["first"], serde_json::json!(u64::MAX));
+        assert_eq!(json["negative"], true);
+        assert_eq!(serde_json::from_value::<LeasedUnit>(json).unwrap(), u);
     }
 }

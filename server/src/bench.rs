@@ -1,0 +1,324 @@
+//! `tmd-server bench`: a load benchmark of the lease protocol. It creates a throwaway database,
+//! starts the server in this process on a loopback port, and runs simulated workers that each
+//! loop lease → heartbeat → post result (one unit per lease, no HR-cases) over real HTTP.
+
+use crate::Config;
+use anyhow::{bail, Context};
+use clap::Args;
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sqlx::{Connection, Executor, PgConnection};
+use std::time::{Duration, Instant};
+use tmd_wire::{
+    ApiError, ArgRange, CreateCampaign, CreateEnrollmentToken, EnrollmentToken, Heartbeat,
+    HeartbeatResponse, Lease, LeaseRequest, LeaseResponse, RegisterWorker, ResultAccepted,
+    UnitResult, UnitStats, WorkerRegistered,
+};
+
+/// `bench` options.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// A PostgreSQL database on a server where the bench may create (and then drop) its own
+    /// database.
+    #[arg(
+        long,
+        env = "TMD_BENCH_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub database_url: String,
+    /// Simulated workers, each running cycles back to back.
+    #[arg(long, default_value_t = 32)]
+    pub workers: usize,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Connections in the server's pool.
+    #[arg(long, default_value_t = 16)]
+    pub max_connections: u32,
+}
+
+/// A worker-side client of the lease protocol (the bench's simulated workers, and tests).
+#[derive(Clone)]
+pub struct WorkerClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// A refused call: the HTTP status and the error envelope.
+#[derive(Debug)]
+pub struct Refused {
+    pub status: u16,
+    pub error: ApiError,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status, self.error.code, self.error.message
+        )
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl WorkerClient {
+    /// A client for `base` (e.g. `http://127.0.0.1:8080`) with a worker token.
+    pub fn new(base: &str, token: &str, http: reqwest::Client) -> WorkerClient {
+        WorkerClient {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            http,
+        }
+    }
+
+    /// The worker's token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The same worker against another server address (after a restart).
+    pub fn with_base(&self, base: &str) -> WorkerClient {
+        WorkerClient::new(base, &self.token, self.http.clone())
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<T> {
+        let resp = self
+            .http
+            .request(Method::POST, format!("{}/api/v1{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+            .await?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp.json().await?);
+        }
+        let error: ApiError = resp.json().await.context("error without envelope")?;
+        Err(Refused {
+            status: status.as_u16(),
+            error,
+        }
+        .into())
+    }
+
+    /// Asks for about `seconds` of work.
+    pub async fn lease(&self, seconds: Option<u32>) -> anyhow::Result<LeaseResponse> {
+        self.call("/leases", &LeaseRequest { seconds }).await
+    }
+
+    /// Extends a lease.
+    pub async fn heartbeat(&self, lease: &Lease) -> anyhow::Result<HeartbeatResponse> {
+        self.call(
+            &format!("/leases/{}/heartbeat", lease.lease_id),
+            &Heartbeat {
+                fencing_token: lease.fencing_token,
+            },
+        )
+        .await
+    }
+
+    /// Posts the result of one unit of `lease_id`.
+    pub async fn post(
+        &self,
+        lease_id: i64,
+        unit_id: i64,
+        result: &UnitResult,
+    ) -> anyhow::Result<ResultAccepted> {
+        self.call(
+            &format!("/leases/{lease_id}/units/{unit_id}/result"),
+            result,
+        )
+        .await
+    }
+}
+
+/// Registers a worker with an enrollment token.
+pub async fn register(
+    http: &reqwest::Client,
+    base: &str,
+    enrollment_token: &str,
+    name: &str,
+) -> anyhow::Result<WorkerRegistered> {
+    let resp = http
+        .post(format!("{base}/api/v1/workers/register"))
+        .json(&RegisterWorker {
+            enrollment_token: enrollment_token.to_string(),
+            name: name.to_string(),
+        })
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("register: {}", resp.text().await?);
+    }
+    Ok(resp.json().await?)
+}
+
+/// A plausible result with no HR-cases; the digest is derived from the unit so retries match.
+pub fn empty_result(fencing_token: i64, unit_id: i64, elapsed: f64) -> UnitResult {
+    use sha2::{Digest, Sha256};
+    UnitResult {
+        fencing_token,
+        stats: UnitStats {
+            units: 1,
+            domains: 1,
+            ..UnitStats::default()
+        },
+        hr_cases: vec![],
+        exact_cases: vec![],
+        elapsed,
+        digest: hex::encode(Sha256::digest(unit_id.to_le_bytes())),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.workers == 0 || args.seconds == 0 {
+        bail!("--workers and --seconds must be at least 1");
+    }
+    let name = format!("tmd_bench_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(&args.database_url)
+        .await
+        .context("cannot connect to the benchmark's PostgreSQL")?;
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await?;
+    let outcome = run_on(args, &name).await;
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+        .await?;
+    outcome
+}
+
+async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    use std::str::FromStr;
+    let options = PgConnectOptions::from_str(&args.database_url)?.database(db);
+    let pool = PgPoolOptions::new()
+        .max_connections(args.max_connections)
+        .connect_with(options)
+        .await?;
+    let admin_token = crate::auth::new_token("bench_");
+    let config = Config {
+        sweep_interval: Duration::from_secs(5),
+        ..Config::default()
+    }
+    .with_admin_token(&admin_token);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let server = crate::Server::start(pool, config, listener).await?;
+    let base = server.url();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.workers)
+        .build()?;
+    // exp on [1, 2) in binary32 with 64 arguments per unit: 131072 units, more than any run
+    // here consumes.
+    let resp = http
+        .post(format!("{base}/api/v1/campaigns"))
+        .bearer_auth(&admin_token)
+        .json(&CreateCampaign {
+            name: Some("bench".into()),
+            function: "exp".into(),
+            format: Some("binary32".into()),
+            precision: None,
+            min_bits: 20,
+            ranges: vec![ArgRange {
+                from: "0x1p+0".into(),
+                to: "0x1p+1".into(),
+            }],
+            unit_bits: Some(6),
+            replication: None,
+            priority: None,
+        })
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("campaign: {}", resp.text().await?);
+    }
+    let token: EnrollmentToken = http
+        .post(format!("{base}/api/v1/enrollment-tokens"))
+        .bearer_auth(&admin_token)
+        .json(&CreateEnrollmentToken::default())
+        .send()
+        .await?
+        .json()
+        .await?;
+    let mut clients = Vec::new();
+    for i in 0..args.workers {
+        let w = register(&http, &base, &token.token, &format!("bench-{i}")).await?;
+        clients.push(WorkerClient::new(&base, &w.token, http.clone()));
+    }
+    eprintln!(
+        "bench: {} workers for {} s against {base} (database {db})",
+        args.workers, args.seconds
+    );
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in clients {
+        tasks.push(tokio::spawn(async move {
+            let mut cycles = Vec::new();
+            let mut requests = Vec::new();
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let Some(lease) = c.lease(Some(1)).await?.lease else {
+                    break;
+                };
+                let t1 = Instant::now();
+                c.heartbeat(&lease).await?;
+                let t2 = Instant::now();
+                for u in &lease.units {
+                    // 2 s per 64 arguments keeps the measured speed at one unit per lease.
+                    c.post(
+                        lease.lease_id,
+                        u.unit_id,
+                        &empty_result(lease.fencing_token, u.unit_id, 2.0),
+                    )
+                    .await?;
+                }
+                let t3 = Instant::now();
+                requests.extend([t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64()));
+                cycles.push((t3 - t0).as_secs_f64());
+            }
+            anyhow::Ok((cycles, requests))
+        }));
+    }
+    let mut cycles = Vec::new();
+    let mut requests = Vec::new();
+    for t in tasks {
+        let (c, r) = t.await??;
+        cycles.extend(c);
+        requests.extend(r);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    server.shutdown().await?;
+    cycles.sort_by(f64::total_cmp);
+    requests.sort_by(f64::total_cmp);
+    println!(
+        "workers={} seconds={:.1} cycles={} cycles_per_s={:.0} \
+         cycle_p50_ms={:.2} cycle_p99_ms={:.2} request_p50_ms={:.2} request_p99_ms={:.2}",
+        args.workers,
+        wall,
+        cycles.len(),
+        cycles.len() as f64 / wall,
+        percentile(&cycles, 0.5) * 1e3,
+        percentile(&cycles, 0.99) * 1e3,
+        percentile(&requests, 0.5) * 1e3,
+        percentile(&requests, 0.99) * 1e3,
+    );
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! The command line: `serve`, `migrate`, the admin commands (`campaign`, `token`), which talk
+//! to a running server over its HTTP API with the admin token, and `bench`.
+
+use crate::domain::LeasePolicy;
+use crate::Config;
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tmd_wire::{
+    ApiError, ArgRange, Campaign, CampaignProgress, CreateCampaign, CreateEnrollmentToken,
+    EnrollmentToken,
+};
+
+/// tmd-server: the coordinator of tmd (campaigns, leases, results in PostgreSQL).
+#[derive(Debug, Parser)]
+#[command(name = "tmd-server", version, about)]
+pub struct Cli {
+    /// Log filter (tracing-subscriber syntax), e.g. `info` or `tmd_server=debug`.
+    #[arg(long, env = "TMD_LOG", default_value = "info", global = true)]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Applies migrations and serves the API until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+    /// Applies pending migrations and exits.
+    Migrate(DbArgs),
+    /// Manages campaigns through a running server (admin token needed).
+    Campaign {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(subcommand)]
+        command: CampaignCommand,
+    },
+    /// Manages enrollment tokens through a running server (admin token needed).
+    Token {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Prints the OpenAPI document (the one served at /api/openapi.json).
+    Openapi,
+    /// Load benchmark: starts a server on a fresh database and runs simulated workers.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// Where the database is.
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Most connections in the pool.
+    #[arg(long, env = "TMD_DB_MAX_CONNECTIONS", default_value_t = 32)]
+    pub max_connections: u32,
+}
+
+impl DbArgs {
+    /// Connects a pool.
+    pub async fn connect(&self) -> anyhow::Result<sqlx::PgPool> {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(self.max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(&self.database_url)
+            .await
+            .context("cannot connect to the database")
+    }
+}
+
+/// `serve` options; each has an environment variable and a default.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address to listen on.
+    #[arg(long, env = "TMD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Admin token; admin routes are refused without one.
+    #[arg(long, env = "TMD_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Lifetime of a lease and of each heartbeat's extension, in seconds.
+    #[arg(long, env = "TMD_LEASE_TTL_SECONDS", default_value_t = 300)]
+    pub lease_ttl_seconds: u32,
+    /// Seconds of work leased when a worker does not say.
+    #[arg(long, env = "TMD_DEFAULT_LEASE_SECONDS", default_value_t = 600)]
+    pub default_lease_seconds: u32,
+    /// Most units in one lease.
+    #[arg(long, env = "TMD_MAX_UNITS_PER_LEASE", default_value_t = 64)]
+    pub max_units_per_lease: u32,
+    /// Failures or expiries after which a unit is quarantined.
+    #[arg(long, env = "TMD_MAX_ATTEMPTS", default_value_t = 5)]
+    pub max_attempts: u32,
+    /// Largest request body in bytes.
+    #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// Most units one campaign may be cut into.
+    #[arg(long, env = "TMD_MAX_UNITS_PER_CAMPAIGN", default_value_t = 2_000_000)]
+    pub max_units_per_campaign: usize,
+    /// Seconds between background passes that expire leases.
+    #[arg(long, env = "TMD_SWEEP_INTERVAL_SECONDS", default_value_t = 5)]
+    pub sweep_interval_seconds: u64,
+}
+
+impl ServeArgs {
+    /// The server settings these options describe.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        if self.lease_ttl_seconds == 0 || self.max_units_per_lease == 0 || self.max_attempts == 0 {
+            bail!("lease TTL, units per lease and attempts must be at least 1");
+        }
+        let mut c = Config {
+            policy: LeasePolicy {
+                ttl_seconds: self.lease_ttl_seconds,
+                default_seconds: self.default_lease_seconds.max(1),
+                max_units: self.max_units_per_lease,
+                max_attempts: self.max_attempts,
+            },
+            max_body_bytes: self.max_body_bytes,
+            max_units_per_campaign: self.max_units_per_campaign,
+            sweep_interval: Duration::from_secs(self.sweep_interval_seconds.max(1)),
+            ..Config::default()
+        };
+        if let Some(t) = &self.admin_token {
+            if t.len() < 16 {
+                bail!("the admin token must be at least 16 characters");
+            }
+            c = c.with_admin_token(t);
+        }
+        Ok(c)
+    }
+}
+
+/// How the admin commands reach the server.
+#[derive(Debug, Clone, Args)]
+pub struct ApiArgs {
+    /// Base URL of the server.
+    #[arg(
+        long,
+        env = "TMD_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    pub server: String,
+    /// The admin token (required).
+    #[arg(long, env = "TMD_ADMIN_TOKEN", hide_env_values = true, global = true)]
+    pub admin_token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CampaignCommand {
+    /// Creates a campaign; prints it as JSON.
+    Create(CreateArgs),
+    /// Lists campaigns, one per line.
+    List,
+    /// Shows a campaign and its progress as JSON.
+    Show { id: i64 },
+    /// Stops handing out the campaign's units.
+    Pause { id: i64 },
+    /// Hands out the campaign's units again.
+    Resume { id: i64 },
+    /// Cancels the campaign for good.
+    Cancel { id: i64 },
+}
+
+/// `campaign create` options.
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    /// Function name, e.g. `exp`.
+    #[arg(long)]
+    pub function: String,
+    /// `binary32`, `binary64`, or a precision (conflicts with --precision).
+    #[arg(
+        long,
+        conflicts_with = "precision",
+        required_unless_present = "precision"
+    )]
+    pub format: Option<String>,
+    /// Precision in bits, 8..=64.
+    #[arg(long)]
+    pub precision: Option<u32>,
+    /// Report cases with at least this many identical bits after the rounding bit.
+    #[arg(long)]
+    pub min_bits: u32,
+    /// Start of a range (C99 hex or decimal); repeat with --to for several ranges.
+    #[arg(long = "from", required = true)]
+    pub from: Vec<String>,
+    /// End (excluded) of a range; one per --from.
+    #[arg(long = "to", required = true)]
+    pub to: Vec<String>,
+    /// log2 of arguments per unit (the engine's default when absent).
+    #[arg(long)]
+    pub unit_bits: Option<u32>,
+    /// Independent results needed per unit.
+    #[arg(long)]
+    pub replication: Option<u32>,
+    /// Higher runs first.
+    #[arg(long)]
+    pub priority: Option<i32>,
+    /// Label.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Creates an enrollment token for workers; prints it as JSON (shown once).
+    Create {
+        /// Number of workers that may register with it (unlimited when absent).
+        #[arg(long)]
+        uses: Option<u32>,
+        /// Hours until it expires (never when absent).
+        #[arg(long)]
+        expires_in_hours: Option<u64>,
+        /// A note for people.
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+/// A client for the admin API.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl AdminClient {
+    pub fn new(api: &ApiArgs) -> anyhow::Result<AdminClient> {
+        let Some(token) = api.admin_token.clone() else {
+            bail!("no admin token: pass --admin-token or set TMD_ADMIN_TOKEN");
+        };
+        Ok(AdminClient {
+            base: api.server.trim_end_matches('/').to_string(),
+            token,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()?,
+        })
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> anyhow::Result<T> {
+        let url = format!("{}/api/v1{path}", self.base);
+        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {url}"))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp.json().await?);
+        }
+        match resp.json::<ApiError>().await {
+            Ok(e) => bail!("{status}: {}: {}", e.code, e.message),
+            Err(_) => bail!("{status} from {url}"),
+        }
+    }
+
+    pub async fn create_campaign(&self, req: &CreateCampaign) -> anyhow::Result<Campaign> {
+        self.call(Method::POST, "/campaigns", Some(req)).await
+    }
+
+    pub async fn list_campaigns(&self) -> anyhow::Result<Vec<Campaign>> {
+        self.call::<(), _>(Method::GET, "/campaigns", None).await
+    }
+
+    pub async fn campaign(&self, id: i64) -> anyhow::Result<Campaign> {
+        self.call::<(), _>(Method::GET, &format!("/campaigns/{id}"), None)
+            .await
+    }
+
+    pub async fn progress(&self, id: i64) -> anyhow::Result<CampaignProgress> {
+        self.call::<(), _>(Method::GET, &format!("/campaigns/{id}/progress"), None)
+            .await
+    }
+
+    pub async fn transition(&self, id: i64, action: &str) -> anyhow::Result<Campaign> {
+        self.call::<(), _>(Method::POST, &format!("/campaigns/{id}/{action}"), None)
+            .await
+    }
+
+    pub async fn create_token(
+        &self,
+        req: &CreateEnrollmentToken,
+    ) -> anyhow::Result<EnrollmentToken> {
+        self.call(Method::POST, "/enrollment-tokens", Some(req))
+            .await
+    }
+}
+
+fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Runs `campaign ...`.
+pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Result<()> {
+    let client = AdminClient::new(api)?;
+    match cmd {
+        CampaignCommand::Create(a) => {
+            if a.from.len() != a.to.len() {
+                bail!("give one --to per --from");
+            }
+            let req = CreateCampaign {
+                name: a.name.clone(),
+                function: a.function.clone(),
+                format: a.format.clone(),
+                precision: a.precision,
+                min_bits: a.min_bits,
+                ranges: a
+                    .from
+                    .iter()
+                    .zip(&a.to)
+                    .map(|(f, t)| ArgRange {
+                        from: f.clone(),
+                        to: t.clone(),
+                    })
+                    .collect(),
+                unit_bits: a.unit_bits,
+                replication: a.replication,
+                priority: a.priority,
+            };
+            print_json(&client.create_campaign(&req).await?)
+        }
+        CampaignCommand::List => {
+            println!(
+                "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  name",
+                "id", "state", "function", "prec", "min", "units", "priority"
+            );
+            for c in client.list_campaigns().await? {
+                println!(
+                    "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {}",
+                    c.id,
+                    c.state.as_str(),
+                    c.function,
+                    c.precision,
+                    c.min_bits,
+                    c.units_total,
+                    c.priority,
+                    c.name
+                );
+            }
+            Ok(())
+        }
+        CampaignCommand::Show { id } => {
+            let campaign = client.campaign(*id).await?;
+            let progress = client.progress(*id).await?;
+            print_json(&serde_json::json!({ "campaign": campaign, "progress": progress }))
+        }
+        CampaignCommand::Pause { id } => print_json(&client.transition(*id, "pause").await?),
+        CampaignCommand::Resume { id } => print_json(&client.transition(*id, "resume").await?),
+        CampaignCommand::Cancel { id } => print_json(&client.transition(*id, "cancel").await?),
+    }
+}
+
+/// Runs `token ...`.
+pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> {
+    let client = AdminClient::new(api)?;
+    match cmd {
+        TokenCommand::Create {
+            uses,
+            expires_in_hours,
+            note,
+        } => {
+            let req = CreateEnrollmentToken {
+                uses: *uses,
+                expires_in_seconds: expires_in_hours.map(|h| h * 3600),
+                note: note.clone(),
+            };
+            print_json(&client.create_token(&req).await?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_defaults_are_the_documented_ones() {
+        let cli = Cli::try_parse_from([
+            "tmd-server",
+            "serve",
+            "--database-url",
+            "postgres://x@127.0.0.1/db",
+            "--admin-token",
+            "0123456789abcdef",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected")
+        };
+        let c = args.config().unwrap();
+        assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.policy.ttl_seconds, 300);
+        assert_eq!(c.policy.max_attempts, 5);
+        assert_eq!(c.max_body_bytes, 1 << 20);
+        assert!(!format!("{c:?}").contains("0123456789abcdef"));
+    }
+}

@@ -1,0 +1,508 @@
+//! Domain rules with no I/O: validating requests, sizing leases, and judging a posted result
+//! against its lease and unit. Storage calls these under its row locks.
+
+use crate::error::{Error, Result};
+use tmd_wire::{CampaignState, CreateCampaign, UnitResult};
+
+/// Server-side limits of the lease protocol.
+#[derive(Debug, Clone)]
+pub struct LeasePolicy {
+    /// Lifetime of a lease, and of each heartbeat's extension.
+    pub ttl_seconds: u32,
+    /// Work asked for when the request gives no `seconds`.
+    pub default_seconds: u32,
+    /// Most units in one lease.
+    pub max_units: u32,
+    /// Failures or expiries after which a unit is quarantined.
+    pub max_attempts: u32,
+}
+
+impl Default for LeasePolicy {
+    fn default() -> Self {
+        LeasePolicy {
+            ttl_seconds: 300,
+            default_seconds: 600,
+            max_units: 64,
+            max_attempts: 5,
+        }
+    }
+}
+
+/// How many units to lease: about `seconds` of work at the worker's measured speed
+/// (arguments per second), at least one, at most `max_units`. A worker never measured gets one
+/// unit, so its first result calibrates it.
+pub fn lease_size(seconds: u32, speed: Option<f64>, unit_bits: u32, max_units: u32) -> u32 {
+    let Some(speed) = speed.filter(|s| s.is_finite() && *s > 0.0) else {
+        return 1;
+    };
+    let per_unit = 2f64.powi(unit_bits as i32);
+    let n = (f64::from(seconds) * speed / per_unit).floor();
+    n.clamp(1.0, f64::from(max_units.max(1))) as u32
+}
+
+/// The campaign fields left after validation (the engine checks function, precision and
+/// ranges when it splits them).
+#[derive(Debug, Clone)]
+pub struct NewCampaign {
+    pub name: String,
+    pub function: String,
+    pub format: Option<String>,
+    pub precision: Option<u32>,
+    pub min_bits: u32,
+    pub ranges: Vec<tmd_wire::ArgRange>,
+    pub unit_bits: Option<u32>,
+    pub replication: u32,
+    pub priority: i32,
+}
+
+/// Checks the fields of a campaign request that do not need the engine.
+pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
+    let bad = |m: String| Err(Error::BadRequest(m));
+    if req.function.trim().is_empty() {
+        return bad("function must not be empty".into());
+    }
+    match (&req.format, req.precision) {
+        (Some(_), Some(_)) => return bad("give either format or precision, not both".into()),
+        (None, None) => return bad("give format (binary32, binary64) or precision".into()),
+        _ => {}
+    }
+    if let Some(p) = req.precision {
+        if !(8..=64).contains(&p) {
+            return bad(format!("precision must be in 8..=64, got {p}"));
+        }
+    }
+    if !(1..=256).contains(&req.min_bits) {
+        return bad(format!("min_bits must be in 1..=256, got {}", req.min_bits));
+    }
+    if req.ranges.is_empty() {
+        return bad("ranges must hold at least one range".into());
+    }
+    if req.ranges.len() > 1024 {
+        return bad("at most 1024 ranges".into());
+    }
+    for r in &req.ranges {
+        if r.from.trim().is_empty()
+            || r.to.trim().is_empty()
+            || r.from.len() > 100
+            || r.to.len() > 100
+        {
+            return bad(
+                "each range needs non-empty `from` and `to` of at most 100 characters".into(),
+            );
+        }
+    }
+    if let Some(u) = req.unit_bits {
+        if u > 62 {
+            return bad(format!("unit_bits must be in 0..=62, got {u}"));
+        }
+    }
+    let replication = req.replication.unwrap_or(1);
+    if !(1..=16).contains(&replication) {
+        return bad(format!("replication must be in 1..=16, got {replication}"));
+    }
+    let priority = req.priority.unwrap_or(0);
+    if !(-1_000_000..=1_000_000).contains(&priority) {
+        return bad("priority must be in -1000000..=1000000".into());
+    }
+    let name = match &req.name {
+        Some(n) if n.trim().is_empty() || n.len() > 200 => {
+            return bad("name must be 1 to 200 characters".into())
+        }
+        Some(n) => n.clone(),
+        None => {
+            let fmt = req
+                .format
+                .clone()
+                .or(req.precision.map(|p| format!("p{p}")))
+                .unwrap_or_default();
+            format!("{}-{}", req.function, fmt)
+        }
+    };
+    Ok(NewCampaign {
+        name,
+        function: req.function.trim().to_string(),
+        format: req.format.clone(),
+        precision: req.precision,
+        min_bits: req.min_bits,
+        ranges: req.ranges.clone(),
+        unit_bits: req.unit_bits,
+        replication,
+        priority,
+    })
+}
+
+/// Whether a campaign may go from `from` to `to`.
+pub fn transition_allowed(from: CampaignState, to: CampaignState) -> bool {
+    use CampaignState::*;
+    matches!(
+        (from, to),
+        (Active, Paused) | (Paused, Active) | (Active, Cancelled) | (Paused, Cancelled)
+    )
+}
+
+/// Checks the parts of a result the engine does not: sizes, digest shape, finite numbers.
+pub fn validate_result(r: &UnitResult, max_cases: usize) -> Result<()> {
+    let bad = |m: String| Err(Error::BadRequest(m));
+    if r.digest.len() != 64 || !r.digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return bad("digest must be 64 hexadecimal digits (SHA-256)".into());
+    }
+    if !r.elapsed.is_finite() || r.elapsed < 0.0 {
+        return bad("elapsed must be a finite number of seconds >= 0".into());
+    }
+    if r.hr_cases.len() + r.exact_cases.len() > max_cases {
+        return bad(format!(
+            "at most {max_cases} hr_cases and exact_cases together"
+        ));
+    }
+    for c in &r.hr_cases {
+        if c.x.is_empty() || c.x.len() > 64 || c.rounded.is_empty() || c.rounded.len() > 64 {
+            return bad("each HR-case needs x and rounded of 1 to 64 characters".into());
+        }
+        if !c.neg_log2_d.is_finite() {
+            return bad("neg_log2_d must be finite".into());
+        }
+    }
+    for x in &r.exact_cases {
+        if x.is_empty() || x.len() > 64 {
+            return bad("each exact case must be 1 to 64 characters".into());
+        }
+    }
+    Ok(())
+}
+
+/// A lease as the judge sees it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LeaseRow {
+    pub id: i64,
+    pub worker_id: i64,
+    pub campaign_id: i64,
+    pub fencing_token: i64,
+    pub first_seq: i32,
+    pub unit_count: i32,
+    pub state: String,
+    /// `expires_at <= now()` on the database clock.
+    pub expired: bool,
+}
+
+/// A unit as the judge sees it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UnitRow {
+    pub id: i64,
+    pub campaign_id: i64,
+    pub seq: i32,
+    pub state: String,
+    pub lease_id: Option<i64>,
+    pub fence: Option<i64>,
+    pub count: i64,
+    pub negative: bool,
+    pub exponent: i32,
+    pub first: String,
+}
+
+/// A result already recorded for the same (unit, lease).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PriorResult {
+    pub id: i64,
+    pub digest: String,
+    pub hr_count: i32,
+}
+
+/// What to do with a posted result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    /// Record it.
+    Accept,
+    /// The same post was recorded before: answer as then.
+    Replay { result_id: i64, hr_cases: u32 },
+}
+
+/// Decides whether `worker` may record a result with `digest` for `unit` under `lease`.
+/// The order of the checks is the contract: a retry of an accepted post is recognised
+/// before the lease's later fate (finished, expired) can refuse it.
+pub fn judge_post(
+    worker_id: i64,
+    fencing_token: i64,
+    lease: Option<&LeaseRow>,
+    unit: Option<&UnitRow>,
+    prior: Option<&PriorResult>,
+    digest: &str,
+) -> Result<Judgement> {
+    let lease = lease.ok_or_else(|| Error::NotFound("no such lease".into()))?;
+    if lease.worker_id != worker_id {
+        return Err(Error::Forbidden(
+            "the lease belongs to another worker".into(),
+        ));
+    }
+    if lease.fencing_token != fencing_token {
+        return Err(Error::StaleToken(
+            "the fencing token is not this lease's".into(),
+        ));
+    }
+    let unit = match unit {
+        Some(u)
+            if u.campaign_id == lease.campaign_id
+                && u.seq >= lease.first_seq
+                && i64::from(u.seq) < i64::from(lease.first_seq) + i64::from(lease.unit_count) =>
+        {
+            u
+        }
+        _ => {
+            return Err(Error::LeaseMismatch(
+                "the unit is not part of this lease".into(),
+            ))
+        }
+    };
+    if let Some(p) = prior {
+        return if p.digest.eq_ignore_ascii_case(digest) {
+            Ok(Judgement::Replay {
+                result_id: p.id,
+                hr_cases: p.hr_count.max(0) as u32,
+            })
+        } else {
+            Err(Error::Conflict(
+                "a different result was already recorded for this unit and lease".into(),
+            ))
+        };
+    }
+    if unit.state == "done" {
+        return Err(Error::UnitDone(
+            "another lease already finished this unit".into(),
+        ));
+    }
+    if unit.fence.is_some_and(|f| f > lease.fencing_token) {
+        return Err(Error::StaleToken(
+            "the unit was leased again with a newer fencing token".into(),
+        ));
+    }
+    if unit.lease_id != Some(lease.id) || lease.state != "active" || lease.expired {
+        return Err(Error::LeaseExpired(
+            "the lease expired or was released; its units went back to the pool".into(),
+        ));
+    }
+    Ok(Judgement::Accept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease() -> LeaseRow {
+        LeaseRow {
+            id: 10,
+            worker_id: 1,
+            campaign_id: 5,
+            fencing_token: 100,
+            first_seq: 3,
+            unit_count: 2,
+            state: "active".into(),
+            expired: false,
+        }
+    }
+
+    fn unit() -> UnitRow {
+        UnitRow {
+            id: 77,
+            campaign_id: 5,
+            seq: 4,
+            state: "leased".into(),
+            lease_id: Some(10),
+            fence: Some(100),
+            count: 16,
+            negative: false,
+            exponent: 0,
+            first: "8388608".into(),
+        }
+    }
+
+    fn code(r: Result<Judgement>) -> &'static str {
+        match r {
+            Ok(_) => "ok",
+            Err(e) => e.code(),
+        }
+    }
+
+    #[test]
+    fn the_judge_accepts_the_holder_and_refuses_everyone_else_with_a_clear_code() {
+        let (l, u) = (lease(), unit());
+        let d = "a".repeat(64);
+        assert_eq!(
+            judge_post(1, 100, Some(&l), Some(&u), None, &d).unwrap(),
+            Judgement::Accept
+        );
+        assert_eq!(
+            code(judge_post(1, 100, None, Some(&u), None, &d)),
+            "not_found"
+        );
+        assert_eq!(
+            code(judge_post(2, 100, Some(&l), Some(&u), None, &d)),
+            "forbidden"
+        );
+        assert_eq!(
+            code(judge_post(1, 99, Some(&l), Some(&u), None, &d)),
+            "stale_token"
+        );
+        let outside = UnitRow { seq: 5, ..unit() };
+        assert_eq!(
+            code(judge_post(1, 100, Some(&l), Some(&outside), None, &d)),
+            "lease_mismatch"
+        );
+        let other_campaign = UnitRow {
+            campaign_id: 6,
+            ..unit()
+        };
+        assert_eq!(
+            code(judge_post(
+                1,
+                100,
+                Some(&l),
+                Some(&other_campaign),
+                None,
+                &d
+            )),
+            "lease_mismatch"
+        );
+        let done = UnitRow {
+            state: "done".into(),
+            lease_id: None,
+            ..unit()
+        };
+        assert_eq!(
+            code(judge_post(1, 100, Some(&l), Some(&done), None, &d)),
+            "unit_done"
+        );
+        let releasedto = UnitRow {
+            lease_id: Some(11),
+            fence: Some(101),
+            ..unit()
+        };
+        assert_eq!(
+            code(judge_post(1, 100, Some(&l), Some(&releasedto), None, &d)),
+            "stale_token"
+        );
+        let back_in_pool = UnitRow {
+            state: "pending".into(),
+            lease_id: None,
+            ..unit()
+        };
+        assert_eq!(
+            code(judge_post(1, 100, Some(&l), Some(&back_in_pool), None, &d)),
+            "lease_expired"
+        );
+        let expired = LeaseRow {
+            expired: true,
+            ..lease()
+        };
+        assert_eq!(
+            code(judge_post(1, 100, Some(&expired), Some(&u), None, &d)),
+            "lease_expired"
+        );
+    }
+
+    #[test]
+    fn a_retry_gets_the_same_answer_even_after_the_lease_ended() {
+        let l = LeaseRow {
+            state: "finished".into(),
+            ..lease()
+        };
+        let u = UnitRow {
+            state: "done".into(),
+            lease_id: None,
+            ..unit()
+        };
+        let prior = PriorResult {
+            id: 9,
+            digest: "AB".repeat(32),
+            hr_count: 2,
+        };
+        assert_eq!(
+            judge_post(1, 100, Some(&l), Some(&u), Some(&prior), &"ab".repeat(32)).unwrap(),
+            Judgement::Replay {
+                result_id: 9,
+                hr_cases: 2
+            }
+        );
+        assert_eq!(
+            code(judge_post(
+                1,
+                100,
+                Some(&l),
+                Some(&u),
+                Some(&prior),
+                &"cd".repeat(32)
+            )),
+            "conflict"
+        );
+    }
+
+    #[test]
+    fn lease_size_follows_speed_within_bounds() {
+        assert_eq!(lease_size(600, None, 20, 64), 1);
+        assert_eq!(lease_size(600, Some(0.0), 20, 64), 1);
+        // 2^20 arguments per unit at 2^20 per second: 600 s is 600 units, capped at 64.
+        assert_eq!(lease_size(600, Some(1048576.0), 20, 64), 64);
+        assert_eq!(lease_size(10, Some(1048576.0), 20, 64), 10);
+        assert_eq!(lease_size(1, Some(1.0), 20, 64), 1);
+    }
+
+    #[test]
+    fn campaign_validation_names_the_bad_field() {
+        let ok = CreateCampaign {
+            name: None,
+            function: "exp".into(),
+            format: Some("binary32".into()),
+            precision: None,
+            min_bits: 16,
+            ranges: vec![tmd_wire::ArgRange {
+                from: "1".into(),
+                to: "2".into(),
+            }],
+            unit_bits: None,
+            replication: None,
+            priority: None,
+        };
+        let v = validate_campaign(&ok).unwrap();
+        assert_eq!(v.name, "exp-binary32");
+        assert_eq!(v.replication, 1);
+        let msg = |c: CreateCampaign| validate_campaign(&c).unwrap_err().to_string();
+        assert!(msg(CreateCampaign {
+            precision: Some(24),
+            ..ok.clone()
+        })
+        .contains("not both"));
+        assert!(msg(CreateCampaign {
+            format: None,
+            ..ok.clone()
+        })
+        .contains("format"));
+        assert!(msg(CreateCampaign {
+            ranges: vec![],
+            ..ok.clone()
+        })
+        .contains("ranges"));
+        assert!(msg(CreateCampaign {
+            min_bits: 0,
+            ..ok.clone()
+        })
+        .contains("min_bits"));
+        assert!(msg(CreateCampaign {
+            replication: Some(0),
+            ..ok.clone()
+        })
+        .contains("replication"));
+        assert!(msg(CreateCampaign {
+            unit_bits: Some(63),
+            ..ok.clone()
+        })
+        .contains("unit_bits"));
+    }
+
+    #[test]
+    fn only_sensible_campaign_transitions() {
+        use CampaignState::*;
+        assert!(transition_allowed(Active, Paused));
+        assert!(transition_allowed(Paused, Active));
+        assert!(transition_allowed(Paused, Cancelled));
+        assert!(!transition_allowed(Cancelled, Active));
+        assert!(!transition_allowed(Active, Active));
+    }
+}

@@ -1,0 +1,239 @@
+//! The only place the server calls the engine (`tmd-kernels`): resolving functions and
+//! precisions, cutting campaign ranges into units, and re-verifying reported cases with MPFR.
+
+use crate::domain::NewCampaign;
+use crate::error::{Error, Result};
+use rug::float::Round;
+use std::str::FromStr;
+use tmd_kernels::format::parse_number;
+use tmd_kernels::plan::{default_unit_bits, split_range};
+use tmd_kernels::verify::{verify_case, Kind, Verdict};
+use tmd_kernels::{Argument, Function, Precision};
+use tmd_wire::{HrCase, HrKind, UnitSpec};
+
+/// A campaign's resolved parameters and units, in argument order.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The function's canonical name.
+    pub function: String,
+    pub precision: u32,
+    pub unit_bits: u32,
+    pub units: Vec<UnitSpec>,
+}
+
+fn precision_of(c: &NewCampaign) -> Result<Precision> {
+    match (&c.format, c.precision) {
+        (Some(f), None) => Precision::from_str(f).map_err(|e| Error::BadRequest(e.to_string())),
+        (None, Some(p)) => Precision::new(p).map_err(|e| Error::BadRequest(e.to_string())),
+        _ => Err(Error::BadRequest("give either format or precision".into())),
+    }
+}
+
+/// Resolves the function and precision and cuts every range into units of one binade each.
+/// Refuses ranges that are empty or reversed, overlapping ranges, and more than `max_units`
+/// units in all.
+pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
+    let function = Function::from_str(&c.function).map_err(|e| Error::BadRequest(e.to_string()))?;
+    let precision = precision_of(c)?;
+    let mut units: Vec<UnitSpec> = Vec::new();
+    for r in &c.ranges {
+        let specs = split_range(function, precision, &r.from, &r.to, c.unit_bits)
+            .map_err(|e| Error::BadRequest(format!("range [{}, {}): {e}", r.from, r.to)))?;
+        if specs.is_empty() {
+            return Err(Error::BadRequest(format!(
+                "range [{}, {}) holds no argument",
+                r.from, r.to
+            )));
+        }
+        units.extend(specs.into_iter().map(|u| UnitSpec {
+            negative: u.negative,
+            exponent: u.exponent,
+            first: u.first,
+            count: u.count,
+        }));
+        if units.len() > max_units {
+            return Err(Error::BadRequest(format!(
+                "the campaign would have more than {max_units} units: use a larger unit_bits"
+            )));
+        }
+    }
+    reject_overlaps(&units)?;
+    let unit_bits = c.unit_bits.unwrap_or_else(|| default_unit_bits(precision));
+    Ok(Plan {
+        function: function.name().to_string(),
+        precision: precision.bits(),
+        unit_bits,
+        units,
+    })
+}
+
+/// Two ranges that share arguments would search (and count) them twice.
+fn reject_overlaps(units: &[UnitSpec]) -> Result<()> {
+    let mut keys: Vec<(bool, i32, u64, u64)> = units
+        .iter()
+        .map(|u| {
+            (
+                u.negative,
+                u.exponent,
+                u.first,
+                u.first.saturating_add(u.count),
+            )
+        })
+        .collect();
+    keys.sort_unstable();
+    for w in keys.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if a.0 == b.0 && a.1 == b.1 && b.2 < a.3 {
+            return Err(Error::BadRequest("the ranges overlap".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Re-verifies every reported HR-case with MPFR: it must be an argument of the unit and at
+/// least `min_bits` hard. Returns the cases as the server computed them (canonical `x`, its own
+/// bit count, distance, kind and rounding), or `ForgedCase` naming the first that fails.
+/// Reported exact cases must be arguments of the unit where f(x) is exact.
+pub fn verify_result(
+    function: &str,
+    precision: u32,
+    min_bits: u32,
+    unit: &UnitSpec,
+    cases: &[HrCase],
+    exact: &[String],
+) -> Result<Vec<HrCase>> {
+    let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
+    let p = Precision::new(precision).map_err(|e| Error::Internal(e.to_string()))?;
+    let mut out = Vec::with_capacity(cases.len());
+    for case in cases {
+        let forged = |why: &str| Error::ForgedCase(format!("HR-case x = {}: {why}", case.x));
+        if !in_unit(p, unit, &case.x) {
+            return Err(forged("not an argument of this unit"));
+        }
+        match verify_case(function, p, min_bits, &case.x) {
+            Ok(Verdict::Hard(v)) => {
+                if v.bits != case.bits || v.kind.as_str() != case.kind.as_str() {
+                    tracing::warn!(
+                        x = %case.x,
+                        reported.bits = case.bits,
+                        verified.bits = v.bits,
+                        "HR-case reported with other hardness than verified; keeping the verified one"
+                    );
+                }
+                out.push(HrCase {
+                    x: v.x,
+                    bits: v.bits,
+                    neg_log2_d: v.neg_log2_d,
+                    kind: match v.kind {
+                        Kind::Fp => HrKind::Fp,
+                        Kind::Mid => HrKind::Mid,
+                    },
+                    rounded: v.rounded,
+                });
+            }
+            Ok(Verdict::NotHard { bits }) => {
+                return Err(forged(&format!(
+                    "MPFR finds only {bits} identical bits, below {min_bits}"
+                )))
+            }
+            Ok(Verdict::Exact(_)) => return Err(forged("f(x) is exact, not hard to round")),
+            Err(e) => return Err(forged(&e.to_string())),
+        }
+    }
+    for x in exact {
+        let forged = |why: &str| Error::ForgedCase(format!("exact case x = {x}: {why}"));
+        if !in_unit(p, unit, x) {
+            return Err(forged("not an argument of this unit"));
+        }
+        match verify_case(function, p, min_bits, x) {
+            Ok(Verdict::Exact(_)) => {}
+            Ok(_) => return Err(forged("MPFR finds f(x) not exact")),
+            Err(e) => return Err(forged(&e.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `x` (C99 hex or decimal text) is exactly an argument of precision `p` in `unit`.
+fn in_unit(p: Precision, unit: &UnitSpec, x: &str) -> bool {
+    // 256 bits hold any hex argument of precision <= 64 exactly; a decimal one that is not
+    // exact at that precision is not an argument anyway.
+    let Ok(v) = parse_number(x, 256, Round::Nearest) else {
+        return false;
+    };
+    match Argument::from_float(&v, p) {
+        Some(a) => {
+            a.negative == unit.negative
+                && a.exponent == unit.exponent
+                && a.significand >= unit.first
+                && u128::from(a.significand) < u128::from(unit.first) + u128::from(unit.count)
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit_at_one(count: u64) -> UnitSpec {
+        UnitSpec {
+            negative: false,
+            exponent: 0,
+            first: 1 << 23,
+            count,
+        }
+    }
+
+    #[test]
+    fn arguments_are_located_in_their_unit_exactly() {
+        let p = Precision::BINARY32;
+        let u = unit_at_one(16);
+        assert!(in_unit(p, &u, "0x1p+0"));
+        assert!(in_unit(p, &u, "0x1.00001ep+0"));
+        assert!(!in_unit(p, &u, "0x1.00002p+0"), "one past the unit");
+        assert!(!in_unit(p, &u, "-0x1p+0"), "other sign");
+        assert!(!in_unit(p, &u, "0x1p+1"), "other binade");
+        assert!(!in_unit(p, &u, "0x1.000001p+0"), "not a binary32 number");
+        assert!(!in_unit(p, &u, "garbage"));
+    }
+
+    #[test]
+    fn planning_resolves_names_and_refuses_overlaps() {
+        let c = NewCampaign {
+            name: "t".into(),
+            function: "EXP".into(),
+            format: Some("binary32".into()),
+            precision: None,
+            min_bits: 10,
+            ranges: vec![tmd_wire::ArgRange {
+                from: "1".into(),
+                to: "2".into(),
+            }],
+            unit_bits: Some(20),
+            replication: 1,
+            priority: 0,
+        };
+        let p = plan(&c, 100).unwrap();
+        assert_eq!(
+            (p.function.as_str(), p.precision, p.unit_bits),
+            ("exp", 24, 20)
+        );
+        assert_eq!(p.units.len(), 8);
+        assert!(plan(&c, 7).is_err(), "more units than allowed");
+        let mut twice = c.clone();
+        twice.ranges.push(tmd_wire::ArgRange {
+            from: "1.5".into(),
+            to: "3".into(),
+        });
+        assert!(plan(&twice, 100)
+            .unwrap_err()
+            .to_string()
+            .contains("overlap"));
+        let default = NewCampaign {
+            unit_bits: None,
+            ..c
+        };
+        assert_eq!(plan(&default, 1000).unwrap().unit_bits, 16);
+    }
+}

@@ -1,0 +1,141 @@
+//! The server's error type and its mapping to HTTP: one JSON envelope `{"code","message"}`.
+//!
+//! Policy: domain and storage code return [`Error`] variants that say what a client can do
+//! about it (each has a stable code from [`tmd_wire::codes`]). Unexpected failures
+//! (database, bugs) are `Internal`/`Database`; they are logged once, here at the HTTP edge,
+//! and the client gets a generic message, never the database's text.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tmd_wire::{codes, ApiError};
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    LeaseExpired(String),
+    #[error("{0}")]
+    StaleToken(String),
+    #[error("{0}")]
+    UnitDone(String),
+    #[error("{0}")]
+    LeaseMismatch(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    ForgedCase(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The stable code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::NotFound(_) => codes::NOT_FOUND,
+            Error::BadRequest(_) => codes::BAD_REQUEST,
+            Error::Unauthorized(_) => codes::UNAUTHORIZED,
+            Error::Forbidden(_) => codes::FORBIDDEN,
+            Error::LeaseExpired(_) => codes::LEASE_EXPIRED,
+            Error::StaleToken(_) => codes::STALE_TOKEN,
+            Error::UnitDone(_) => codes::UNIT_DONE,
+            Error::LeaseMismatch(_) => codes::LEASE_MISMATCH,
+            Error::Conflict(_) => codes::CONFLICT,
+            Error::ForgedCase(_) => codes::FORGED_CASE,
+            Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
+            Error::Database(e) if is_unavailable(e) => codes::UNAVAILABLE,
+            Error::Database(_) | Error::Internal(_) => codes::INTERNAL,
+        }
+    }
+
+    /// The HTTP status for this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::LeaseExpired(_)
+            | Error::StaleToken(_)
+            | Error::UnitDone(_)
+            | Error::LeaseMismatch(_)
+            | Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::ForgedCase(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Database(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Database(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The envelope sent to the client.
+    pub fn envelope(&self) -> ApiError {
+        let message = match self {
+            Error::Database(e) if is_unavailable(e) => {
+                "the database is unavailable; retry later".to_string()
+            }
+            Error::Database(_) | Error::Internal(_) => {
+                "internal error (logged on the server)".to_string()
+            }
+            other => other.to_string(),
+        };
+        ApiError {
+            code: self.code().to_string(),
+            message,
+        }
+    }
+}
+
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
+    )
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(error = %self, code = self.code(), "request failed");
+        }
+        (status, axum::Json(self.envelope())).into_response()
+    }
+}
+
+impl From<JsonRejection> for Error {
+    fn from(r: JsonRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Error::PayloadTooLarge("the request body exceeds the server's limit".into())
+        } else {
+            Error::BadRequest(r.body_text())
+        }
+    }
+}
+
+impl From<PathRejection> for Error {
+    fn from(r: PathRejection) -> Self {
+        Error::BadRequest(r.body_text())
+    }
+}
+
+impl From<QueryRejection> for Error {
+    fn from(r: QueryRejection) -> Self {
+        Error::BadRequest(r.body_text())
+    }
+}

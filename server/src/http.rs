@@ -1,0 +1,573 @@
+//! The REST API: thin axum handlers (extract, call one domain or storage function, map the
+//! result), the router, and the OpenAPI document generated from the handlers' annotations.
+
+use crate::auth::{self, Admin, Worker};
+use crate::domain::{self, Judgement};
+use crate::engine;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::store;
+use crate::AppState;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use std::time::Instant;
+use tmd_wire::{
+    ApiError, Campaign, CampaignProgress, CampaignState, CreateCampaign, CreateEnrollmentToken,
+    EnrollmentToken, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, RegisterWorker,
+    ReleaseLease, ReleaseResponse, ResultAccepted, UnitResult, WorkerInfo, WorkerRegistered,
+};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// A JSON body whose rejections (malformed JSON, wrong fields, too large) become [`Error`]s.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(Error))]
+pub struct ApiJson<T>(pub T);
+
+/// A path parameter whose rejections become [`Error`]s.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(Error))]
+pub struct ApiPath<T>(pub T);
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "tmd-server",
+        description = "Coordinator of tmd: campaigns, leases of units, results and verified \
+                       hard-to-round cases. Errors are JSON {\"code\",\"message\"}."
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(ApiError))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        let components = api.components.get_or_insert_with(Default::default);
+        for name in ["admin", "worker"] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+        }
+    }
+}
+
+/// The application's routes and its OpenAPI document, built from the same list.
+pub fn router(state: AppState) -> Router {
+    let (router, api) = api_router().split_for_parts();
+    let api = std::sync::Arc::new(api);
+    let max_body = state.config.max_body_bytes;
+    router
+        .route(
+            "/api/openapi.json",
+            axum::routing::get(move || {
+                let api = api.clone();
+                async move { Json(api.as_ref().clone()) }
+            }),
+        )
+        .fallback(|| async { Error::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                Json(ApiError {
+                    code: tmd_wire::codes::BAD_REQUEST.into(),
+                    message: "method not allowed on this route".into(),
+                }),
+            )
+        })
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// The routes with their OpenAPI operations.
+pub fn api_router() -> OpenApiRouter<AppState> {
+    let v1 = OpenApiRouter::new()
+        .routes(routes!(create_campaign, list_campaigns))
+        .routes(routes!(get_campaign))
+        .routes(routes!(campaign_progress))
+        .routes(routes!(pause_campaign))
+        .routes(routes!(resume_campaign))
+        .routes(routes!(cancel_campaign))
+        .routes(routes!(create_enrollment_token))
+        .routes(routes!(register_worker))
+        .routes(routes!(list_workers))
+        .routes(routes!(request_lease))
+        .routes(routes!(heartbeat))
+        .routes(routes!(post_result))
+        .routes(routes!(release_lease));
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest("/api/v1", v1)
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+}
+
+/// The OpenAPI document (also served at `/api/openapi.json`).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_router().split_for_parts().1
+}
+
+/// Records latency and status per route, and logs each request.
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().as_str().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let response = next.run(req).await;
+    let seconds = start.elapsed().as_secs_f64();
+    let status = response.status().as_u16();
+    state.metrics.observe(&method, &route, status, seconds);
+    tracing::debug!(
+        http.method = %method,
+        http.route = %route,
+        http.status = status,
+        duration_ms = seconds * 1e3,
+        "request"
+    );
+    response
+}
+
+// ---------------------------------------------------------------------------------------------
+// Campaigns (admin)
+
+/// Creates a campaign and splits its ranges into units.
+#[utoipa::path(post, path = "/campaigns", tag = "campaigns", request_body = CreateCampaign,
+    security(("admin" = [])),
+    responses((status = 201, body = Campaign), (status = 400, body = ApiError),
+              (status = 401, body = ApiError), (status = 403, body = ApiError),
+              (status = 413, body = ApiError)))]
+async fn create_campaign(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiJson(req): ApiJson<CreateCampaign>,
+) -> Result<(StatusCode, Json<Campaign>)> {
+    let new = domain::validate_campaign(&req)?;
+    let max_units = s.config.max_units_per_campaign;
+    let planned =
+        tokio::task::spawn_blocking(move || engine::plan(&new, max_units).map(|p| (new, p)))
+            .await
+            .map_err(|e| Error::Internal(format!("planning task failed: {e}")))?;
+    let (new, plan) = planned?;
+    let campaign = store::create_campaign(
+        &s.pool,
+        &store::CampaignInsert {
+            name: &new.name,
+            function: &plan.function,
+            precision: plan.precision,
+            min_bits: new.min_bits,
+            ranges: &new.ranges,
+            unit_bits: plan.unit_bits,
+            replication: new.replication,
+            priority: new.priority,
+            units: &plan.units,
+        },
+    )
+    .await?;
+    tracing::info!(
+        campaign.id = campaign.id,
+        units = campaign.units_total,
+        "campaign created"
+    );
+    Ok((StatusCode::CREATED, Json(campaign)))
+}
+
+/// Lists campaigns, newest first.
+#[utoipa::path(get, path = "/campaigns", tag = "campaigns", security(("admin" = [])),
+    responses((status = 200, body = Vec<Campaign>), (status = 401, body = ApiError)))]
+async fn list_campaigns(State(s): State<AppState>, _: Admin) -> Result<Json<Vec<Campaign>>> {
+    Ok(Json(store::list_campaigns(&s.pool).await?))
+}
+
+/// Shows one campaign.
+#[utoipa::path(get, path = "/campaigns/{id}", tag = "campaigns", security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = Campaign), (status = 404, body = ApiError)))]
+async fn get_campaign(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Campaign>> {
+    Ok(Json(store::get_campaign(&s.pool, id).await?))
+}
+
+/// Progress of a campaign: counts, rate, ETA, hardest cases, quarantined units.
+#[utoipa::path(get, path = "/campaigns/{id}/progress", tag = "campaigns", security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = CampaignProgress), (status = 404, body = ApiError)))]
+async fn campaign_progress(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<CampaignProgress>> {
+    Ok(Json(store::campaign_progress(&s.pool, id).await?))
+}
+
+async fn transition(s: &AppState, id: i64, to: CampaignState) -> Result<Json<Campaign>> {
+    let c = store::set_campaign_state(&s.pool, id, to).await?;
+    tracing::info!(
+        campaign.id = id,
+        state = to.as_str(),
+        "campaign state changed"
+    );
+    Ok(Json(c))
+}
+
+/// Pauses a campaign: no new leases; leases out keep running.
+#[utoipa::path(post, path = "/campaigns/{id}/pause", tag = "campaigns", security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = Campaign), (status = 404, body = ApiError),
+              (status = 409, body = ApiError)))]
+async fn pause_campaign(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Campaign>> {
+    transition(&s, id, CampaignState::Paused).await
+}
+
+/// Resumes a paused campaign.
+#[utoipa::path(post, path = "/campaigns/{id}/resume", tag = "campaigns", security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = Campaign), (status = 404, body = ApiError),
+              (status = 409, body = ApiError)))]
+async fn resume_campaign(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Campaign>> {
+    transition(&s, id, CampaignState::Active).await
+}
+
+/// Cancels a campaign for good: no new leases; heartbeats report `cancelled`.
+#[utoipa::path(post, path = "/campaigns/{id}/cancel", tag = "campaigns", security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = Campaign), (status = 404, body = ApiError),
+              (status = 409, body = ApiError)))]
+async fn cancel_campaign(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Campaign>> {
+    transition(&s, id, CampaignState::Cancelled).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens and workers
+
+/// Issues an enrollment token (shown once) with which workers register.
+#[utoipa::path(post, path = "/enrollment-tokens", tag = "workers", security(("admin" = [])),
+    request_body = CreateEnrollmentToken,
+    responses((status = 201, body = EnrollmentToken), (status = 400, body = ApiError),
+              (status = 401, body = ApiError)))]
+async fn create_enrollment_token(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiJson(req): ApiJson<CreateEnrollmentToken>,
+) -> Result<(StatusCode, Json<EnrollmentToken>)> {
+    if req.note.as_ref().is_some_and(|n| n.len() > 500) {
+        return Err(Error::BadRequest(
+            "note must be at most 500 characters".into(),
+        ));
+    }
+    if req.uses.is_some_and(|u| u == 0 || u > 1_000_000) {
+        return Err(Error::BadRequest("uses must be in 1..=1000000".into()));
+    }
+    if req
+        .expires_in_seconds
+        .is_some_and(|e| e == 0 || e > 10 * 365 * 86_400)
+    {
+        return Err(Error::BadRequest(
+            "expires_in_seconds must be in 1..=315360000".into(),
+        ));
+    }
+    let token = auth::new_token(auth::ENROLLMENT_PREFIX);
+    let t = store::create_enrollment_token(
+        &s.pool,
+        &token,
+        &auth::hash_token(&token),
+        req.uses,
+        req.expires_in_seconds,
+        req.note.as_deref(),
+    )
+    .await?;
+    tracing::info!(token.id = t.id, "enrollment token created");
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+/// Registers a worker with an enrollment token; returns the worker's own token (shown once).
+#[utoipa::path(post, path = "/workers/register", tag = "workers", request_body = RegisterWorker,
+    responses((status = 201, body = WorkerRegistered), (status = 400, body = ApiError),
+              (status = 401, body = ApiError)))]
+async fn register_worker(
+    State(s): State<AppState>,
+    ApiJson(req): ApiJson<RegisterWorker>,
+) -> Result<(StatusCode, Json<WorkerRegistered>)> {
+    let name = req.name.trim();
+    if name.is_empty() || name.len() > 200 {
+        return Err(Error::BadRequest("name must be 1 to 200 characters".into()));
+    }
+    let token = auth::new_token(auth::WORKER_PREFIX);
+    let worker_id = store::register_worker(
+        &s.pool,
+        &auth::hash_token(req.enrollment_token.trim()),
+        name,
+        &auth::hash_token(&token),
+    )
+    .await?;
+    tracing::info!(
+        worker.id = worker_id,
+        worker.name = name,
+        "worker registered"
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(WorkerRegistered { worker_id, token }),
+    ))
+}
+
+/// Lists workers with last seen, measured speed and units done.
+#[utoipa::path(get, path = "/workers", tag = "workers", security(("admin" = [])),
+    responses((status = 200, body = Vec<WorkerInfo>), (status = 401, body = ApiError)))]
+async fn list_workers(State(s): State<AppState>, _: Admin) -> Result<Json<Vec<WorkerInfo>>> {
+    Ok(Json(store::list_workers(&s.pool).await?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases (worker)
+
+/// Asks for work: a contiguous run of units of one campaign, sized from the worker's speed.
+#[utoipa::path(post, path = "/leases", tag = "leases", security(("worker" = [])),
+    request_body = LeaseRequest,
+    responses((status = 200, body = LeaseResponse), (status = 400, body = ApiError),
+              (status = 401, body = ApiError)))]
+async fn request_lease(
+    State(s): State<AppState>,
+    worker: Worker,
+    ApiJson(req): ApiJson<LeaseRequest>,
+) -> Result<Json<LeaseResponse>> {
+    let policy = &s.config.policy;
+    let seconds = req.seconds.unwrap_or(policy.default_seconds);
+    if !(1..=7 * 86_400).contains(&seconds) {
+        return Err(Error::BadRequest("seconds must be in 1..=604800".into()));
+    }
+    // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
+    // work is never stuck waiting for the sweeper.
+    expire(&s).await?;
+    let max_units = policy.max_units;
+    let lease = store::claim_lease(&s.pool, worker.id, policy.ttl_seconds, |unit_bits| {
+        domain::lease_size(seconds, worker.speed, unit_bits, max_units)
+    })
+    .await?;
+    match &lease {
+        Some(l) => {
+            Metrics::add(&s.metrics.leases_granted, 1);
+            Metrics::add(&s.metrics.units_leased, l.units.len() as u64);
+            tracing::debug!(
+                worker.id = worker.id,
+                lease.id = l.lease_id,
+                units = l.units.len(),
+                "lease granted"
+            );
+        }
+        None => Metrics::add(&s.metrics.lease_requests_without_work, 1),
+    }
+    Ok(Json(LeaseResponse {
+        lease,
+        retry_after_seconds: s.config.retry_after_seconds,
+    }))
+}
+
+/// Runs one expiry pass and counts what it did.
+pub async fn expire(s: &AppState) -> Result<()> {
+    let (returned, quarantined) =
+        store::expire_leases(&s.pool, s.config.policy.max_attempts).await?;
+    if returned + quarantined > 0 {
+        Metrics::add(&s.metrics.units_expired, returned + quarantined);
+        Metrics::add(&s.metrics.units_quarantined, quarantined);
+        tracing::info!(
+            units.returned = returned,
+            units.quarantined = quarantined,
+            "expired leases"
+        );
+    }
+    Ok(())
+}
+
+/// Extends a lease.
+#[utoipa::path(post, path = "/leases/{id}/heartbeat", tag = "leases", security(("worker" = [])),
+    params(("id" = i64, Path, description = "lease id")), request_body = Heartbeat,
+    responses((status = 200, body = HeartbeatResponse), (status = 403, body = ApiError),
+              (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+async fn heartbeat(
+    State(s): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<Heartbeat>,
+) -> Result<Json<HeartbeatResponse>> {
+    let (expires_at, campaign_state) = store::heartbeat(
+        &s.pool,
+        worker.id,
+        id,
+        req.fencing_token,
+        s.config.policy.ttl_seconds,
+    )
+    .await?;
+    Metrics::add(&s.metrics.heartbeats, 1);
+    Ok(Json(HeartbeatResponse {
+        expires_at,
+        campaign_state,
+    }))
+}
+
+/// Posts the result of one unit. Idempotent; every HR-case is re-verified with MPFR first.
+#[utoipa::path(post, path = "/leases/{lease_id}/units/{unit_id}/result", tag = "leases",
+    security(("worker" = [])), request_body = UnitResult,
+    params(("lease_id" = i64, Path, description = "lease id"),
+           ("unit_id" = i64, Path, description = "unit id")),
+    responses((status = 200, body = ResultAccepted), (status = 400, body = ApiError),
+              (status = 403, body = ApiError), (status = 404, body = ApiError),
+              (status = 409, body = ApiError), (status = 413, body = ApiError),
+              (status = 422, body = ApiError)))]
+async fn post_result(
+    State(s): State<AppState>,
+    worker: Worker,
+    ApiPath((lease_id, unit_id)): ApiPath<(i64, i64)>,
+    ApiJson(result): ApiJson<UnitResult>,
+) -> Result<Json<ResultAccepted>> {
+    domain::validate_result(&result, s.config.max_cases_per_result)?;
+    let ctx = store::precheck_result(&s.pool, worker.id, lease_id, unit_id, &result).await?;
+    if let Judgement::Replay {
+        result_id,
+        hr_cases,
+    } = ctx.judgement
+    {
+        Metrics::add(&s.metrics.results_replayed, 1);
+        return Ok(Json(ResultAccepted {
+            result_id,
+            unit_id,
+            hr_cases,
+        }));
+    }
+    let started = Instant::now();
+    let cases = result.hr_cases.clone();
+    let exact = result.exact_cases.clone();
+    let verified = tokio::task::spawn_blocking(move || {
+        engine::verify_result(
+            &ctx.function,
+            ctx.precision,
+            ctx.min_bits,
+            &ctx.unit,
+            &cases,
+            &exact,
+        )
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
+    let verified = match verified {
+        Ok(v) => v,
+        Err(e) => {
+            if matches!(e, Error::ForgedCase(_)) {
+                Metrics::add(&s.metrics.forged_cases, 1);
+                tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = %e, "forged case refused");
+            }
+            return Err(e);
+        }
+    };
+    let accepted =
+        store::record_result(&s.pool, worker.id, lease_id, unit_id, &result, &verified).await?;
+    Metrics::add(&s.metrics.results_accepted, 1);
+    Metrics::add(&s.metrics.hr_cases_verified, verified.len() as u64);
+    tracing::debug!(
+        worker.id = worker.id,
+        lease.id = lease_id,
+        unit.id = unit_id,
+        hr_cases = verified.len(),
+        verify_ms = started.elapsed().as_secs_f64() * 1e3,
+        "result recorded"
+    );
+    Ok(Json(accepted))
+}
+
+/// Gives back a lease's unfinished units; failed ones count an attempt.
+#[utoipa::path(post, path = "/leases/{id}/release", tag = "leases", security(("worker" = [])),
+    params(("id" = i64, Path, description = "lease id")), request_body = ReleaseLease,
+    responses((status = 200, body = ReleaseResponse), (status = 403, body = ApiError),
+              (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+async fn release_lease(
+    State(s): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<ReleaseLease>,
+) -> Result<Json<ReleaseResponse>> {
+    if req.failed_units.len() > 100_000 || req.reason.as_ref().is_some_and(|r| r.len() > 2000) {
+        return Err(Error::BadRequest(
+            "too many failed_units or reason too long".into(),
+        ));
+    }
+    let r = store::release_lease(
+        &s.pool,
+        worker.id,
+        id,
+        req.fencing_token,
+        &req.failed_units,
+        s.config.policy.max_attempts,
+    )
+    .await?;
+    Metrics::add(&s.metrics.leases_released, 1);
+    Metrics::add(&s.metrics.units_quarantined, u64::from(r.quarantined));
+    tracing::info!(
+        worker.id = worker.id,
+        lease.id = id,
+        units.returned = r.returned,
+        units.quarantined = r.quarantined,
+        reason = req.reason.as_deref().unwrap_or(""),
+        "lease released"
+    );
+    Ok(Json(r))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "alive", body = String)))]
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "ready", body = String),
+              (status = 503, body = ApiError)))]
+async fn readyz(State(s): State<AppState>) -> Result<&'static str> {
+    store::ping(&s.pool).await.map_err(|e| match e {
+        Error::Database(_) => Error::Database(sqlx::Error::PoolTimedOut),
+        other => other,
+    })?;
+    Ok("ready")
+}
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text", body = String)))]
+async fn metrics(State(s): State<AppState>) -> Result<Response> {
+    let units = store::unit_state_counts(&s.pool).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(&units),
+    )
+        .into_response())
+}

@@ -1,0 +1,207 @@
+//! `tmd-server`: the coordinator. Campaigns are cut into units, leased to workers in contiguous
+//! runs, and their results (with every HR-case re-verified by MPFR) recorded in PostgreSQL.
+//!
+//! Layers: [`http`] (thin handlers) → [`domain`] (rules, no I/O) and [`store`] (all SQL) →
+//! [`engine`] (the only caller of `tmd-kernels`). [`cli`] is the command line, [`bench`] the
+//! load benchmark.
+
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod bench;
+pub mod cli;
+pub mod domain;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use domain::LeasePolicy;
+
+/// Settings of a running server (built from the command line by [`cli`]).
+#[derive(Clone)]
+pub struct Config {
+    /// SHA-256 of the admin token; admin routes are refused when absent.
+    pub admin_token_hash: Option<[u8; 32]>,
+    pub policy: LeasePolicy,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Most HR-cases plus exact cases in one result.
+    pub max_cases_per_result: usize,
+    /// Most units a campaign may be cut into.
+    pub max_units_per_campaign: usize,
+    /// How often the background sweeper expires leases.
+    pub sweep_interval: Duration,
+    /// What a worker told "no work" should wait.
+    pub retry_after_seconds: u32,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field(
+                "admin_token_hash",
+                &self.admin_token_hash.map(|_| "<redacted>"),
+            )
+            .field("policy", &self.policy)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_cases_per_result", &self.max_cases_per_result)
+            .field("max_units_per_campaign", &self.max_units_per_campaign)
+            .field("sweep_interval", &self.sweep_interval)
+            .field("retry_after_seconds", &self.retry_after_seconds)
+            .finish()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            admin_token_hash: None,
+            policy: LeasePolicy::default(),
+            max_body_bytes: 1 << 20,
+            max_cases_per_result: 10_000,
+            max_units_per_campaign: 2_000_000,
+            sweep_interval: Duration::from_secs(5),
+            retry_after_seconds: 30,
+        }
+    }
+}
+
+impl Config {
+    /// Sets the admin token (only its hash is kept).
+    pub fn with_admin_token(mut self, token: &str) -> Self {
+        self.admin_token_hash = Some(auth::hash_token(token));
+        self
+    }
+}
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub config: Arc<Config>,
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// A running server: the HTTP listener and the lease sweeper.
+pub struct Server {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    http: JoinHandle<std::io::Result<()>>,
+    sweeper: JoinHandle<()>,
+}
+
+impl Server {
+    /// Applies pending migrations, then serves on `listener` until [`Server::shutdown`] (or
+    /// the future returned by [`Server::wait`] ends on a signal).
+    pub async fn start(
+        pool: PgPool,
+        config: Config,
+        listener: TcpListener,
+    ) -> anyhow::Result<Server> {
+        store::migrate(&pool).await?;
+        let addr = listener.local_addr()?;
+        let state = AppState {
+            pool,
+            config: Arc::new(config),
+            metrics: Arc::new(metrics::Metrics::default()),
+        };
+        let (stop, stopped) = watch::channel(false);
+        let sweeper = tokio::spawn(sweep(state.clone(), stopped.clone()));
+        let app = http::router(state);
+        let mut stopped_http = stopped;
+        let http = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped_http.wait_for(|s| *s).await;
+                })
+                .await
+        });
+        tracing::info!(%addr, "listening");
+        Ok(Server {
+            addr,
+            stop,
+            http,
+            sweeper,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:8080`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections, lets requests in flight finish, stops the sweeper.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        self.http.await??;
+        self.sweeper.await?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+
+    /// Serves until SIGINT or SIGTERM, then shuts down gracefully.
+    pub async fn wait_for_signal(self) -> anyhow::Result<()> {
+        shutdown_signal().await;
+        tracing::info!("signal received, shutting down");
+        self.shutdown().await
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Expires leases every `sweep_interval`, so units return to the pool even when no worker
+/// asks for work.
+async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(state.config.sweep_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = async move {
+        // An error means the server was dropped: stop as well.
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Err(e) = http::expire(&state).await {
+                    tracing::warn!(error = %e, "lease sweep failed");
+                }
+            }
+            _ = &mut stop => return,
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Prometheus metrics, hand-written: counters of the lease protocol, a latency histogram per
+//! route, and unit counts per state read from the database at scrape time.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// The server's counters. Cheap to update from any task.
+#[derive(Default)]
+pub struct Metrics {
+    pub leases_granted: AtomicU64,
+    pub lease_requests_without_work: AtomicU64,
+    pub units_leased: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub results_accepted: AtomicU64,
+    pub results_replayed: AtomicU64,
+    pub hr_cases_verified: AtomicU64,
+    pub forged_cases: AtomicU64,
+    pub units_expired: AtomicU64,
+    pub units_quarantined: AtomicU64,
+    pub leases_released: AtomicU64,
+    http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+}
+
+impl Metrics {
+    /// Adds `n` to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records one HTTP request.
+    pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        let mut map = self.http.lock().unwrap_or_else(|e| e.into_inner());
+        let h = map
+            .entry((method.to_string(), route.to_string(), status))
+            .or_default();
+        h.count += 1;
+        h.sum += seconds;
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                h.counts[i] += 1;
+            }
+        }
+    }
+
+    /// The Prometheus text exposition, with the unit counts given.
+    pub fn render(&self, units_by_state: &[(String, i64)]) -> String {
+        let mut out = String::new();
+        let counters: [(&str, &str, &AtomicU64); 11] = [
+            (
+                "tmd_leases_granted_total",
+                "Leases handed out.",
+                &self.leases_granted,
+            ),
+            (
+                "tmd_lease_requests_without_work_total",
+                "Lease requests answered with no work.",
+                &self.lease_requests_without_work,
+            ),
+            (
+                "tmd_units_leased_total",
+                "Units handed out in leases.",
+                &self.units_leased,
+            ),
+            (
+                "tmd_heartbeats_total",
+                "Lease heartbeats accepted.",
+                &self.heartbeats,
+            ),
+            (
+                "tmd_results_accepted_total",
+                "Unit results recorded.",
+                &self.results_accepted,
+            ),
+            (
+                "tmd_results_replayed_total",
+                "Retried result posts answered from the record.",
+                &self.results_replayed,
+            ),
+            (
+                "tmd_hr_cases_verified_total",
+                "HR-cases re-verified with MPFR and recorded.",
+                &self.hr_cases_verified,
+            ),
+            (
+                "tmd_forged_cases_total",
+                "Reported HR-cases that failed re-verification.",
+                &self.forged_cases,
+            ),
+            (
+                "tmd_units_expired_total",
+                "Units returned to the pool by lease expiry.",
+                &self.units_expired,
+            ),
+            (
+                "tmd_units_quarantined_total",
+                "Units quarantined after too many failures or expiries.",
+                &self.units_quarantined,
+            ),
+            (
+                "tmd_leases_released_total",
+                "Leases released by workers.",
+                &self.leases_released,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tmd_units Units per state, all campaigns.\n# TYPE tmd_units gauge"
+        );
+        for (state, n) in units_by_state {
+            let _ = writeln!(out, "tmd_units{{state=\"{state}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tmd_http_request_duration_seconds HTTP requests by method, route and status.\n\
+             # TYPE tmd_http_request_duration_seconds histogram"
+        );
+        let map = self.http.lock().unwrap_or_else(|e| e.into_inner());
+        for ((method, route, status), h) in map.iter() {
+            let labels = format!("method=\"{method}\",route=\"{route}\",status=\"{status}\"");
+            for (bound, n) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(
+                    out,
+                    "tmd_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "tmd_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "tmd_http_request_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "tmd_http_request_duration_seconds_count{{{labels}}} {}",
+                h.count
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let m = Metrics::default();
+        m.observe("POST", "/api/v1/leases", 200, 0.003);
+        m.observe("POST", "/api/v1/leases", 200, 0.2);
+        Metrics::add(&m.leases_granted, 2);
+        let text = m.render(&[("pending".into(), 7)]);
+        assert!(text.contains("tmd_leases_granted_total 2"));
+        assert!(text.contains("tmd_units{state=\"pending\"} 7"));
+        assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.005\"} 1"));
+        assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.25\"} 2"));
+        assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/leases\",status=\"200\"} 2"));
+    }
+}

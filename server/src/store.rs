@@ -1,0 +1,952 @@
+//! Storage: every query of the server, as plain async functions over `&PgPool`.
+//!
+//! Each change of a unit's state happens in exactly one transaction (or one statement).
+//! Locks are always taken in the order lease, then unit, so the claim, post, release and
+//! expiry paths cannot deadlock one another; claims and expiry skip locked rows instead of
+//! waiting. Times (lease expiry, last seen, throughput) come from the database clock `now()`.
+
+use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
+use crate::error::{Error, Result};
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{PgPool, Postgres, Transaction};
+use tmd_wire::{
+    ArgRange, Campaign, CampaignProgress, CampaignState, EnrollmentToken, HrCase, HrKind, Lease,
+    LeaseTask, LeasedUnit, QuarantinedUnit, ReleaseResponse, ResultAccepted, StateCount,
+    StoredHrCase, UnitResult, UnitSpec, WorkerInfo,
+};
+
+/// The migrations in `migrations/`, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// Applies the migrations not yet applied.
+pub async fn migrate(pool: &PgPool) -> Result<()> {
+    MIGRATOR
+        .run(pool)
+        .await
+        .map_err(|e| Error::Internal(format!("migration failed: {e}")))
+}
+
+/// Whether the database answers.
+pub async fn ping(pool: &PgPool) -> Result<()> {
+    sqlx::query("SELECT 1").execute(pool).await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Campaigns
+
+#[derive(sqlx::FromRow)]
+struct CampaignDb {
+    id: i64,
+    name: String,
+    function: String,
+    precision: i32,
+    min_bits: i32,
+    ranges: Json<Vec<ArgRange>>,
+    unit_bits: i32,
+    replication: i32,
+    priority: i32,
+    state: String,
+    units_total: i64,
+    arguments_total: String,
+    created_at: DateTime<Utc>,
+}
+
+const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, min_bits, ranges, unit_bits, \
+     replication, priority, state, units_total, arguments_total::text AS arguments_total, created_at";
+
+impl CampaignDb {
+    fn into_wire(self) -> Result<Campaign> {
+        Ok(Campaign {
+            id: self.id,
+            name: self.name,
+            function: self.function,
+            precision: self.precision as u32,
+            min_bits: self.min_bits as u32,
+            ranges: self.ranges.0,
+            unit_bits: self.unit_bits as u32,
+            replication: self.replication as u32,
+            priority: self.priority,
+            state: parse_state(&self.state)?,
+            created_at: self.created_at,
+            units_total: self.units_total,
+            arguments_total: self.arguments_total,
+        })
+    }
+}
+
+fn parse_state(s: &str) -> Result<CampaignState> {
+    CampaignState::parse(s).ok_or_else(|| Error::Internal(format!("unknown campaign state {s}")))
+}
+
+/// A campaign ready to insert: validated fields and the units the engine cut.
+pub struct CampaignInsert<'a> {
+    pub name: &'a str,
+    pub function: &'a str,
+    pub precision: u32,
+    pub min_bits: u32,
+    pub ranges: &'a [ArgRange],
+    pub unit_bits: u32,
+    pub replication: u32,
+    pub priority: i32,
+    pub units: &'a [UnitSpec],
+}
+
+/// Inserts a campaign and all its units, in order, in one transaction.
+pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Campaign> {
+    let total: u128 = c.units.iter().map(|u| u128::from(u.count)).sum();
+    let mut tx = pool.begin().await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
+         replication, priority, units_total, arguments_total) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric) RETURNING id",
+    )
+    .bind(c.name)
+    .bind(c.function)
+    .bind(c.precision as i32)
+    .bind(c.min_bits as i32)
+    .bind(Json(c.ranges))
+    .bind(c.unit_bits as i32)
+    .bind(c.replication as i32)
+    .bind(c.priority)
+    .bind(c.units.len() as i64)
+    .bind(total.to_string())
+    .fetch_one(&mut *tx)
+    .await?;
+    // Bulk insert in chunks: one round trip per 10k units instead of one per unit.
+    for (chunk_no, chunk) in c.units.chunks(10_000).enumerate() {
+        let base = chunk_no * 10_000;
+        let seq: Vec<i32> = (0..chunk.len()).map(|i| (base + i) as i32).collect();
+        let neg: Vec<bool> = chunk.iter().map(|u| u.negative).collect();
+        let exp: Vec<i32> = chunk.iter().map(|u| u.exponent).collect();
+        let first: Vec<String> = chunk.iter().map(|u| u.first.to_string()).collect();
+        let count: Vec<i64> = chunk
+            .iter()
+            .map(|u| i64::try_from(u.count))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| Error::BadRequest("a unit holds more than 2^63 arguments".into()))?;
+        sqlx::query(
+            "INSERT INTO units (campaign_id, seq, negative, exponent, first, count) \
+             SELECT $1, s, n, e, f::numeric, k \
+             FROM UNNEST($2::int4[], $3::bool[], $4::int4[], $5::text[], $6::int8[]) AS t(s, n, e, f, k)",
+        )
+        .bind(id)
+        .bind(&seq)
+        .bind(&neg)
+        .bind(&exp)
+        .bind(&first)
+        .bind(&count)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let campaign = fetch_campaign(&mut *tx, id).await?;
+    tx.commit().await?;
+    Ok(campaign)
+}
+
+async fn fetch_campaign<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Result<Campaign> {
+    let row: Option<CampaignDb> = sqlx::query_as(&format!(
+        "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?;
+    row.ok_or_else(|| Error::NotFound(format!("no campaign {id}")))?
+        .into_wire()
+}
+
+/// One campaign.
+pub async fn get_campaign(pool: &PgPool, id: i64) -> Result<Campaign> {
+    fetch_campaign(pool, id).await
+}
+
+/// All campaigns, newest first.
+pub async fn list_campaigns(pool: &PgPool) -> Result<Vec<Campaign>> {
+    let rows: Vec<CampaignDb> = sqlx::query_as(&format!(
+        "SELECT {CAMPAIGN_COLUMNS} FROM campaigns ORDER BY id DESC"
+    ))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(CampaignDb::into_wire).collect()
+}
+
+/// Moves a campaign to `to` if the transition is allowed (pause, resume, cancel).
+pub async fn set_campaign_state(pool: &PgPool, id: i64, to: CampaignState) -> Result<Campaign> {
+    let mut tx = pool.begin().await?;
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT state FROM campaigns WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let current =
+        parse_state(&current.ok_or_else(|| Error::NotFound(format!("no campaign {id}")))?)?;
+    if !domain::transition_allowed(current, to) {
+        return Err(Error::Conflict(format!(
+            "campaign {id} is {}; it cannot become {}",
+            current.as_str(),
+            to.as_str()
+        )));
+    }
+    sqlx::query("UPDATE campaigns SET state = $2 WHERE id = $1")
+        .bind(id)
+        .bind(to.as_str())
+        .execute(&mut *tx)
+        .await?;
+    let c = fetch_campaign(&mut *tx, id).await?;
+    tx.commit().await?;
+    Ok(c)
+}
+
+fn parse_u128(s: &str) -> u128 {
+    s.parse().unwrap_or(0)
+}
+
+/// Progress of a campaign: counts per state, rate over the last hour, ETA, hardest cases.
+pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgress> {
+    let campaign = fetch_campaign(pool, id).await?;
+    let rows: Vec<(String, i64, String)> = sqlx::query_as(
+        "SELECT state, count(*), COALESCE(sum(count), 0)::text FROM units \
+         WHERE campaign_id = $1 GROUP BY state",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    let mut by_state = std::collections::HashMap::new();
+    for (state, units, args) in rows {
+        by_state.insert(
+            state,
+            StateCount {
+                units,
+                arguments: args,
+            },
+        );
+    }
+    let get = |s: &str| {
+        by_state.get(s).cloned().unwrap_or(StateCount {
+            units: 0,
+            arguments: "0".into(),
+        })
+    };
+    let (done, leased, pending, quarantined) = (
+        get("done"),
+        get("leased"),
+        get("pending"),
+        get("quarantined"),
+    );
+    // The window is the last hour, or the campaign's age if younger, so a new campaign's rate
+    // is not diluted by an hour it did not exist.
+    let rate: f64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(u.count), 0)::float8 \
+              / GREATEST(1.0, LEAST(3600.0, extract(epoch FROM now() - c.created_at)::float8)) \
+         FROM campaigns c LEFT JOIN units u ON u.campaign_id = c.id AND u.state = 'done' \
+              AND u.done_at > now() - interval '1 hour' \
+         WHERE c.id = $1 GROUP BY c.created_at",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?;
+    let hr_cases: i64 = sqlx::query_scalar("SELECT count(*) FROM hr_cases WHERE campaign_id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await?;
+    let hardest = hardest_cases(pool, id, 10).await?;
+    let quarantined_rows: Vec<(i64, bool, i32, String, i64, i32)> = sqlx::query_as(
+        "SELECT id, negative, exponent, first::text, count, attempts FROM units \
+         WHERE campaign_id = $1 AND state = 'quarantined' ORDER BY seq LIMIT 100",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    let total_args = parse_u128(&campaign.arguments_total);
+    let done_args = parse_u128(&done.arguments);
+    let remaining = total_args
+        .saturating_sub(done_args)
+        .saturating_sub(parse_u128(&quarantined.arguments));
+    let percent_done = if total_args == 0 {
+        100.0
+    } else {
+        done_args as f64 * 100.0 / total_args as f64
+    };
+    Ok(CampaignProgress {
+        campaign_id: id,
+        state: campaign.state,
+        total: StateCount {
+            units: campaign.units_total,
+            arguments: campaign.arguments_total.clone(),
+        },
+        complete: done.units == campaign.units_total,
+        done,
+        leased,
+        pending,
+        quarantined,
+        percent_done,
+        arguments_per_second_last_hour: rate,
+        eta_seconds: (rate > 0.0).then(|| remaining as f64 / rate),
+        hr_cases,
+        hardest,
+        quarantined_units: quarantined_rows
+            .into_iter()
+            .map(
+                |(unit_id, negative, exponent, first, count, attempts)| QuarantinedUnit {
+                    unit_id,
+                    spec: UnitSpec {
+                        negative,
+                        exponent,
+                        first: first.parse().unwrap_or(0),
+                        count: count as u64,
+                    },
+                    attempts,
+                },
+            )
+            .collect(),
+    })
+}
+
+/// The `limit` hardest cases of a campaign: most identical bits, then smallest distance.
+pub async fn hardest_cases(
+    pool: &PgPool,
+    campaign_id: i64,
+    limit: i64,
+) -> Result<Vec<StoredHrCase>> {
+    let rows: Vec<HrRow> = sqlx::query_as(
+        "SELECT x, bits, neg_log2_d, kind, rounded, unit_id, found_at FROM hr_cases \
+         WHERE campaign_id = $1 ORDER BY bits DESC, neg_log2_d DESC, id LIMIT $2",
+    )
+    .bind(campaign_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(StoredHrCase {
+                kind: HrKind::parse(&r.kind)
+                    .ok_or_else(|| Error::Internal(format!("unknown HR kind {}", r.kind)))?,
+                x: r.x,
+                bits: r.bits as u32,
+                neg_log2_d: r.neg_log2_d,
+                rounded: r.rounded,
+                unit_id: r.unit_id,
+                found_at: r.found_at,
+            })
+        })
+        .collect()
+}
+
+#[derive(sqlx::FromRow)]
+struct HrRow {
+    x: String,
+    bits: i32,
+    neg_log2_d: f64,
+    kind: String,
+    rounded: String,
+    unit_id: i64,
+    found_at: DateTime<Utc>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens and workers
+
+/// Records a new enrollment token (its hash only).
+pub async fn create_enrollment_token(
+    pool: &PgPool,
+    token: &str,
+    token_hash: &[u8],
+    uses: Option<u32>,
+    expires_in_seconds: Option<u64>,
+    note: Option<&str>,
+) -> Result<EnrollmentToken> {
+    let (id, expires_at): (i64, Option<DateTime<Utc>>) = sqlx::query_as(
+        "INSERT INTO enrollment_tokens (token_hash, uses_left, expires_at, note) \
+         VALUES ($1, $2, now() + make_interval(secs => $3::float8), $4) RETURNING id, expires_at",
+    )
+    .bind(token_hash)
+    .bind(uses.map(|u| u as i32))
+    .bind(expires_in_seconds.map(|s| s as f64))
+    .bind(note)
+    .fetch_one(pool)
+    .await?;
+    Ok(EnrollmentToken {
+        id,
+        token: token.to_string(),
+        uses_left: uses,
+        expires_at,
+    })
+}
+
+/// Spends one use of an enrollment token and records the worker, in one transaction.
+pub async fn register_worker(
+    pool: &PgPool,
+    enrollment_hash: &[u8],
+    name: &str,
+    worker_hash: &[u8],
+) -> Result<i64> {
+    let mut tx = pool.begin().await?;
+    let enrollment: Option<i64> = sqlx::query_scalar(
+        "UPDATE enrollment_tokens SET uses_left = uses_left - 1 \
+         WHERE token_hash = $1 AND (expires_at IS NULL OR expires_at > now()) \
+           AND (uses_left IS NULL OR uses_left > 0) RETURNING id",
+    )
+    .bind(enrollment_hash)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let enrollment = enrollment.ok_or_else(|| {
+        Error::Unauthorized("unknown, expired or used-up enrollment token".into())
+    })?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO workers (name, token_hash, enrollment_token_id) VALUES ($1, $2, $3) RETURNING id",
+    )
+    .bind(name)
+    .bind(worker_hash)
+    .bind(enrollment)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// The worker a token belongs to, marking it seen now; with its measured speed.
+pub async fn authenticate_worker(
+    pool: &PgPool,
+    token_hash: &[u8],
+) -> Result<Option<(i64, Option<f64>)>> {
+    Ok(sqlx::query_as(
+        "UPDATE workers SET last_seen = now() WHERE token_hash = $1 RETURNING id, speed",
+    )
+    .bind(token_hash)
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// All workers with last seen, speed and units done.
+pub async fn list_workers(pool: &PgPool) -> Result<Vec<WorkerInfo>> {
+    let rows: Vec<WorkerRow> = sqlx::query_as(
+        "SELECT id, name, created_at, last_seen, speed, units_done FROM workers ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| WorkerInfo {
+            id: r.id,
+            name: r.name,
+            created_at: r.created_at,
+            last_seen: r.last_seen,
+            arguments_per_second: r.speed,
+            units_done: r.units_done,
+        })
+        .collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct WorkerRow {
+    id: i64,
+    name: String,
+    created_at: DateTime<Utc>,
+    last_seen: Option<DateTime<Utc>>,
+    speed: Option<f64>,
+    units_done: i64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases
+
+/// Expires the leases past their expiry: their unfinished units go back to the pool with one
+/// more attempt, or to quarantine at `max_attempts`. One statement, so one transaction; leases
+/// another transaction holds (a result being posted) are skipped and caught next time.
+/// Returns (units returned to the pool, units quarantined).
+pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<(u64, u64)> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "WITH due AS ( \
+             SELECT id FROM leases WHERE state = 'active' AND expires_at <= now() \
+             ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), \
+         ended AS ( \
+             UPDATE leases l SET state = 'expired', ended_at = now() FROM due \
+             WHERE l.id = due.id RETURNING l.id) \
+         UPDATE units u SET \
+             state = CASE WHEN u.attempts + 1 >= $1 THEN 'quarantined' ELSE 'pending' END, \
+             attempts = u.attempts + 1, lease_id = NULL \
+         FROM ended WHERE u.lease_id = ended.id AND u.state = 'leased' \
+         RETURNING u.state",
+    )
+    .bind(max_attempts as i32)
+    .fetch_all(pool)
+    .await?;
+    let quarantined = rows.iter().filter(|(s,)| s == "quarantined").count() as u64;
+    Ok((rows.len() as u64 - quarantined, quarantined))
+}
+
+#[derive(sqlx::FromRow)]
+struct ActiveCampaign {
+    id: i64,
+    function: String,
+    precision: i32,
+    min_bits: i32,
+    unit_bits: i32,
+    replication: i32,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimedUnit {
+    id: i64,
+    seq: i32,
+    negative: bool,
+    exponent: i32,
+    first: String,
+    count: i64,
+}
+
+/// Leases a contiguous run of pending units of the active campaign with the highest priority
+/// that has any, sized by `size(unit_bits)`. `None` when there is no work.
+///
+/// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
+/// so a concurrent claim skips them and takes the next ones.
+pub async fn claim_lease(
+    pool: &PgPool,
+    worker_id: i64,
+    ttl_seconds: u32,
+    size: impl Fn(u32) -> u32,
+) -> Result<Option<Lease>> {
+    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
+        "SELECT id, function, precision, min_bits, unit_bits, replication FROM campaigns c \
+         WHERE state = 'active' \
+           AND EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state = 'pending') \
+         ORDER BY priority DESC, id LIMIT 32",
+    )
+    .fetch_all(pool)
+    .await?;
+    for c in campaigns {
+        let want = size(c.unit_bits as u32).max(1) as i64;
+        let mut tx = pool.begin().await?;
+        // With replication, a worker must not get a unit it already computed: its replicas
+        // have to come from other workers.
+        let units: Vec<ClaimedUnit> = if c.replication > 1 {
+            sqlx::query_as(
+                "SELECT id, seq, negative, exponent, first::text AS first, count FROM units \
+                 WHERE campaign_id = $1 AND state = 'pending' \
+                   AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
+                 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+            )
+            .bind(c.id)
+            .bind(want)
+            .bind(worker_id)
+            .fetch_all(&mut *tx)
+            .await?
+        } else {
+            sqlx::query_as(
+                "SELECT id, seq, negative, exponent, first::text AS first, count FROM units \
+                 WHERE campaign_id = $1 AND state = 'pending' \
+                 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+            )
+            .bind(c.id)
+            .bind(want)
+            .fetch_all(&mut *tx)
+            .await?
+        };
+        let Some(head) = units.first() else {
+            tx.rollback().await?;
+            continue;
+        };
+        // Keep the contiguous prefix; the rest stays pending (its locks end with the
+        // transaction).
+        let head_seq = head.seq;
+        let run: Vec<&ClaimedUnit> = units
+            .iter()
+            .enumerate()
+            .take_while(|(i, u)| i64::from(u.seq) == i64::from(head_seq) + *i as i64)
+            .map(|(_, u)| u)
+            .collect();
+        let ids: Vec<i64> = run.iter().map(|u| u.id).collect();
+        let (lease_id, fencing_token, expires_at): (i64, i64, DateTime<Utc>) = sqlx::query_as(
+            "WITH l AS ( \
+                 INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, expires_at) \
+                 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8)) \
+                 RETURNING id, fencing_token, expires_at), \
+             u AS ( \
+                 UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
+                 FROM l WHERE units.id = ANY($6) RETURNING units.id) \
+             SELECT l.id, l.fencing_token, l.expires_at FROM l",
+        )
+        .bind(worker_id)
+        .bind(c.id)
+        .bind(head_seq)
+        .bind(ids.len() as i32)
+        .bind(f64::from(ttl_seconds))
+        .bind(&ids)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        return Ok(Some(Lease {
+            lease_id,
+            fencing_token,
+            expires_at,
+            heartbeat_seconds: (ttl_seconds / 3).max(1),
+            task: LeaseTask {
+                campaign_id: c.id,
+                function: c.function,
+                precision: c.precision as u32,
+                min_bits: c.min_bits as u32,
+            },
+            units: run
+                .into_iter()
+                .map(|u| {
+                    Ok(LeasedUnit {
+                        unit_id: u.id,
+                        spec: UnitSpec {
+                            negative: u.negative,
+                            exponent: u.exponent,
+                            first: u.first.parse().map_err(|_| {
+                                Error::Internal(format!("unit {} has first {}", u.id, u.first))
+                            })?,
+                            count: u.count as u64,
+                        },
+                    })
+                })
+                .collect::<Result<_>>()?,
+        }));
+    }
+    Ok(None)
+}
+
+const LEASE_COLUMNS: &str = "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, \
+     state, expires_at <= now() AS expired";
+
+async fn fetch_lease<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    id: i64,
+    lock: bool,
+) -> Result<Option<LeaseRow>> {
+    let lock = if lock { " FOR UPDATE" } else { "" };
+    Ok(sqlx::query_as(&format!(
+        "SELECT {LEASE_COLUMNS} FROM leases WHERE id = $1{lock}"
+    ))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// Why a lease operation other than a post cannot proceed.
+fn lease_refusal(lease: Option<&LeaseRow>, worker_id: i64, fencing_token: i64) -> Result<()> {
+    let lease = lease.ok_or_else(|| Error::NotFound("no such lease".into()))?;
+    if lease.worker_id != worker_id {
+        return Err(Error::Forbidden(
+            "the lease belongs to another worker".into(),
+        ));
+    }
+    if lease.fencing_token != fencing_token {
+        return Err(Error::StaleToken(
+            "the fencing token is not this lease's".into(),
+        ));
+    }
+    if lease.state != "active" || lease.expired {
+        return Err(Error::LeaseExpired(format!(
+            "the lease is {}; ask for new work",
+            if lease.state == "active" {
+                "expired"
+            } else {
+                &lease.state
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// Extends a live lease by `ttl_seconds` from now; returns the new expiry and the campaign's
+/// state.
+pub async fn heartbeat(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    fencing_token: i64,
+    ttl_seconds: u32,
+) -> Result<(DateTime<Utc>, CampaignState)> {
+    let row: Option<(DateTime<Utc>, String)> = sqlx::query_as(
+        "UPDATE leases l SET expires_at = now() + make_interval(secs => $4::float8) \
+         FROM campaigns c \
+         WHERE l.id = $1 AND l.worker_id = $2 AND l.fencing_token = $3 AND l.state = 'active' \
+           AND l.expires_at > now() AND c.id = l.campaign_id \
+         RETURNING l.expires_at, c.state",
+    )
+    .bind(lease_id)
+    .bind(worker_id)
+    .bind(fencing_token)
+    .bind(f64::from(ttl_seconds))
+    .fetch_optional(pool)
+    .await?;
+    match row {
+        Some((expires_at, state)) => Ok((expires_at, parse_state(&state)?)),
+        None => {
+            let lease = fetch_lease(pool, lease_id, false).await?;
+            lease_refusal(lease.as_ref(), worker_id, fencing_token)?;
+            Err(Error::LeaseExpired(
+                "the lease expired; ask for new work".into(),
+            ))
+        }
+    }
+}
+
+/// Ends a lease early: its unfinished units go back to the pool; those in `failed` count an
+/// attempt and may be quarantined.
+pub async fn release_lease(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    fencing_token: i64,
+    failed: &[i64],
+    max_attempts: u32,
+) -> Result<ReleaseResponse> {
+    let mut tx = pool.begin().await?;
+    let lease = fetch_lease(&mut *tx, lease_id, true).await?;
+    lease_refusal(lease.as_ref(), worker_id, fencing_token)?;
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "UPDATE units SET \
+             attempts = attempts + CASE WHEN id = ANY($2) THEN 1 ELSE 0 END, \
+             state = CASE WHEN id = ANY($2) AND attempts + 1 >= $3 THEN 'quarantined' ELSE 'pending' END, \
+             lease_id = NULL \
+         WHERE lease_id = $1 AND state = 'leased' RETURNING state",
+    )
+    .bind(lease_id)
+    .bind(failed)
+    .bind(max_attempts as i32)
+    .fetch_all(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE leases SET state = 'released', ended_at = now() WHERE id = $1")
+        .bind(lease_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let quarantined = rows.iter().filter(|(s,)| s == "quarantined").count() as u32;
+    Ok(ReleaseResponse {
+        returned: rows.len() as u32 - quarantined,
+        quarantined,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+const UNIT_COLUMNS: &str = "id, campaign_id, seq, state, lease_id, fence, count, negative, \
+     exponent, first::text AS first";
+
+async fn fetch_unit<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    id: i64,
+    lock: bool,
+) -> Result<Option<UnitRow>> {
+    let lock = if lock { " FOR UPDATE" } else { "" };
+    Ok(sqlx::query_as(&format!(
+        "SELECT {UNIT_COLUMNS} FROM units WHERE id = $1{lock}"
+    ))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?)
+}
+
+async fn fetch_prior<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    unit_id: i64,
+    lease_id: i64,
+) -> Result<Option<PriorResult>> {
+    Ok(sqlx::query_as(
+        "SELECT id, digest, hr_count FROM results WHERE unit_id = $1 AND lease_id = $2",
+    )
+    .bind(unit_id)
+    .bind(lease_id)
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// What the verifier needs to know about a post that passed the first check.
+pub struct PostContext {
+    pub judgement: Judgement,
+    pub function: String,
+    pub precision: u32,
+    pub min_bits: u32,
+    pub unit: UnitSpec,
+}
+
+/// Judges a post without locking, so the slow MPFR verification can run outside any
+/// transaction; [`record_result`] judges again under locks.
+pub async fn precheck_result(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    unit_id: i64,
+    result: &UnitResult,
+) -> Result<PostContext> {
+    let lease = fetch_lease(pool, lease_id, false).await?;
+    let unit = fetch_unit(pool, unit_id, false).await?;
+    let prior = fetch_prior(pool, unit_id, lease_id).await?;
+    let judgement = domain::judge_post(
+        worker_id,
+        result.fencing_token,
+        lease.as_ref(),
+        unit.as_ref(),
+        prior.as_ref(),
+        &result.digest,
+    )?;
+    let unit = unit.ok_or_else(|| Error::Internal("judged unit vanished".into()))?;
+    let (function, precision, min_bits): (String, i32, i32) =
+        sqlx::query_as("SELECT function, precision, min_bits FROM campaigns WHERE id = $1")
+            .bind(unit.campaign_id)
+            .fetch_one(pool)
+            .await?;
+    Ok(PostContext {
+        judgement,
+        function,
+        precision: precision as u32,
+        min_bits: min_bits as u32,
+        unit: UnitSpec {
+            negative: unit.negative,
+            exponent: unit.exponent,
+            first: unit.first.parse().map_err(|_| {
+                Error::Internal(format!("unit {} has first {}", unit.id, unit.first))
+            })?,
+            count: unit.count as u64,
+        },
+    })
+}
+
+/// Records a verified result in one transaction: the result row, its HR-cases, the unit's new
+/// state (done, or pending until its replicas arrive, or quarantined if replicas disagree),
+/// the worker's speed and count, and the lease's end when it was its last unit.
+pub async fn record_result(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    unit_id: i64,
+    result: &UnitResult,
+    verified: &[HrCase],
+) -> Result<ResultAccepted> {
+    let mut tx: Transaction<'_, Postgres> = pool.begin().await?;
+    let lease = fetch_lease(&mut *tx, lease_id, true).await?;
+    let unit = fetch_unit(&mut *tx, unit_id, true).await?;
+    let prior = fetch_prior(&mut *tx, unit_id, lease_id).await?;
+    match domain::judge_post(
+        worker_id,
+        result.fencing_token,
+        lease.as_ref(),
+        unit.as_ref(),
+        prior.as_ref(),
+        &result.digest,
+    )? {
+        Judgement::Replay {
+            result_id,
+            hr_cases,
+        } => {
+            return Ok(ResultAccepted {
+                result_id,
+                unit_id,
+                hr_cases,
+            })
+        }
+        Judgement::Accept => {}
+    }
+    let (Some(lease), Some(unit)) = (lease, unit) else {
+        return Err(Error::Internal("judged rows vanished".into()));
+    };
+    let replication: i32 = sqlx::query_scalar("SELECT replication FROM campaigns WHERE id = $1")
+        .bind(lease.campaign_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    // Replicas that disagree with an earlier one mean someone computed wrong: stop and show
+    // the unit rather than pick a winner.
+    let disagree = if replication > 1 {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM results WHERE unit_id = $1 AND lower(digest) <> lower($2))",
+        )
+        .bind(unit_id)
+        .bind(&result.digest)
+        .fetch_one(&mut *tx)
+        .await?
+    } else {
+        false
+    };
+    let result_id: i64 = sqlx::query_scalar(
+        "INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
+         exact_cases, elapsed_seconds, hr_count) VALUES ($1, $2, $3, $4, lower($5), $6, $7, $8, $9) \
+         RETURNING id",
+    )
+    .bind(unit_id)
+    .bind(lease_id)
+    .bind(worker_id)
+    .bind(result.fencing_token)
+    .bind(&result.digest)
+    .bind(Json(&result.stats))
+    .bind(Json(&result.exact_cases))
+    .bind(result.elapsed)
+    .bind(verified.len() as i32)
+    .fetch_one(&mut *tx)
+    .await?;
+    if !verified.is_empty() {
+        let xs: Vec<&str> = verified.iter().map(|c| c.x.as_str()).collect();
+        let bits: Vec<i32> = verified.iter().map(|c| c.bits as i32).collect();
+        let d: Vec<f64> = verified.iter().map(|c| c.neg_log2_d).collect();
+        let kinds: Vec<&str> = verified.iter().map(|c| c.kind.as_str()).collect();
+        let rounded: Vec<&str> = verified.iter().map(|c| c.rounded.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, rounded) \
+             SELECT $1, $2, $3, x, b, d, k, r \
+             FROM UNNEST($4::text[], $5::int4[], $6::float8[], $7::text[], $8::text[]) AS t(x, b, d, k, r) \
+             ON CONFLICT (campaign_id, x) DO NOTHING",
+        )
+        .bind(lease.campaign_id)
+        .bind(unit_id)
+        .bind(result_id)
+        .bind(&xs)
+        .bind(&bits)
+        .bind(&d)
+        .bind(&kinds)
+        .bind(&rounded)
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query(
+        "UPDATE units SET replicas_done = replicas_done + 1, lease_id = NULL, \
+             state = CASE WHEN $2 THEN 'quarantined' \
+                          WHEN replicas_done + 1 >= $3 THEN 'done' ELSE 'pending' END, \
+             done_at = CASE WHEN NOT $2 AND replicas_done + 1 >= $3 THEN now() END \
+         WHERE id = $1",
+    )
+    .bind(unit_id)
+    .bind(disagree)
+    .bind(replication)
+    .execute(&mut *tx)
+    .await?;
+    // Speed is an exponential moving average of arguments per second, so one slow unit does
+    // not halve the next lease.
+    let speed = (result.elapsed > 0.0).then(|| unit.count as f64 / result.elapsed);
+    sqlx::query(
+        "UPDATE workers SET units_done = units_done + 1, \
+             speed = CASE WHEN $2::float8 IS NULL THEN speed \
+                          WHEN speed IS NULL THEN $2::float8 \
+                          ELSE 0.7 * speed + 0.3 * $2::float8 END \
+         WHERE id = $1",
+    )
+    .bind(worker_id)
+    .bind(speed)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE leases SET state = 'finished', ended_at = now() \
+         WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM units WHERE lease_id = $1)",
+    )
+    .bind(lease_id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(ResultAccepted {
+        result_id,
+        unit_id,
+        hr_cases: verified.len() as u32,
+    })
+}
+
+/// Units per state over all campaigns, for `/metrics`.
+pub async fn unit_state_counts(pool: &PgPool) -> Result<Vec<(String, i64)>> {
+    Ok(
+        sqlx::query_as("SELECT state, count(*) FROM units GROUP BY state ORDER BY state")
+            .fetch_all(pool)
+            .await?,
+    )
+}

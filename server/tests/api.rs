@@ -1,0 +1,804 @@
+//! The REST API over real HTTP against a real PostgreSQL: every endpoint, its error cases and
+//! bad input.
+
+mod common;
+
+use common::{code_of, TestApp, ADMIN};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use tmd_server::bench::empty_result;
+
+fn exp32(from: &str, to: &str) -> Value {
+    json!({"function": "exp", "format": "binary32", "min_bits": 12,
+           "ranges": [{"from": from, "to": to}], "unit_bits": 10})
+}
+
+#[tokio::test]
+async fn operations_endpoints_and_unknown_routes() {
+    let app = TestApp::new().await;
+    let resp = app.http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "ok");
+    let resp = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+
+    let (status, v) = app
+        .call(Method::GET, "/api/v1/nothing-here", None, None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(v["code"], "not_found");
+    let (status, v) = app
+        .call(Method::DELETE, "/api/v1/campaigns", Some(ADMIN), None)
+        .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(v["code"], "bad_request");
+
+    // Metrics count what happened, including the unit gauge from the database.
+    app.small_campaign(3, 4).await;
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("tmd_units{state=\"pending\"} 3"), "{text}");
+    assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/campaigns\",status=\"201\"} 1"), "{text}");
+}
+
+#[tokio::test]
+async fn openapi_document_lists_every_route() {
+    let app = TestApp::new().await;
+    let (status, doc) = app.call(Method::GET, "/api/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = doc["paths"].as_object().unwrap();
+    let expected = [
+        ("/api/v1/campaigns", "post"),
+        ("/api/v1/campaigns", "get"),
+        ("/api/v1/campaigns/{id}", "get"),
+        ("/api/v1/campaigns/{id}/progress", "get"),
+        ("/api/v1/campaigns/{id}/pause", "post"),
+        ("/api/v1/campaigns/{id}/resume", "post"),
+        ("/api/v1/campaigns/{id}/cancel", "post"),
+        ("/api/v1/enrollment-tokens", "post"),
+        ("/api/v1/workers/register", "post"),
+        ("/api/v1/workers", "get"),
+        ("/api/v1/leases", "post"),
+        ("/api/v1/leases/{id}/heartbeat", "post"),
+        ("/api/v1/leases/{lease_id}/units/{unit_id}/result", "post"),
+        ("/api/v1/leases/{id}/release", "post"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    ];
+    for (path, method) in expected {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing"
+        );
+    }
+    assert_eq!(
+        paths.len(),
+        16,
+        "a route was added without a test here: {:?}",
+        paths.keys()
+    );
+    for schema in ["UnitResult", "Lease", "CampaignProgress", "ApiError"] {
+        assert!(
+            doc["components"]["schemas"].get(schema).is_some(),
+            "{schema} missing"
+        );
+    }
+    // The committed snapshot must match the document the code generates.
+    let committed: Value = serde_json::from_str(include_str!("../openapi.json")).unwrap();
+    assert_eq!(committed, doc, "server/openapi.json is stale: run `cargo run -p tmd-server -- openapi > server/openapi.json`");
+}
+
+#[tokio::test]
+async fn admin_routes_need_the_admin_token() {
+    let app = TestApp::new().await;
+    let (status, v) = app.call(Method::GET, "/api/v1/campaigns", None, None).await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (status, v) = app
+        .call(Method::GET, "/api/v1/campaigns", Some("wrong-token"), None)
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let resp = app
+        .http
+        .get(app.url("/api/v1/workers"))
+        .header("authorization", "Basic abc")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+
+    // A worker's token is valid but not enough.
+    let (_, w) = app.worker("w").await;
+    let _ = w;
+    let (status, t) = app
+        .admin(Method::POST, "/api/v1/enrollment-tokens", Some(json!({})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, reg) = app
+        .call(
+            Method::POST,
+            "/api/v1/workers/register",
+            None,
+            Some(json!({"enrollment_token": t["token"], "name": "w2"})),
+        )
+        .await;
+    let worker_token = reg["token"].as_str().unwrap();
+    let (status, v) = app
+        .call(Method::GET, "/api/v1/campaigns", Some(worker_token), None)
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+
+    // Worker routes refuse the admin token and unknown tokens.
+    let (status, v) = app
+        .call(Method::POST, "/api/v1/leases", Some(ADMIN), Some(json!({})))
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (status, _) = app
+        .call(Method::POST, "/api/v1/leases", None, Some(json!({})))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_server_without_admin_token_refuses_admin_operations() {
+    let app = TestApp::with_config(tmd_server::Config {
+        admin_token_hash: None,
+        ..common::config()
+    })
+    .await;
+    let (status, v) = app.admin(Method::GET, "/api/v1/campaigns", None).await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+}
+
+#[tokio::test]
+async fn campaign_creation_validates_every_field() {
+    let app = TestApp::new().await;
+    let post = |body: reqwest::Body| {
+        app.http
+            .post(app.url("/api/v1/campaigns"))
+            .bearer_auth(ADMIN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let resp = post("{\"function\": ".into()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(resp.json::<Value>().await.unwrap()["code"], "bad_request");
+    let resp = app
+        .http
+        .post(app.url("/api/v1/campaigns"))
+        .bearer_auth(ADMIN)
+        .body(exp32("1", "2").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "no content type");
+
+    let huge = format!("{{\"function\": \"{}\"}}", "x".repeat(2 << 20));
+    let resp = post(huge.into()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["code"],
+        "payload_too_large"
+    );
+
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"function": "exp", "format": "binary32", "min_bits": 12,
+                "ranges": [{"from": "1", "to": "2"}], "bogus": 1}),
+            "unknown field",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["function"] = json!("nosuchfn");
+                v
+            },
+            "exp",
+        ),
+        (exp32("1", "1"), ""),
+        (exp32("2", "1"), ""),
+        (exp32("one", "2"), ""),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["format"] = json!("binary99");
+                v
+            },
+            "",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["precision"] = json!(24);
+                v
+            },
+            "not both",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["min_bits"] = json!(0);
+                v
+            },
+            "min_bits",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["ranges"] = json!([]);
+                v
+            },
+            "ranges",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["replication"] = json!(0);
+                v
+            },
+            "replication",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["min_bits"] = json!(-3);
+                v
+            },
+            "",
+        ),
+        (
+            {
+                let mut v = exp32("1", "2");
+                v["unit_bits"] = json!(2);
+                v
+            },
+            "unit size",
+        ),
+        // Far more units than anyone may create at once.
+        (
+            json!({"function": "exp", "format": "binary64", "min_bits": 40, "unit_bits": 4,
+                "ranges": [{"from": "-0x1p+9", "to": "0x1p+9"}]}),
+            "units",
+        ),
+        (
+            json!({"function": "log", "format": "binary32", "min_bits": 12,
+                "ranges": [{"from": "-2", "to": "-1"}]}),
+            "not defined",
+        ),
+        (
+            json!({"function": "exp", "format": "binary32", "min_bits": 12,
+                "ranges": [{"from": "1", "to": "1.5"}, {"from": "1.25", "to": "2"}]}),
+            "overlap",
+        ),
+    ];
+    for (body, needle) in cases {
+        let (status, v) = app
+            .admin(Method::POST, "/api/v1/campaigns", Some(body.clone()))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} -> {v}");
+        assert_eq!(v["code"], "bad_request");
+        assert!(
+            v["message"].as_str().unwrap().contains(needle),
+            "{body} -> {v}"
+        );
+    }
+    let (_, list) = app.admin(Method::GET, "/api/v1/campaigns", None).await;
+    assert_eq!(list, json!([]), "nothing was created by bad requests");
+}
+
+#[tokio::test]
+async fn campaign_lifecycle_and_progress() {
+    let app = TestApp::new().await;
+    let c = app.small_campaign(5, 4).await;
+    let id = c["id"].as_i64().unwrap();
+    assert_eq!(c["units_total"], 5);
+    assert_eq!(c["arguments_total"], "80");
+    assert_eq!(c["precision"], 24);
+    assert_eq!(c["state"], "active");
+    assert_eq!(c["replication"], 1);
+
+    let (status, list) = app.admin(Method::GET, "/api/v1/campaigns", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let (status, shown) = app
+        .admin(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+        .await;
+    assert_eq!((status, &shown), (StatusCode::OK, &c));
+
+    let p = app.progress(id).await;
+    assert_eq!(p["total"], json!({"units": 5, "arguments": "80"}));
+    assert_eq!(p["pending"], json!({"units": 5, "arguments": "80"}));
+    assert_eq!(p["done"]["units"], 0);
+    assert_eq!(p["percent_done"], 0.0);
+    assert_eq!(p["complete"], false);
+    assert_eq!(p["eta_seconds"], Value::Null);
+
+    let (_, w) = app.worker("w").await;
+    let (status, paused) = app
+        .admin(Method::POST, &format!("/api/v1/campaigns/{id}/pause"), None)
+        .await;
+    assert_eq!(
+        (status, paused["state"].as_str()),
+        (StatusCode::OK, Some("paused"))
+    );
+    assert!(
+        w.lease(None).await.unwrap().lease.is_none(),
+        "a paused campaign hands out nothing"
+    );
+    let (status, v) = app
+        .admin(Method::POST, &format!("/api/v1/campaigns/{id}/pause"), None)
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict"))
+    );
+    let (status, _) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/campaigns/{id}/resume"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Work through the whole campaign.
+    let mut done = 0;
+    while let Some(lease) = w.lease(Some(3600)).await.unwrap().lease {
+        for u in &lease.units {
+            w.post(
+                lease.lease_id,
+                u.unit_id,
+                &empty_result(lease.fencing_token, u.unit_id, 0.5),
+            )
+            .await
+            .unwrap();
+            done += 1;
+        }
+    }
+    assert_eq!(done, 5);
+    let p = app.progress(id).await;
+    assert_eq!(p["done"], json!({"units": 5, "arguments": "80"}));
+    assert_eq!(p["percent_done"], 100.0);
+    assert_eq!(p["complete"], true);
+    assert!(p["arguments_per_second_last_hour"].as_f64().unwrap() > 0.0);
+    assert_eq!(p["eta_seconds"], 0.0);
+
+    let (status, c2) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/campaigns/{id}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, c2["state"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+    let (status, v) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/campaigns/{id}/resume"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict"))
+    );
+
+    let (status, v) = app
+        .admin(Method::GET, "/api/v1/campaigns/999999", None)
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let (status, v) = app
+        .admin(Method::POST, "/api/v1/campaigns/999999/pause", None)
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let (status, v) = app
+        .admin(Method::GET, "/api/v1/campaigns/abc/progress", None)
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+}
+
+#[tokio::test]
+async fn higher_priority_campaigns_are_leased_first() {
+    let app = TestApp::new().await;
+    let low = app.small_campaign(2, 4).await;
+    let mut body = exp32("0x1p+1", "0x1.0001p+1");
+    body["priority"] = json!(5);
+    body["unit_bits"] = json!(4);
+    let high = app.campaign(body).await;
+    let (_, w) = app.worker("w").await;
+    let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
+    assert_eq!(lease.task.campaign_id, high["id"].as_i64().unwrap());
+    assert_ne!(lease.task.campaign_id, low["id"].as_i64().unwrap());
+    assert_eq!(lease.task.function, "exp");
+    assert_eq!(lease.units[0].spec.exponent, 1);
+}
+
+#[tokio::test]
+async fn enrollment_tokens_and_worker_registration() {
+    let app = TestApp::new().await;
+    let (status, t) = app
+        .admin(
+            Method::POST,
+            "/api/v1/enrollment-tokens",
+            Some(json!({"uses": 1, "expires_in_seconds": 3600, "note": "rack 4"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{t}");
+    assert_eq!(t["uses_left"], 1);
+    assert!(t["token"].as_str().unwrap().starts_with("tmde_"));
+    for bad in [
+        json!({"uses": 0}),
+        json!({"expires_in_seconds": 0}),
+        json!({"whatever": 1}),
+    ] {
+        let (status, v) = app
+            .admin(Method::POST, "/api/v1/enrollment-tokens", Some(bad))
+            .await;
+        assert_eq!(
+            (status, v["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("bad_request"))
+        );
+    }
+
+    let register = |token: Value, name: &str| {
+        app.call(
+            Method::POST,
+            "/api/v1/workers/register",
+            None,
+            Some(json!({"enrollment_token": token, "name": name})),
+        )
+    };
+    let (status, v) = register(t["token"].clone(), "  ").await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (status, w) = register(t["token"].clone(), "gpu-01").await;
+    assert_eq!(status, StatusCode::CREATED, "{w}");
+    assert!(w["token"].as_str().unwrap().starts_with("tmdw_"));
+    let (status, v) = register(t["token"].clone(), "gpu-02").await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+        "used up"
+    );
+    let (status, _) = register(json!("tmde_nonsense"), "gpu-03").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // The token is stored hashed: the clear text appears nowhere in the database.
+    let clear: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM workers WHERE encode(token_hash, 'escape') LIKE '%' || $1 || '%'",
+    )
+    .bind(w["token"].as_str().unwrap())
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(clear, 0);
+
+    let (status, list) = app.admin(Method::GET, "/api/v1/workers", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list[0]["name"], "gpu-01");
+    assert_eq!(list[0]["units_done"], 0);
+    assert_eq!(list[0]["last_seen"], Value::Null);
+    let worker = tmd_server::bench::WorkerClient::new(
+        &app.base,
+        w["token"].as_str().unwrap(),
+        app.http.clone(),
+    );
+    assert!(worker.lease(None).await.unwrap().lease.is_none());
+    let (_, list) = app.admin(Method::GET, "/api/v1/workers", None).await;
+    assert!(
+        list[0]["last_seen"].is_string(),
+        "seen after its first request"
+    );
+}
+
+#[tokio::test]
+async fn lease_heartbeat_result_and_every_refusal() {
+    let app = TestApp::new().await;
+    let c = app.small_campaign(6, 4).await;
+    let cid = c["id"].as_i64().unwrap();
+    let (wid, w) = app.worker("a").await;
+    let (_, other) = app.worker("b").await;
+
+    for bad in [
+        json!({"seconds": -1}),
+        json!({"seconds": "ten"}),
+        json!({"units": 3}),
+    ] {
+        let (status, v) = app
+            .call(Method::POST, "/api/v1/leases", Some(w.token()), Some(bad))
+            .await;
+        assert_eq!(
+            (status, v["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("bad_request"))
+        );
+    }
+    let resp = w.lease(Some(0)).await;
+    assert_eq!(code_of(resp), "bad_request");
+
+    // A worker never measured gets one unit.
+    let lease = w.lease(Some(600)).await.unwrap().lease.unwrap();
+    assert_eq!(lease.units.len(), 1);
+    assert_eq!(lease.task.campaign_id, cid);
+    assert_eq!(lease.task.precision, 24);
+    assert_eq!(lease.task.min_bits, 12);
+    assert_eq!(lease.units[0].spec.first, 1 << 23);
+    assert_eq!(lease.units[0].spec.count, 16);
+    let unit = lease.units[0].unit_id;
+
+    let hb = w.heartbeat(&lease).await.unwrap();
+    assert!(hb.expires_at >= lease.expires_at);
+    assert_eq!(hb.campaign_state, tmd_wire::CampaignState::Active);
+    let mut stale = lease.clone();
+    stale.fencing_token -= 1;
+    assert_eq!(code_of(w.heartbeat(&stale).await), "stale_token");
+    assert_eq!(code_of(other.heartbeat(&lease).await), "forbidden");
+    let mut missing = lease.clone();
+    missing.lease_id += 1000;
+    assert_eq!(code_of(w.heartbeat(&missing).await), "not_found");
+
+    let good = empty_result(lease.fencing_token, unit, 0.25);
+    let mut bad_digest = good.clone();
+    bad_digest.digest = "xyz".into();
+    assert_eq!(
+        code_of(w.post(lease.lease_id, unit, &bad_digest).await),
+        "bad_request"
+    );
+    let mut nan = good.clone();
+    nan.elapsed = -1.0;
+    assert_eq!(
+        code_of(w.post(lease.lease_id, unit, &nan).await),
+        "bad_request"
+    );
+    let mut wrong_token = good.clone();
+    wrong_token.fencing_token += 1;
+    assert_eq!(
+        code_of(w.post(lease.lease_id, unit, &wrong_token).await),
+        "stale_token"
+    );
+    assert_eq!(
+        code_of(other.post(lease.lease_id, unit, &good).await),
+        "forbidden"
+    );
+    assert_eq!(
+        code_of(w.post(lease.lease_id + 1000, unit, &good).await),
+        "not_found"
+    );
+    assert_eq!(
+        code_of(w.post(lease.lease_id, unit + 1, &good).await),
+        "lease_mismatch"
+    );
+    assert_eq!(
+        code_of(w.post(lease.lease_id, 987654, &good).await),
+        "lease_mismatch"
+    );
+    // Malformed bodies and path parameters.
+    let (status, v) = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/leases/{}/units/{unit}/result", lease.lease_id),
+            Some(w.token()),
+            Some(json!({"fencing_token": lease.fencing_token})),
+        )
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (status, v) = app
+        .call(
+            Method::POST,
+            "/api/v1/leases/x/heartbeat",
+            Some(w.token()),
+            Some(json!({"fencing_token": 1})),
+        )
+        .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let p = app.progress(cid).await;
+    assert_eq!(p["done"]["units"], 0, "no refusal recorded anything");
+    assert_eq!(p["leased"]["units"], 1);
+
+    let first = w.post(lease.lease_id, unit, &good).await.unwrap();
+    assert_eq!(first.unit_id, unit);
+    assert_eq!(first.hr_cases, 0);
+    // A retry gets the same answer; a different result for the same unit is a conflict.
+    assert_eq!(w.post(lease.lease_id, unit, &good).await.unwrap(), first);
+    let mut different = good.clone();
+    different.digest = "f".repeat(64);
+    assert_eq!(
+        code_of(w.post(lease.lease_id, unit, &different).await),
+        "conflict"
+    );
+    // The lease is finished: heartbeats say so.
+    assert_eq!(code_of(w.heartbeat(&lease).await), "lease_expired");
+
+    let p = app.progress(cid).await;
+    assert_eq!(p["done"], json!({"units": 1, "arguments": "16"}));
+    let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(results, 1, "the retry recorded nothing");
+
+    // The worker's speed is now known (16 arguments in 0.25 s); a long request gets more
+    // units, contiguous.
+    let (_, workers) = app.admin(Method::GET, "/api/v1/workers", None).await;
+    let me = workers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == wid)
+        .unwrap();
+    assert_eq!(me["units_done"], 1);
+    assert_eq!(me["arguments_per_second"], 64.0);
+    let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
+    assert_eq!(
+        lease.units.len(),
+        4,
+        "1 s at 64 arguments/s is 4 units of 16"
+    );
+    for pair in lease.units.windows(2) {
+        assert_eq!(pair[1].spec.first, pair[0].spec.first + 16, "contiguous");
+    }
+}
+
+#[tokio::test]
+async fn release_returns_units_and_failures_count_towards_quarantine() {
+    let app = TestApp::with_config(tmd_server::Config {
+        policy: tmd_server::LeasePolicy {
+            max_attempts: 2,
+            ..Default::default()
+        },
+        ..common::config()
+    })
+    .await;
+    let c = app.small_campaign(1, 4).await;
+    let cid = c["id"].as_i64().unwrap();
+    let (_, w) = app.worker("w").await;
+    let release = |lease: &tmd_wire::Lease, failed: Vec<i64>| {
+        let path = format!("/api/v1/leases/{}/release", lease.lease_id);
+        let body =
+            json!({"fencing_token": lease.fencing_token, "failed_units": failed, "reason": "test"});
+        let (app, token) = (&app, w.token().to_string());
+        async move {
+            app.call(Method::POST, &path, Some(&token), Some(body))
+                .await
+        }
+    };
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let unit = lease.units[0].unit_id;
+    let (status, r) = release(&lease, vec![]).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r, json!({"returned": 1, "quarantined": 0}));
+    let (status, r) = release(&lease, vec![]).await;
+    assert_eq!(
+        (status, r["code"].as_str()),
+        (StatusCode::CONFLICT, Some("lease_expired"))
+    );
+    assert_eq!(
+        code_of(
+            w.post(
+                lease.lease_id,
+                unit,
+                &empty_result(lease.fencing_token, unit, 1.0)
+            )
+            .await
+        ),
+        "lease_expired"
+    );
+
+    // Failing twice quarantines it (max_attempts = 2), and it is shown, not handed out.
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let (_, r) = release(&lease, vec![unit]).await;
+    assert_eq!(r, json!({"returned": 1, "quarantined": 0}));
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let (_, r) = release(&lease, vec![unit]).await;
+    assert_eq!(r, json!({"returned": 0, "quarantined": 1}));
+    assert!(w.lease(None).await.unwrap().lease.is_none());
+    let p = app.progress(cid).await;
+    assert_eq!(p["quarantined"]["units"], 1);
+    assert_eq!(p["quarantined_units"][0]["unit_id"], unit);
+    assert_eq!(p["quarantined_units"][0]["attempts"], 2);
+    assert_eq!(p["complete"], false);
+
+    let (status, r) = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/leases/{}/release", lease.lease_id),
+            Some(w.token()),
+            Some(json!({"fencing_token": lease.fencing_token, "failed_units": "all"})),
+        )
+        .await;
+    assert_eq!(
+        (status, r["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+}
+
+#[tokio::test]
+async fn concurrent_lease_requests_never_share_a_unit() {
+    let app = TestApp::new().await;
+    let c = app.small_campaign(300, 4).await;
+    let cid = c["id"].as_i64().unwrap();
+    let mut workers = Vec::new();
+    for i in 0..24 {
+        workers.push(app.worker(&format!("w{i}")).await.1);
+    }
+    let mut tasks = Vec::new();
+    for w in workers {
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(lease) = w.lease(Some(600)).await.unwrap().lease {
+                got.extend(lease.units.iter().map(|u| u.unit_id));
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let distinct: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a unit was handed out twice");
+    assert_eq!(all.len(), 300, "every unit was handed out");
+    let p = app.progress(cid).await;
+    assert_eq!(p["leased"]["units"], 300);
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM leases")
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(leases, 300, "unmeasured workers get one unit per lease");
+}
+
+#[tokio::test]
+async fn readiness_follows_the_database_and_errors_stay_json() {
+    let app = TestApp::new().await;
+    let (_, w) = app.worker("w").await;
+    app.db.pool().close().await;
+    let resp = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.json::<Value>().await.unwrap()["code"], "unavailable");
+    let resp = app.http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "alive, if not ready");
+    assert_eq!(code_of(w.lease(None).await), "unavailable");
+}

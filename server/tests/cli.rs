@@ -1,0 +1,131 @@
+//! The admin command line, run as a real process against a real server: `migrate`,
+//! `campaign create|list|show|pause|resume|cancel`, `token create`.
+
+mod common;
+
+use common::{TestApp, ADMIN};
+use serde_json::Value;
+use tokio::process::Command;
+
+async fn tmd(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tmd-server"))
+        .args(args)
+        .env_remove("TMD_ADMIN_TOKEN")
+        .env_remove("TMD_SERVER")
+        .env("TMD_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn admin_commands_drive_a_running_server() {
+    let app = TestApp::new().await;
+    let api = ["--server", &app.base, "--admin-token", ADMIN];
+    let with = |sub: &[&'static str], extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = sub.iter().map(|s| s.to_string()).collect();
+        v.extend(api.iter().map(|s| s.to_string()));
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let run = |args: Vec<String>| async move {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        tmd(&refs).await
+    };
+
+    let (ok, out, err) = run(with(
+        &["campaign"],
+        &[
+            "create",
+            "--function",
+            "exp",
+            "--format",
+            "binary32",
+            "--min-bits",
+            "12",
+            "--from",
+            "1",
+            "--to",
+            "0x1.0004p+0",
+            "--unit-bits",
+            "8",
+            "--name",
+            "cli-test",
+        ],
+    ))
+    .await;
+    assert!(ok, "{err}");
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(c["name"], "cli-test");
+    assert_eq!(c["units_total"], 2);
+    let id = c["id"].to_string();
+
+    let (ok, out, err) = run(with(&["campaign"], &["list"])).await;
+    assert!(ok, "{err}");
+    assert!(out.lines().nth(1).unwrap().contains("cli-test"), "{out}");
+
+    let (ok, out, err) = run(with(&["campaign"], &["show", &id])).await;
+    assert!(ok, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["progress"]["pending"]["units"], 2);
+
+    for (action, state) in [
+        ("pause", "paused"),
+        ("resume", "active"),
+        ("cancel", "cancelled"),
+    ] {
+        let (ok, out, err) = run(with(&["campaign"], &[action, &id])).await;
+        assert!(ok, "{action}: {err}");
+        assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["state"], state);
+    }
+    let (ok, _, err) = run(with(&["campaign"], &["resume", &id])).await;
+    assert!(!ok);
+    assert!(err.contains("conflict"), "{err}");
+
+    let (ok, out, err) = run(with(
+        &["token"],
+        &["create", "--uses", "3", "--note", "rack"],
+    ))
+    .await;
+    assert!(ok, "{err}");
+    let t: Value = serde_json::from_str(&out).unwrap();
+    assert!(t["token"].as_str().unwrap().starts_with("tmde_"));
+    assert_eq!(t["uses_left"], 3);
+
+    let (ok, _, err) = tmd(&[
+        "campaign",
+        "list",
+        "--server",
+        &app.base,
+        "--admin-token",
+        "nope",
+    ])
+    .await;
+    assert!(!ok);
+    assert!(err.contains("unauthorized"), "{err}");
+    let (ok, _, err) = tmd(&["campaign", "create", "--function", "exp", "--min-bits", "3"]).await;
+    assert!(!ok, "missing arguments are refused by the parser");
+    assert!(err.contains("--from") || err.contains("required"), "{err}");
+}
+
+#[tokio::test]
+async fn migrate_applies_the_schema_and_is_idempotent() {
+    let db = tmd_test_support::TestDb::new().await;
+    for _ in 0..2 {
+        let (ok, _, err) = tmd(&["migrate", "--database-url", db.url()]).await;
+        assert!(ok, "{err}");
+    }
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' \
+         AND table_name IN ('campaigns', 'units', 'leases', 'results', 'hr_cases', 'workers', 'enrollment_tokens')",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(tables, 7);
+}

@@ -1,0 +1,166 @@
+//! Test harness: a fresh database per test, the real server on `127.0.0.1:0`, a real HTTP
+//! client, and helpers to create campaigns and register workers.
+
+#![allow(dead_code)]
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tmd_server::bench::WorkerClient;
+use tmd_server::{Config, Server};
+use tmd_test_support::TestDb;
+
+pub const ADMIN: &str = "admin-token-for-tests-0123456789";
+
+pub struct TestApp {
+    pub db: TestDb,
+    pub server: Option<Server>,
+    pub config: Config,
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+/// The defaults of the tests: an admin token, and no background sweeper in the way (expiry
+/// then happens only lazily, on lease requests, so tests control it).
+pub fn config() -> Config {
+    Config {
+        sweep_interval: Duration::from_secs(3600),
+        ..Config::default()
+    }
+    .with_admin_token(ADMIN)
+}
+
+impl TestApp {
+    pub async fn new() -> TestApp {
+        TestApp::with_config(config()).await
+    }
+
+    pub async fn with_config(config: Config) -> TestApp {
+        let db = TestDb::new().await;
+        let server = start(&db, config.clone()).await;
+        let base = server.url();
+        TestApp {
+            db,
+            server: Some(server),
+            config,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+            base,
+        }
+    }
+
+    /// Stops the server and starts a new one on the same database (a new port).
+    pub async fn restart(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().await.unwrap();
+        }
+        let server = start(&self.db, self.config.clone()).await;
+        self.base = server.url();
+        self.server = Some(server);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request with an optional bearer token and JSON body; returns status and JSON body
+    /// (`Value::Null` when the body is not JSON).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn admin(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.call(method, path, Some(ADMIN), body).await
+    }
+
+    /// Creates a campaign, asserting success.
+    pub async fn campaign(&self, body: Value) -> Value {
+        let (status, v) = self
+            .admin(Method::POST, "/api/v1/campaigns", Some(body))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{v}");
+        v
+    }
+
+    /// exp in binary32 on [1, 1 + units * 2^-23 * 2^unit_bits): `units` units.
+    pub async fn small_campaign(&self, units: u32, unit_bits: u32) -> Value {
+        let to = format!("0x{:x}p-23", (1u64 << 23) + (u64::from(units) << unit_bits));
+        self.campaign(json!({
+            "function": "exp", "format": "binary32", "min_bits": 12,
+            "ranges": [{"from": "0x1p+0", "to": to}], "unit_bits": unit_bits
+        }))
+        .await
+    }
+
+    /// Registers a worker through an enrollment token; returns its id and client.
+    pub async fn worker(&self, name: &str) -> (i64, WorkerClient) {
+        let (status, t) = self
+            .admin(Method::POST, "/api/v1/enrollment-tokens", Some(json!({})))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{t}");
+        let (status, w) = self
+            .call(
+                Method::POST,
+                "/api/v1/workers/register",
+                None,
+                Some(json!({"enrollment_token": t["token"], "name": name})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{w}");
+        let client = WorkerClient::new(&self.base, w["token"].as_str().unwrap(), self.http.clone());
+        (w["worker_id"].as_i64().unwrap(), client)
+    }
+
+    pub async fn progress(&self, campaign: i64) -> Value {
+        let (status, p) = self
+            .admin(
+                Method::GET,
+                &format!("/api/v1/campaigns/{campaign}/progress"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{p}");
+        p
+    }
+}
+
+async fn start(db: &TestDb, config: Config) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    Server::start(db.pool().clone(), config, listener)
+        .await
+        .unwrap()
+}
+
+/// The error code of a refused worker call.
+pub fn code_of<T: std::fmt::Debug>(r: anyhow::Result<T>) -> String {
+    match r {
+        Ok(v) => panic!("expected a refusal, got {v:?}"),
+        Err(e) => match e.downcast_ref::<tmd_server::bench::Refused>() {
+            Some(refused) => refused.error.code.clone(),
+            None => panic!("not a refusal: {e:#}"),
+        },
+    }
+}

@@ -1,0 +1,161 @@
+//! Every reported case is re-verified with MPFR before it is stored: real HR-cases are
+//! recorded with the server's own figures, forged ones refuse the whole post.
+
+mod common;
+
+use common::{code_of, TestApp};
+use serde_json::json;
+use tmd_kernels::plan::UnitSpec;
+use tmd_kernels::verify::{classify, Verdict};
+use tmd_kernels::{Function, Precision};
+use tmd_server::bench::empty_result;
+use tmd_wire::{HrCase, HrKind};
+
+/// A hard and a not-hard argument of the unit, found with MPFR.
+fn hard_and_easy(f: Function, p: Precision, unit: &UnitSpec, min_bits: u32) -> (HrCase, String) {
+    let (mut hard, mut easy) = (None, None);
+    for i in 0..unit.count {
+        let a = unit.argument(i);
+        match classify(f, p, &a, min_bits).unwrap() {
+            Verdict::Hard(c) if hard.is_none() => {
+                hard = Some(HrCase {
+                    x: c.x,
+                    bits: c.bits,
+                    neg_log2_d: c.neg_log2_d,
+                    kind: if c.kind.as_str() == "fp" {
+                        HrKind::Fp
+                    } else {
+                        HrKind::Mid
+                    },
+                    rounded: c.rounded,
+                })
+            }
+            Verdict::NotHard { .. } if easy.is_none() => easy = Some(a.to_hex(p)),
+            _ => {}
+        }
+    }
+    (
+        hard.expect("a hard case in 1024 arguments at 8 bits"),
+        easy.unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn forged_cases_are_rejected_and_real_ones_recorded_as_verified() {
+    let app = TestApp::new().await;
+    let c = app
+        .campaign(json!({
+            "function": "exp", "format": "binary32", "min_bits": 8, "unit_bits": 10,
+            "ranges": [{"from": "0x1p+0", "to": "0x1.0008p+0"}]
+        }))
+        .await;
+    let cid = c["id"].as_i64().unwrap();
+    let (_, w) = app.worker("w").await;
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let u = &lease.units[0];
+    let spec = UnitSpec {
+        negative: u.spec.negative,
+        exponent: u.spec.exponent,
+        first: u.spec.first,
+        count: u.spec.count,
+    };
+    let (hard, easy) = hard_and_easy(Function::Exp, Precision::BINARY32, &spec, 8);
+    let post = |cases: Vec<HrCase>| {
+        let mut r = empty_result(lease.fencing_token, u.unit_id, 1.0);
+        r.hr_cases = cases;
+        r
+    };
+
+    let forged = [
+        HrCase {
+            x: easy.clone(),
+            ..hard.clone()
+        },
+        HrCase {
+            x: "0x1p+1".into(),
+            ..hard.clone()
+        },
+        HrCase {
+            x: "0x1.000001p+0".into(),
+            ..hard.clone()
+        },
+        HrCase {
+            x: "not-a-number".into(),
+            ..hard.clone()
+        },
+    ];
+    for f in forged {
+        let x = f.x.clone();
+        let result = post(vec![hard.clone(), f]);
+        assert_eq!(
+            code_of(w.post(lease.lease_id, u.unit_id, &result).await),
+            "forged_case",
+            "{x}"
+        );
+    }
+    let p = app.progress(cid).await;
+    assert_eq!(
+        (p["hr_cases"].as_i64(), p["done"]["units"].as_i64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(p["leased"]["units"], 1, "a refused post changes nothing");
+
+    // A real case with understated figures is stored as the server computed it.
+    let understated = HrCase {
+        bits: 8,
+        neg_log2_d: 8.0,
+        ..hard.clone()
+    };
+    let accepted = w
+        .post(lease.lease_id, u.unit_id, &post(vec![understated]))
+        .await
+        .unwrap();
+    assert_eq!(accepted.hr_cases, 1);
+    let p = app.progress(cid).await;
+    assert_eq!(p["hr_cases"], 1);
+    assert_eq!(p["complete"], true);
+    let stored = &p["hardest"][0];
+    assert_eq!(stored["x"], hard.x);
+    assert_eq!(stored["bits"], hard.bits);
+    assert_eq!(stored["neg_log2_d"], hard.neg_log2_d);
+    assert_eq!(stored["kind"], json!(hard.kind));
+    assert_eq!(stored["rounded"], hard.rounded);
+    assert_eq!(stored["unit_id"], u.unit_id);
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("tmd_forged_cases_total 4"), "{text}");
+    assert!(text.contains("tmd_hr_cases_verified_total 1"), "{text}");
+}
+
+#[tokio::test]
+async fn exact_cases_must_be_exact() {
+    let app = TestApp::new().await;
+    app.campaign(json!({
+        "function": "sqrt", "format": "binary32", "min_bits": 10, "unit_bits": 4,
+        "ranges": [{"from": "4", "to": "0x1.00002p+2"}]
+    }))
+    .await;
+    let (_, w) = app.worker("w").await;
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let unit = lease.units[0].unit_id;
+    let mut r = empty_result(lease.fencing_token, unit, 1.0);
+    r.exact_cases = vec!["0x1.000002p+2".into()];
+    assert_eq!(
+        code_of(w.post(lease.lease_id, unit, &r).await),
+        "forged_case"
+    );
+    r.exact_cases = vec!["0x1p+2".into()];
+    w.post(lease.lease_id, unit, &r).await.unwrap();
+    let stored: serde_json::Value = sqlx::query_scalar("SELECT exact_cases FROM results")
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(stored, json!(["0x1p+2"]));
+}
