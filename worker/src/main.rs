@@ -1,9 +1,13 @@
 //! `tmd-worker`: local searches, benchmarks and single-argument evaluation with the engine.
 
+mod client;
+mod daemon;
 mod local;
+mod state;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
 
 /// Finds hard-to-round cases of mathematical functions.
 ///
@@ -25,21 +29,27 @@ enum Command {
     Bench(local::BenchArgs),
     /// Evaluate one argument with MPFR and print its hardness.
     Eval(local::EvalArgs),
+    /// Run as a worker of a coordinator: lease units, compute, post results, repeat.
+    Run(daemon::RunArgs),
 }
 
 fn main() -> Result<()> {
+    let cli = Cli::parse();
+    // The daemon logs its progress; the local commands only warnings (their output is stdout).
+    let default_level = if matches!(cli.command, Command::Run(_)) { "info" } else { "warn" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_env("TMD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = Cli::parse();
     match cli.command {
         Command::Search(a) => local::search(a),
         Command::Bench(a) => local::bench(a),
         Command::Eval(a) => local::eval(a),
+        Command::Run(a) => daemon::run(a),
     }
 }
 
