@@ -224,7 +224,11 @@ async fn daemon(settings: Settings) -> Result<()> {
     };
     flush_spool(&client, &state).await;
     if let Some(ls) = state.lease()? {
-        info!(lease.id = ls.lease.lease_id, done = ls.done.len(), "resuming the lease in hand");
+        info!(
+            lease.id = ls.lease.lease_id,
+            done = ls.done.len(),
+            "resuming the lease in hand"
+        );
         work_lease(&client, &state, &shared, &settings, ls).await?;
     }
     let mut backoff = Backoff::new();
@@ -344,7 +348,12 @@ async fn flush_spool(client: &Client, state: &StateDir) {
 async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool {
     match client.post_result(e.lease_id, e.unit_id, &e.result).await {
         Ok(acc) => {
-            info!(unit.id = e.unit_id, lease.id = e.lease_id, hr_cases = acc.hr_cases, "result accepted");
+            info!(
+                unit.id = e.unit_id,
+                lease.id = e.lease_id,
+                hr_cases = acc.hr_cases,
+                "result accepted"
+            );
             if let Err(err) = state.spool_remove(e.lease_id, e.unit_id) {
                 error!(error = %err, "cannot remove a posted result from the spool");
             }
@@ -378,7 +387,11 @@ struct LeaseFlags {
     stop: AtomicBool,
 }
 
-fn spawn_heartbeat(client: Client, lease: &Lease, flags: Arc<LeaseFlags>) -> tokio::task::JoinHandle<()> {
+fn spawn_heartbeat(
+    client: Client,
+    lease: &Lease,
+    flags: Arc<LeaseFlags>,
+) -> tokio::task::JoinHandle<()> {
     let (id, token) = (lease.lease_id, lease.fencing_token);
     let every = Duration::from_secs(lease.heartbeat_seconds.max(1) as u64);
     tokio::spawn(async move {
@@ -390,12 +403,22 @@ fn spawn_heartbeat(client: Client, lease: &Lease, flags: Arc<LeaseFlags>) -> tok
                 Ok(hb) => {
                     backoff.reset();
                     wait = every;
-                    if matches!(hb.campaign_state, CampaignState::Cancelled | CampaignState::Paused) {
-                        info!(lease.id = id, state = hb.campaign_state.as_str(), "campaign stopped; finishing the current unit");
+                    if matches!(
+                        hb.campaign_state,
+                        CampaignState::Cancelled | CampaignState::Paused
+                    ) {
+                        info!(
+                            lease.id = id,
+                            state = hb.campaign_state.as_str(),
+                            "campaign stopped; finishing the current unit"
+                        );
                         flags.stop.store(true, Ordering::SeqCst);
                     }
                 }
-                Err(ClientError::Unavailable { message, retry_after }) => {
+                Err(ClientError::Unavailable {
+                    message,
+                    retry_after,
+                }) => {
                     wait = backoff.next(retry_after).min(every);
                     warn!(%message, lease.id = id, "heartbeat failed; retrying");
                 }
@@ -468,11 +491,20 @@ async fn work_lease(
         shared
             .arguments_done
             .fetch_add(spec.count, Ordering::SeqCst);
-        info!(unit.id = unit.unit_id, duration_ms = (elapsed * 1e3) as u64, hr_cases = r.hr_cases.len(), "unit computed");
+        info!(
+            unit.id = unit.unit_id,
+            duration_ms = (elapsed * 1e3) as u64,
+            hr_cases = r.hr_cases.len(),
+            "unit computed"
+        );
         post_spooled(client, state, &entry).await;
     }
     heartbeat.abort();
-    let remaining = lease.units.iter().filter(|u| !ls.done.contains(&u.unit_id)).count();
+    let remaining = lease
+        .units
+        .iter()
+        .filter(|u| !ls.done.contains(&u.unit_id))
+        .count();
     if (remaining > 0 || !failed.is_empty()) && !flags.lost.load(Ordering::SeqCst) {
         let body = ReleaseLease {
             fencing_token: lease.fencing_token,
@@ -486,8 +518,15 @@ async fn work_lease(
             }),
         };
         match client.release(lease.lease_id, &body).await {
-            Ok(r) => info!(lease.id = lease.lease_id, returned = r.returned, quarantined = r.quarantined, "lease released"),
-            Err(e) => warn!(lease.id = lease.lease_id, error = %e, "could not release the lease; it will expire on the server"),
+            Ok(r) => info!(
+                lease.id = lease.lease_id,
+                returned = r.returned,
+                quarantined = r.quarantined,
+                "lease released"
+            ),
+            Err(e) => {
+                warn!(lease.id = lease.lease_id, error = %e, "could not release the lease; it will expire on the server")
+            }
         }
     }
     state.clear_lease()?;
@@ -530,13 +569,14 @@ fn to_wire(r: &tmd_kernels::search::UnitResult, fencing_token: i64, elapsed: f64
 
 fn spawn_signal_handler(shared: Arc<Shared>) {
     tokio::spawn(async move {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                error!(error = %e, "cannot listen for SIGTERM");
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    error!(error = %e, "cannot listen for SIGTERM");
+                    return;
+                }
+            };
         let mut count = 0;
         loop {
             tokio::select! {

@@ -36,7 +36,11 @@ enum Command {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     // The daemon logs its progress; the local commands only warnings (their output is stdout).
-    let default_level = if matches!(cli.command, Command::Run(_)) { "info" } else { "warn" };
+    let default_level = if matches!(cli.command, Command::Run(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TMD_LOG")

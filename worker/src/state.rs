@@ -117,12 +117,14 @@ impl StateDir {
 
     fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StateError> {
         match fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| StateError::Damaged {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StateError::Damaged {
+                        path: path.to_path_buf(),
+                        message: e.to_string(),
+                    })
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io_err(path)(e)),
         }
@@ -228,7 +230,10 @@ mod tests {
         let s = StateDir::open(&dir).unwrap();
         let spool = s.spool().unwrap();
         assert_eq!(
-            spool.iter().map(|e| (e.lease_id, e.unit_id)).collect::<Vec<_>>(),
+            spool
+                .iter()
+                .map(|e| (e.lease_id, e.unit_id))
+                .collect::<Vec<_>>(),
             vec![(1, 9), (2, 7)]
         );
         s.spool_remove(1, 9).unwrap();
