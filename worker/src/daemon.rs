@@ -56,6 +56,9 @@ pub struct RunArgs {
     /// Seconds between status lines in the log.
     #[arg(long, default_value_t = 30)]
     pub status_seconds: u64,
+    /// Print the settings (token redacted) and exit: checks a configuration.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -191,7 +194,12 @@ impl Backoff {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    let dry_run = args.dry_run;
     let settings = Settings::resolve(args)?;
+    if dry_run {
+        println!("{settings:#?}");
+        return Ok(());
+    }
     if let Some(n) = settings.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
