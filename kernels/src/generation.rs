@@ -154,6 +154,65 @@ impl Generated {
     }
 }
 
+/// The per-domain polynomials for domains of `2^n` arguments: `rho[j][l] = Delta^l r_j(0)` with
+/// `r_j(i) = sum_(m >= j) beta_m C(iN, m - j)`, the number of domains, the bound on the terms
+/// of degree 3 and more left out of each domain, and `B_2 >= max_i |r_2(i)|`.
+fn per_domain(
+    beta: &[Integer],
+    degree: usize,
+    count: u64,
+    n: u32,
+) -> (Vec<Vec<Integer>>, u64, Integer, Integer) {
+    let big_n = 1u64 << n;
+    let domains = count.div_ceil(big_n);
+    let mut rho: Vec<Vec<Integer>> = Vec::with_capacity(degree + 1);
+    for j in 0..=degree {
+        let rj: Vec<Integer> = (0..=(degree - j) as u64)
+            .map(|i| {
+                let x = Integer::from(i * big_n);
+                (j..=degree)
+                    .map(|m| &beta[m] * x.clone().binomial((m - j) as u32))
+                    .map(Integer::from)
+                    .sum()
+            })
+            .collect();
+        let row: Vec<Integer> = (0..rj.len())
+            .map(|l| {
+                let mut acc = Integer::new();
+                for (s, v) in rj.iter().enumerate().take(l + 1) {
+                    let c = Integer::from(l as u32).binomial(s as u32);
+                    if (l - s) % 2 == 0 {
+                        acc += c * v;
+                    } else {
+                        acc -= c * v;
+                    }
+                }
+                acc
+            })
+            .collect();
+        rho.push(row);
+    }
+    // B_j = sum_l |rho_(j,l)| C(tau - 1, l) >= max_i |r_j(i)|.
+    let bound_j = |j: usize| -> Integer {
+        rho[j]
+            .iter()
+            .enumerate()
+            .map(|(l, c)| {
+                Integer::from(c.abs_ref()) * Integer::from(domains - 1).binomial(l as u32)
+            })
+            .sum()
+    };
+    let left_out: Integer = (3..=degree)
+        .map(|j| bound_j(j) * Integer::from(big_n - 1).binomial(j as u32))
+        .sum();
+    let bound2 = if degree >= 2 {
+        bound_j(2)
+    } else {
+        Integer::new()
+    };
+    (rho, domains, left_out, bound2)
+}
+
 fn ceil_fixed(x: &Float, frac_bits: u32) -> Integer {
     let mut y = Float::with_val(x.prec().max(64), x);
     y <<= frac_bits;
@@ -327,58 +386,25 @@ fn generate_at(
         .min(k.saturating_sub(4))
         .min(63 - count.leading_zeros());
     n = n.max(MIN_DOMAIN_BITS);
-    let sub_bits = n.saturating_sub(cfg.subdomain_split_bits).max(2);
-    let big_n = 1u64 << n;
-    let domains = count.div_ceil(big_n);
-
-    // r_j(i) = sum_(m >= j) beta_m C(iN, m - j); rho_(j,l) = Delta^l r_j(0).
-    let mut rho: Vec<Vec<Integer>> = Vec::with_capacity(degree + 1);
-    for j in 0..=degree {
-        let rj: Vec<Integer> = (0..=(degree - j) as u64)
-            .map(|i| {
-                let x = Integer::from(i * big_n);
-                (j..=degree)
-                    .map(|m| &beta[m] * x.clone().binomial((m - j) as u32))
-                    .sum()
-            })
-            .collect();
-        let row: Vec<Integer> = (0..rj.len())
-            .map(|l| {
-                let mut acc = Integer::new();
-                for (s, v) in rj.iter().enumerate().take(l + 1) {
-                    let c = Integer::from(l as u32).binomial(s as u32);
-                    if (l - s) % 2 == 0 {
-                        acc += c * v;
-                    } else {
-                        acc -= c * v;
-                    }
-                }
-                acc
-            })
-            .collect();
-        rho.push(row);
-    }
-    // B_j = sum_l |rho_(j,l)| C(tau - 1, l) >= max_i |r_j(i)|.
-    let bound_j = |j: usize| -> Integer {
-        rho[j]
-            .iter()
-            .enumerate()
-            .map(|(l, c)| {
-                Integer::from(c.abs_ref()) * Integer::from(domains - 1).binomial(l as u32)
-            })
-            .sum()
-    };
-    let left_out: Integer = (3..=degree)
-        .map(|j| bound_j(j) * Integer::from(big_n - 1).binomial(j as u32))
-        .sum();
-    let r2_bound = if degree >= 2 {
-        bound_j(2).min(r2_global)
-    } else {
-        Integer::new()
-    };
-
     let radius_shift = frac_bits as i64 - k as i64 + crossing as i64;
     let radius = Integer::from(1) << radius_shift as u32;
+    // Smaller domains until the terms of degree 3 and more that each domain's polynomial leaves
+    // out are small beside the search radius (they grow like N^3).
+    let (rho, domains, left_out, bound2) = loop {
+        let (rho, domains, left_out, bound2) = per_domain(&beta, degree, count, n);
+        if left_out <= Integer::from(&radius >> 2u32) || n <= MIN_DOMAIN_BITS {
+            break (rho, domains, left_out, bound2);
+        }
+        n -= 1;
+    };
+    let sub_bits = n.saturating_sub(cfg.subdomain_split_bits).max(2);
+    let big_n = 1u64 << n;
+    let r2_bound = bound2.min(r2_global);
+    // Thresholds near 1 filter nothing: smaller pieces have smaller derivatives.
+    if Integer::from(&left_out + &taylor) > Integer::from(1) << (frac_bits - 6) {
+        return Err(GenError::Degree(degree));
+    }
+
     let base = Integer::from(&radius + &taylor) + &rounding + &left_out;
     let k0 = 1u64 << (2 * n - 4);
     let k1 = (1u64 << (n - 1)) - 1;
