@@ -171,9 +171,8 @@ fn per_domain(
             .map(|i| {
                 let x = Integer::from(i * big_n);
                 (j..=degree)
-                    .map(|m| &beta[m] * x.clone().binomial((m - j) as u32))
-                    .map(Integer::from)
-                    .sum()
+                    .map(|m| Integer::from(&beta[m] * x.clone().binomial((m - j) as u32)))
+                    .sum::<Integer>()
             })
             .collect();
         let row: Vec<Integer> = (0..rj.len())
