@@ -171,7 +171,7 @@ fn per_domain(
             .map(|i| {
                 let x = Integer::from(i * big_n);
                 (j..=degree)
-                    .map(|m| Integer::from(&beta[m] * x.clone().binomial((m - j) as u32)))
+                    .map(|m| &beta[m] * x.clone().binomial((m - j) as u32))
                     .sum::<Integer>()
             })
             .collect();
