@@ -141,61 +141,7 @@ fn divrem(x: u64, y: u64) -> (u64, u64) {
 /// fraction of `a`, so neighbouring lanes run the same number of iterations.
 #[inline]
 pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
-    if let Some(answer) = flat(a, b, n, e) {
-        return answer;
-    }
-    let mut p = a;
-    // 1 = 2^64 = k p + q
-    let mut k = u64::MAX / p;
-    let mut q = 0u64.wrapping_sub(k.wrapping_mul(p));
-    if q >= p {
-        q -= p;
-        k += 1;
-    }
-    let _ = k;
-    let mut d = b % p;
-    let (mut u, mut v) = (1u64, 0u64);
-    loop {
-        if u as u128 + v as u128 >= n as u128 {
-            return d >= e;
-        }
-        if q == 0 {
-            return false;
-        }
-        // A full quotient, or only as many steps as bring u + v to N: the p-gaps split into a
-        // p'-gap followed by k q-gaps either way.
-        let (k_full, rem) = divrem(p, q);
-        let k_need = (n - u - v).div_ceil(u);
-        let k = if k_full <= k_need {
-            p = rem;
-            k_full
-        } else {
-            p -= k_need * q;
-            k_need
-        };
-        v = v.saturating_add(k.saturating_mul(u));
-        if d >= p {
-            d = divrem(d - p, q).1;
-        }
-        if u as u128 + v as u128 >= n as u128 {
-            return d >= e;
-        }
-        if p == 0 {
-            return false;
-        }
-        // The q-gaps split into k p-gaps followed by a q'-gap.
-        let (k_full, rem) = divrem(q, p);
-        let k_need = (n - u - v).div_ceil(v);
-        let k = if k_full <= k_need {
-            q = rem;
-            k_full
-        } else {
-            q -= k_need * p;
-            k_need
-        };
-        u = u.saturating_add(k.saturating_mul(v));
-        d = if d < k * p { divrem(d, p).1 } else { d - k * p };
-    }
+    regular_wide::<1>([a], [b], [n], e)[0]
 }
 
 /// Lanes of the interleaved regular test.
@@ -206,35 +152,43 @@ pub const LANES: usize = 4;
 /// overlaps them (the test is bound by division latency, not throughput).
 #[inline]
 pub fn regular_lanes(a: [u64; LANES], b: [u64; LANES], n: [u64; LANES], e: u64) -> [bool; LANES] {
-    let mut out = [false; LANES];
-    let mut p = [0u64; LANES];
-    let mut q = [0u64; LANES];
-    let mut d = [0u64; LANES];
-    let mut u = [1u64; LANES];
-    let mut v = [0u64; LANES];
-    let mut active = [false; LANES];
-    for i in 0..LANES {
+    regular_wide::<LANES>(a, b, n, e)
+}
+
+/// The regular test on `W` inputs, advanced together. With `p = A`, `u = 1`, `v = 0`, `d = B`,
+/// the first step divides `1 = 2^64` by `p`; then each half-step consumes a partial quotient,
+/// or only as many steps as bring `u + v` to `N` (the gap structure is the same as after that
+/// many single steps of Lefevre's test). A zero divisor means a rational `a` with a short
+/// expansion: "maybe".
+#[inline]
+fn regular_wide<const W: usize>(a: [u64; W], b: [u64; W], n: [u64; W], e: u64) -> [bool; W] {
+    let mut out = [false; W];
+    let mut p = [0u64; W];
+    let mut q = [0u64; W];
+    let mut d = [0u64; W];
+    let mut u = [1u64; W];
+    let mut v = [0u64; W];
+    let mut active = [false; W];
+    for i in 0..W {
         match flat(a[i], b[i], n[i], e) {
             Some(answer) => out[i] = answer,
             None => {
+                // 2^64 = (2^64 - 1) + 1 = k p + q with 0 <= q < p
                 p[i] = a[i];
-                let k = u64::MAX / a[i];
-                let mut r = 0u64.wrapping_sub(k.wrapping_mul(a[i]));
-                if r >= a[i] {
-                    r -= a[i];
-                }
-                q[i] = r;
-                d[i] = b[i] % a[i];
+                let r = divrem(u64::MAX, a[i]).1 + 1;
+                q[i] = if r == a[i] { 0 } else { r };
+                d[i] = divrem(b[i], a[i]).1;
                 active[i] = true;
             }
         }
     }
+    let done = |i: usize, u: &[u64; W], v: &[u64; W]| u[i] as u128 + v[i] as u128 >= n[i] as u128;
     while active.iter().any(|&x| x) {
-        for i in 0..LANES {
+        for i in 0..W {
             if !active[i] {
                 continue;
             }
-            if u[i] as u128 + v[i] as u128 >= n[i] as u128 {
+            if done(i, &u, &v) {
                 out[i] = d[i] >= e;
                 active[i] = false;
                 continue;
@@ -243,18 +197,26 @@ pub fn regular_lanes(a: [u64; LANES], b: [u64; LANES], n: [u64; LANES], e: u64) 
                 active[i] = false;
                 continue;
             }
-            let k = (p[i] / q[i]).min((n[i] - u[i] - v[i]).div_ceil(u[i]));
-            p[i] -= k * q[i];
+            // The p-gaps split into a p'-gap followed by k q-gaps.
+            let (k_full, rem) = divrem(p[i], q[i]);
+            let k_need = (n[i] - u[i] - v[i]).div_ceil(u[i]);
+            let k = if k_full <= k_need {
+                p[i] = rem;
+                k_full
+            } else {
+                p[i] -= k_need * q[i];
+                k_need
+            };
             v[i] = v[i].saturating_add(k.saturating_mul(u[i]));
             if d[i] >= p[i] {
-                d[i] = (d[i] - p[i]) % q[i];
+                d[i] = divrem(d[i] - p[i], q[i]).1;
             }
         }
-        for i in 0..LANES {
+        for i in 0..W {
             if !active[i] {
                 continue;
             }
-            if u[i] as u128 + v[i] as u128 >= n[i] as u128 {
+            if done(i, &u, &v) {
                 out[i] = d[i] >= e;
                 active[i] = false;
                 continue;
@@ -263,11 +225,19 @@ pub fn regular_lanes(a: [u64; LANES], b: [u64; LANES], n: [u64; LANES], e: u64) 
                 active[i] = false;
                 continue;
             }
-            let k = (q[i] / p[i]).min((n[i] - u[i] - v[i]).div_ceil(v[i]));
-            q[i] -= k * p[i];
+            // The q-gaps split into k p-gaps followed by a q'-gap.
+            let (k_full, rem) = divrem(q[i], p[i]);
+            let k_need = (n[i] - u[i] - v[i]).div_ceil(v[i]);
+            let k = if k_full <= k_need {
+                q[i] = rem;
+                k_full
+            } else {
+                q[i] -= k_need * p[i];
+                k_need
+            };
             u[i] = u[i].saturating_add(k.saturating_mul(v[i]));
             d[i] = if d[i] < k * p[i] {
-                d[i] % p[i]
+                divrem(d[i], p[i]).1
             } else {
                 d[i] - k * p[i]
             };
