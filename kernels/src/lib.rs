@@ -3,6 +3,7 @@
 //! Pure computation: no network, no database. The CPU back end uses every core through rayon.
 
 pub mod ball;
+pub mod cuda;
 pub mod existence;
 pub mod fixed;
 pub mod format;

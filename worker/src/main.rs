@@ -25,6 +25,8 @@ enum Command {
     Bench(local::BenchArgs),
     /// Evaluate one argument with MPFR and print its hardness.
     Eval(local::EvalArgs),
+    /// Known-answer tests of the GPU arithmetic against the CPU; nonzero exit on any failure.
+    Selftest(local::SelftestArgs),
 }
 
 fn main() -> Result<()> {
@@ -40,6 +42,7 @@ fn main() -> Result<()> {
         Command::Search(a) => local::search(a),
         Command::Bench(a) => local::bench(a),
         Command::Eval(a) => local::eval(a),
+        Command::Selftest(a) => local::selftest(a),
     }
 }
 

@@ -1,0 +1,590 @@
+// The CUDA kernels of the search (phases 1-3) and of the GPU self-test.
+//
+// Mirrors kernels/src/{fixed,existence,search}.rs line by line: every answer must be identical
+// to the CPU back end's, so there is no floating point anywhere and every division is an exact
+// integer division. Compiled at run time by NVRTC (kernels/src/cuda.rs) once per word width
+// TMD_L (64-bit limbs, little-endian) and polynomial degree TMD_DEG, so that the walked
+// differences live in registers (every array index is a compile-time constant after unrolling).
+//
+// Memory layout: lists of words are interleaved by limb (limb k of entry j of a list of capacity
+// `cap` sits at [k * cap + j]) so that neighbouring threads read neighbouring addresses.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#ifndef TMD_L
+#define TMD_L 1
+#endif
+#ifndef TMD_DEG
+#define TMD_DEG 1
+#endif
+
+#define L TMD_L
+// Lengths of the walked difference tables (generation.rs: walk_b, walk_slope, walk_r2).
+#define NB (TMD_DEG + 1)
+#define NS (TMD_DEG)
+#define NR (TMD_DEG >= 2 ? TMD_DEG - 1 : 1)
+// Exact binomial coefficients C(i0, m), i0 < 2^40, m <= 12: below 2^480.
+#define BL 8
+
+#define U64_MAX 0xffffffffffffffffull
+
+// ---------------------------------------------------------------- words mod 2^(64 N)
+
+// a += b mod 2^(64 N): one carry chain.
+template <int N>
+__device__ __forceinline__ void w_add(u64 *a, const u64 *b) {
+    u64 carry = 0;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        u64 s1 = a[k] + b[k];
+        u64 c1 = s1 < b[k];
+        u64 s2 = s1 + carry;
+        u64 c2 = s2 < s1;
+        a[k] = s2;
+        carry = c1 | c2;
+    }
+}
+
+// out = a - b mod 2^(64 N).
+template <int N>
+__device__ __forceinline__ void w_sub(u64 *out, const u64 *a, const u64 *b) {
+    u64 borrow = 0;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        u64 d1 = a[k] - b[k];
+        u64 b1 = a[k] < b[k];
+        u64 d2 = d1 - borrow;
+        u64 b2 = d1 < borrow;
+        out[k] = d2;
+        borrow = b1 | b2;
+    }
+}
+
+// out = a * m mod 2^(64 N) for a 64-bit m.
+template <int N>
+__device__ __forceinline__ void w_mul_small(u64 *out, const u64 *a, u64 m) {
+    u64 carry = 0;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        u64 lo = a[k] * m;
+        u64 hi = __umul64hi(a[k], m);
+        u64 s = lo + carry;
+        hi += s < lo;
+        out[k] = s;
+        carry = hi;
+    }
+}
+
+// acc += a * b mod 2^(64 N) (schoolbook, only the limbs below 2^(64 N)).
+template <int N>
+__device__ __forceinline__ void w_mul_add(u64 *acc, const u64 *a, const u64 *b) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        u64 carry = 0;
+#pragma unroll
+        for (int j = 0; j < N - i; j++) {
+            u64 lo = a[i] * b[j];
+            u64 hi = __umul64hi(a[i], b[j]);
+            u64 s = acc[i + j] + lo;
+            u64 c1 = s < lo;
+            u64 s2 = s + carry;
+            u64 c2 = s2 < s;
+            acc[i + j] = s2;
+            // hi <= 2^64 - 2: no overflow.
+            carry = hi + c1 + c2;
+        }
+    }
+}
+
+template <int N>
+__device__ __forceinline__ u64 w_floor64(const u64 *a) { return a[N - 1]; }
+
+template <int N>
+__device__ __forceinline__ bool w_low_nonzero(const u64 *a) {
+    u64 acc = 0;
+#pragma unroll
+    for (int k = 0; k < N - 1; k++) acc |= a[k];
+    return acc != 0;
+}
+
+// ceil(a 2^64) mod 2^64.
+template <int N>
+__device__ __forceinline__ u64 w_ceil64(const u64 *a) {
+    return a[N - 1] + (w_low_nonzero<N>(a) ? 1ull : 0ull);
+}
+
+// floor({-a} 2^64).
+template <int N>
+__device__ __forceinline__ u64 w_neg_floor64(const u64 *a) {
+    return w_low_nonzero<N>(a) ? ~a[N - 1] : (0ull - a[N - 1]);
+}
+
+// ---------------------------------------------------------------- 64-bit helpers
+
+__device__ __forceinline__ u64 sat_add(u64 a, u64 b) {
+    u64 s = a + b;
+    return s < a ? U64_MAX : s;
+}
+
+__device__ __forceinline__ u64 sat_mul(u64 a, u64 b) {
+    return __umul64hi(a, b) != 0 ? U64_MAX : a * b;
+}
+
+// u + v >= n, as the CPU's u128 comparison.
+__device__ __forceinline__ bool sum_ge(u64 u, u64 v, u64 n) { return u >= n || v >= n - u; }
+
+__device__ __forceinline__ u64 div_ceil(u64 x, u64 y) { return x / y + (x % y != 0 ? 1ull : 0ull); }
+
+// (x / y, x % y) for y > 0: subtraction when the quotient is below 3 (the common case by
+// Gauss-Kuzmin), else the exact integer division. Mirrors existence.rs `divrem`.
+__device__ __forceinline__ u64 divrem(u64 x, u64 y, u64 *rem) {
+    if (x < y) {
+        *rem = x;
+        return 0;
+    }
+    u64 r = x - y;
+    if (r < y) {
+        *rem = r;
+        return 1;
+    }
+    u64 r2 = r - y;
+    if (r2 < y) {
+        *rem = r2;
+        return 2;
+    }
+    u64 k = x / y;
+    *rem = x - k * y;
+    return k;
+}
+
+// ---------------------------------------------------------------- existence tests
+
+// existence.rs `flat`: -1 when the points wrap around the circle, else the exact answer.
+__device__ __forceinline__ int flat(u64 a, u64 b, u64 n, u64 e) {
+    u64 span = n > 0 ? n - 1 : 0;
+    if (__umul64hi(a, span) == 0) {
+        u64 x = span;
+        if (a != 0) {
+            u64 q = b / a;
+            x = q < span ? q : span;
+        }
+        return (b - a * x) >= e ? 1 : 0;
+    }
+    // Here a != 0 (else the first branch was taken), so a_neg != 0.
+    u64 an = 0ull - a;
+    if (__umul64hi(an, span) == 0) {
+        u64 m = b;
+        // x_w = ceil((2^64 - b) / an) = floor((2^64 - 1 - b) / an) + 1; x_w <= span.
+        u64 xm1 = (~b) / an;
+        if (xm1 < span) {
+            // b + an x_w lies in [2^64, 2^64 + an): the wrapped sum is the value minus 2^64.
+            u64 w = b + an * (xm1 + 1);
+            m = w < m ? w : m;
+        }
+        return m >= e ? 1 : 0;
+    }
+    return -1;
+}
+
+__device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
+    int f = flat(a, b, n, e);
+    if (f >= 0) return f == 1;
+    // Not flat: a != 0 and 2^64 - a fits in 64 bits; p, q, d only decrease from here.
+    u64 p = a, q = 0ull - a, d = b;
+    u64 u = 1, v = 1;
+    if (d < e) return false;
+    for (;;) {
+        if (d < p) {
+            if (p == 0) return false;
+            u64 k = q / p;
+            q -= k * p;
+            u = sat_add(u, sat_mul(k, v));
+            if (sum_ge(u, v, n)) return true;
+            p -= q;
+            v = sat_add(v, u);
+        } else {
+            d -= p;
+            if (d < e) return false;
+            if (q == 0) return false;
+            u64 k = p / q;
+            p -= k * q;
+            v = sat_add(v, sat_mul(k, u));
+            if (sum_ge(u, v, n)) return true;
+            q -= p;
+            u = sat_add(u, v);
+        }
+    }
+}
+
+__device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
+    int f = flat(a, b, n, e);
+    if (f >= 0) return f == 1;
+    u64 p = a;
+    // 1 = 2^64 = k p + q
+    u64 k0 = U64_MAX / p;
+    u64 q = 0ull - k0 * p;
+    if (q >= p) q -= p;
+    u64 d = b % p;
+    u64 u = 1, v = 0;
+    for (;;) {
+        if (sum_ge(u, v, n)) return d >= e;
+        if (q == 0) return false;
+        u64 rem;
+        u64 kf = divrem(p, q, &rem);
+        u64 kn = div_ceil(n - u - v, u);
+        u64 k;
+        if (kf <= kn) {
+            p = rem;
+            k = kf;
+        } else {
+            p -= kn * q;
+            k = kn;
+        }
+        v = sat_add(v, sat_mul(k, u));
+        if (d >= p) divrem(d - p, q, &d);
+        if (sum_ge(u, v, n)) return d >= e;
+        if (p == 0) return false;
+        kf = divrem(q, p, &rem);
+        kn = div_ceil(n - u - v, v);
+        if (kf <= kn) {
+            q = rem;
+            k = kf;
+        } else {
+            q -= kn * p;
+            k = kn;
+        }
+        u = sat_add(u, sat_mul(k, v));
+        if (d < k * p) {
+            divrem(d, p, &d);
+        } else {
+            d = d - k * p;
+        }
+    }
+}
+
+// test: 0 = regular, 1 = Lefevre (existence.rs `Test`).
+__device__ __forceinline__ bool run_test(int test, u64 a, u64 b, u64 n, u64 e) {
+    return test == 1 ? lefevre(a, b, n, e) : regular(a, b, n, e);
+}
+
+// ---------------------------------------------------------------- exact packet start
+
+// c[m * BL + k] = limb k of C(i0, m) for m = 0..M-1, exact (i0 < 2^40, m <= 12: below
+// 2^480). Takes C(i0, m) = C(i0, m-1) (i0 - m + 1) / m; the division is exact. The loop over
+// m is kept rolled (local memory): this runs once per thread, and unrolling it made NVRTC take
+// minutes on the widest modules.
+__device__ void binomials(u64 i0, int M, u64 *c) {
+#pragma unroll
+    for (int k = 0; k < BL; k++) c[k] = 0;
+    c[0] = 1;
+#pragma unroll 1
+    for (int m = 1; m < M; m++) {
+        u64 prev[BL], t[BL];
+#pragma unroll
+        for (int k = 0; k < BL; k++) prev[k] = c[(m - 1) * BL + k];
+        // Once C(i0, m) = 0 (m > i0) it stays 0, whatever the wrapped factor.
+        w_mul_small<BL>(t, prev, i0 - (u64)(m - 1));
+        u64 rem = 0, mm = (u64)m;
+#pragma unroll
+        for (int k = BL - 1; k >= 0; k--) {
+            // rem < m < 2^32: each 96-bit step fits in 64 bits.
+            u64 hi = (rem << 32) | (t[k] >> 32);
+            u64 qh = hi / mm;
+            rem = hi - qh * mm;
+            u64 lo = (rem << 32) | (t[k] & 0xffffffffull);
+            u64 ql = lo / mm;
+            rem = lo - ql * mm;
+            c[m * BL + k] = (qh << 32) | ql;
+        }
+    }
+}
+
+// The differences of a walked polynomial at domain i0 (generation.rs `Generated::shift`):
+// w[l] = sum_m C(i0, m) rho[l + m] mod 2^(64 L), for l < n. rho and w are packed words
+// (word l, limb k at [l * L + k]), c the binomials as `binomials` writes them.
+__device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
+#pragma unroll 1
+    for (int l = 0; l < n; l++) {
+        u64 acc[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll 1
+        for (int m = 0; m < n - l; m++) {
+            u64 r[L], cm[L];
+#pragma unroll
+            for (int k = 0; k < L; k++) {
+                r[k] = __ldg(&rho[(l + m) * L + k]);
+                cm[k] = c[m * BL + k];
+            }
+            w_mul_add<L>(acc, cm, r);
+        }
+#pragma unroll
+        for (int k = 0; k < L; k++) w[l * L + k] = acc[k];
+    }
+}
+
+// Packed words (local memory) into a register array: every index a compile-time constant.
+template <int N>
+__device__ __forceinline__ void to_registers(u64 (*w)[L], const u64 *packed) {
+#pragma unroll
+    for (int l = 0; l < N; l++)
+#pragma unroll
+        for (int k = 0; k < L; k++) w[l][k] = packed[l * L + k];
+}
+
+// One step of tabulated differences: w[l] += w[l + 1], low l first.
+template <int N>
+__device__ __forceinline__ void step(u64 (*w)[L]) {
+#pragma unroll
+    for (int l = 0; l < N - 1; l++) w_add<L>(w[l], w[l + 1]);
+}
+
+// ---------------------------------------------------------------- phase 1
+
+// One thread per packet of `packet` domains: exact start state, then walk and test each
+// domain; the failing ones are appended to a compacted list (index, b, slope, r2) through an
+// atomic counter (counters[0]). Entries past `cap` are counted but not written: the host sees
+// the overflow and runs again with a larger list.
+extern "C" __global__ void tmd_phase1(const u64 *rho_b, const u64 *rho_s, const u64 *rho_r,
+                                      u64 domains, u64 count, u32 domain_bits, u64 packet,
+                                      u64 e1, int test, u64 *out_index, u64 *out_words, u64 cap,
+                                      u64 *counters) {
+    u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 i0 = u * packet;
+    if (i0 >= domains) return;
+    u64 i1 = i0 + packet < domains ? i0 + packet : domains;
+
+    u64 wb[NB][L], ws[NS][L], wr[NR][L];
+    {
+        u64 c[NB * BL], scratch[NB * L];
+        binomials(i0, NB, c);
+        shift_state(scratch, NB, rho_b, c);
+        to_registers<NB>(wb, scratch);
+        shift_state(scratch, NS, rho_s, c);
+        to_registers<NS>(ws, scratch);
+        shift_state(scratch, NR, rho_r, c);
+        to_registers<NR>(wr, scratch);
+    }
+
+    u64 big_n = 1ull << domain_bits;
+    for (u64 i = i0; i < i1; i++) {
+        u64 a = w_neg_floor64<L>(ws[0]);
+        u64 b = w_ceil64<L>(wb[0]);
+        u64 rest = count - i * big_n;
+        u64 n = rest < big_n ? rest : big_n;
+        if (!run_test(test, a, b, n, e1)) {
+            u64 j = atomicAdd(&counters[0], 1ull);
+            if (j < cap) {
+                out_index[j] = i;
+#pragma unroll
+                for (int k = 0; k < L; k++) {
+                    out_words[(0 * L + k) * cap + j] = wb[0][k];
+                    out_words[(1 * L + k) * cap + j] = ws[0][k];
+                    out_words[(2 * L + k) * cap + j] = wr[0][k];
+                }
+            }
+        }
+        step<NB>(wb);
+        step<NS>(ws);
+        step<NR>(wr);
+    }
+}
+
+// ---------------------------------------------------------------- phase 2
+
+// One thread per (failed domain, subdomain): search.rs `domain_polynomial` and one iteration of
+// `phase2_domain`. consts: eps1 (L limbs), then eps2 (L limbs). counters[1] counts subdomains,
+// counters[2] failures, counters[3] their arguments. The output list holds at most
+// `nfailed << kappa_bits` entries, which is its capacity: it cannot overflow.
+extern "C" __global__ void tmd_phase2(const u64 *in_index, const u64 *in_words, u64 in_cap,
+                                      u64 nfailed, const u64 *consts, u64 k0, u64 k1,
+                                      u64 k0_sub, u64 k1_sub, u64 e2, u32 domain_bits,
+                                      u32 sub_bits, u64 count, int test, u64 *out_start,
+                                      u64 *out_len, u64 *out_words, u64 out_cap,
+                                      u64 *counters) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u32 kappa_bits = domain_bits - sub_bits;
+    u64 j = t >> kappa_bits;
+    if (j >= nfailed) return;
+    u64 x0 = (t & ((1ull << kappa_bits) - 1)) << sub_bits;
+    u64 index = in_index[j];
+    u64 big_n = 1ull << domain_bits;
+    u64 rest = count - index * big_n;
+    u64 dom_len = rest < big_n ? rest : big_n;
+    if (x0 >= dom_len) return;
+
+    u64 wb[L], slope[L], r2[L], eps1[L], eps2[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        wb[k] = in_words[(0 * L + k) * in_cap + j];
+        slope[k] = in_words[(1 * L + k) * in_cap + j];
+        r2[k] = in_words[(2 * L + k) * in_cap + j];
+        eps1[k] = consts[k];
+        eps2[k] = consts[L + k];
+    }
+    // domain_polynomial: r1 = slope - K1 r2, r0 = b - eps1 + K0 r2.
+    u64 tmp[L], r0[L], r1[L];
+    w_mul_small<L>(tmp, r2, k1);
+    w_sub<L>(r1, slope, tmp);
+    w_sub<L>(r0, wb, eps1);
+    w_mul_small<L>(tmp, r2, k0);
+    w_add<L>(r0, tmp);
+
+    // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
+    u64 s0[L], s1[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        s0[k] = r0[k];
+        s1[k] = r1[k];
+    }
+    w_mul_small<L>(tmp, r1, x0);
+    w_add<L>(s0, tmp);
+    w_mul_small<L>(tmp, r2, x0 * (x0 > 0 ? x0 - 1 : 0) / 2);
+    w_add<L>(s0, tmp);
+    w_mul_small<L>(tmp, r2, x0);
+    w_add<L>(s1, tmp);
+    u64 c0[L], c1[L];
+    w_mul_small<L>(tmp, r2, k0_sub);
+    w_sub<L>(c0, s0, tmp);
+    w_add<L>(c0, eps2);
+#pragma unroll
+    for (int k = 0; k < L; k++) c1[k] = s1[k];
+    w_mul_small<L>(tmp, r2, k1_sub);
+    w_add<L>(c1, tmp);
+    u64 n_sub = 1ull << sub_bits;
+    u64 len = dom_len - x0 < n_sub ? dom_len - x0 : n_sub;
+    atomicAdd(&counters[1], 1ull);
+    if (!run_test(test, w_neg_floor64<L>(c1), w_ceil64<L>(c0), len, e2)) {
+        u64 o = atomicAdd(&counters[2], 1ull);
+        atomicAdd(&counters[3], len);
+        if (o < out_cap) {
+            out_start[o] = index * big_n + x0;
+            out_len[o] = len;
+#pragma unroll
+            for (int k = 0; k < L; k++) {
+                out_words[(0 * L + k) * out_cap + o] = s0[k];
+                out_words[(1 * L + k) * out_cap + o] = s1[k];
+                out_words[(2 * L + k) * out_cap + o] = r2[k];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- phase 3
+
+// One thread per chunk of 2^chunk_bits arguments of a failed subdomain (2^chunk_shift chunks
+// per subdomain): exact start value and difference at the chunk (mod 2^F the ring arithmetic
+// gives the same words as walking from the subdomain start), then every argument.
+// Candidates (offsets in the piece) are appended through counters[4]; entries past `cap` are
+// counted but not written.
+extern "C" __global__ void tmd_phase3(const u64 *in_start, const u64 *in_len,
+                                      const u64 *in_words, u64 in_cap, u64 nsubs,
+                                      u32 chunk_shift, u32 chunk_bits, u64 t3, u64 *out,
+                                      u64 cap, u64 *counters) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 j = t >> chunk_shift;
+    if (j >= nsubs) return;
+    u64 y0 = (t & ((1ull << chunk_shift) - 1)) << chunk_bits;
+    u64 len = in_len[j];
+    if (y0 >= len) return;
+    u64 y1 = y0 + (1ull << chunk_bits) < len ? y0 + (1ull << chunk_bits) : len;
+    u64 start = in_start[j];
+    u64 v[L], d[L], s2[L], tmp[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        v[k] = in_words[(0 * L + k) * in_cap + j];
+        d[k] = in_words[(1 * L + k) * in_cap + j];
+        s2[k] = in_words[(2 * L + k) * in_cap + j];
+    }
+    // v = s0 + s1 y0 + s2 C(y0, 2), d = s1 + s2 y0
+    w_mul_small<L>(tmp, d, y0);
+    w_add<L>(v, tmp);
+    w_mul_small<L>(tmp, s2, y0 * (y0 > 0 ? y0 - 1 : 0) / 2);
+    w_add<L>(v, tmp);
+    w_mul_small<L>(tmp, s2, y0);
+    w_add<L>(d, tmp);
+    u64 low = t3, high = 0ull - t3;
+    for (u64 y = y0; y < y1; y++) {
+        u64 top = w_floor64<L>(v);
+        if (top <= low || top >= high) {
+            u64 o = atomicAdd(&counters[4], 1ull);
+            if (o < cap) out[o] = start + y;
+        }
+        w_add<L>(v, d);
+        w_add<L>(d, s2);
+    }
+}
+
+// ---------------------------------------------------------------- self-test kernels
+
+// 64-bit products: lo and hi of x[i] * y[i].
+extern "C" __global__ void tmd_selftest_mul(const u64 *x, const u64 *y, u64 *lo, u64 *hi,
+                                            u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    lo[i] = x[i] * y[i];
+    hi[i] = __umul64hi(x[i], y[i]);
+}
+
+// Quotients and remainders through `divrem` (the kernels' method), y[i] > 0.
+extern "C" __global__ void tmd_selftest_div(const u64 *x, const u64 *y, u64 *q, u64 *r, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 rem;
+    q[i] = divrem(x[i], y[i], &rem);
+    r[i] = rem;
+}
+
+// Word arithmetic at this module's L: a + b, a - b, a * m, a * b (mod 2^(64 L)), the 64-bit
+// reads, and C(i, m) mod 2^(64 L); words packed (entry i at [i * L + k]), out holds 4 words
+// then 3 reads per entry.
+extern "C" __global__ void tmd_selftest_words(const u64 *a, const u64 *b, const u64 *m,
+                                              u64 *out, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 wa[L], wb[L], s[L], d[L], p[L], pr[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        wa[k] = a[i * L + k];
+        wb[k] = b[i * L + k];
+        s[k] = wa[k];
+        pr[k] = 0;
+    }
+    w_add<L>(s, wb);
+    w_sub<L>(d, wa, wb);
+    w_mul_small<L>(p, wa, m[i]);
+    w_mul_add<L>(pr, wa, wb);
+    u64 *o = out + i * (4 * L + 3);
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        o[k] = s[k];
+        o[L + k] = d[k];
+        o[2 * L + k] = p[k];
+        o[3 * L + k] = pr[k];
+    }
+    o[4 * L] = w_floor64<L>(wa);
+    o[4 * L + 1] = w_ceil64<L>(wa);
+    o[4 * L + 2] = w_neg_floor64<L>(wa);
+}
+
+// Exact binomials C(i[j], m) for m = 0..12 (BL limbs each).
+extern "C" __global__ void tmd_selftest_binomial(const u64 *i0, u64 *out, u64 n) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 c[13 * BL];
+    binomials(i0[j], 13, c);
+    for (int m = 0; m < 13 * BL; m++) out[j * 13 * BL + m] = c[m];
+}
+
+// Both existence tests and `flat`: out[3 i] = regular, out[3 i + 1] = Lefevre,
+// out[3 i + 2] = flat (0, 1, or 2 for none).
+extern "C" __global__ void tmd_selftest_tests(const u64 *a, const u64 *b, const u64 *n,
+                                              const u64 *e, u32 *out, u64 count) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    out[3 * i] = regular(a[i], b[i], n[i], e[i]) ? 1 : 0;
+    out[3 * i + 1] = lefevre(a[i], b[i], n[i], e[i]) ? 1 : 0;
+    int f = flat(a[i], b[i], n[i], e[i]);
+    out[3 * i + 2] = f < 0 ? 2 : (u32)f;
+}
