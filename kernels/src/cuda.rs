@@ -304,8 +304,19 @@ impl Device {
         if let Some(m) = modules.get(&(limbs, degree)) {
             return Ok(m.clone());
         }
+        let t = Instant::now();
         let ptx = compile(limbs, degree, &self.arch)?;
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
         let module = self.ctx.load_module(Ptx::from_src(ptx))?;
+        tracing::info!(
+            device = self.ordinal,
+            limbs,
+            degree,
+            compile_ms,
+            load_ms = t.elapsed().as_secs_f64() * 1e3,
+            "kernel module ready"
+        );
         let m = Arc::new(Module {
             phase1: module.load_function("tmd_phase1")?,
             phase2: module.load_function("tmd_phase2")?,
@@ -640,6 +651,7 @@ fn record(name: &str, mut diffs: impl Iterator<Item = Option<String>>, cases: u6
             first_failure.get_or_insert(msg);
         }
     }
+    tracing::info!(check = name, cases, failures, "self-test check");
     Check {
         name: name.to_string(),
         cases,
@@ -850,7 +862,9 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                 1 => 16 + rng.below(496),
                 2 => 1 << rng.below(13),
                 3 => 512 + rng.below(3584),
-                _ => 1 + rng.below(1 << 32),
+                // Up to the largest domains (2^30 at most, 2^15 by default). Not beyond: where
+                // q divides p, Lefevre's test advances u by v per iteration, linear in N.
+                _ => 1 + rng.below(1 << 20),
             };
             let x = match i % 6 {
                 0 => rng.next(),
@@ -958,6 +972,7 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                 let cpu = crate::search::search_generated_cpu(&g, test, 1024);
                 let gpu = cuda.run_piece(dev, &g, test)?;
                 let same = cpu.stats == gpu.stats && cpu.candidates == gpu.candidates;
+                tracing::info!(check = %name, same, stats = ?gpu.stats, "self-test check");
                 checks.push(Check {
                     name,
                     cases: 1,
