@@ -19,6 +19,12 @@ typedef unsigned int u32;
 #define TMD_DEG 1
 #endif
 
+// Blocks of 256 threads that must fit on one multiprocessor in phase 1: caps the registers per
+// thread (65536 / (256 * TMD_MINBLOCKS)); the rest of the walk state goes to local memory.
+#ifndef TMD_MINBLOCKS
+#define TMD_MINBLOCKS 2
+#endif
+
 #define L TMD_L
 // Lengths of the walked difference tables (generation.rs: walk_b, walk_slope, walk_r2).
 #define NB (TMD_DEG + 1)
@@ -31,19 +37,63 @@ typedef unsigned int u32;
 
 // ---------------------------------------------------------------- words mod 2^(64 N)
 
-// a += b mod 2^(64 N): one carry chain.
+// a += b mod 2^(64 N): one carry chain of the hardware's add-with-carry, in a single asm
+// statement per width (the carry flag does not survive between asm statements).
 template <int N>
-__device__ __forceinline__ void w_add(u64 *a, const u64 *b) {
-    u64 carry = 0;
-#pragma unroll
-    for (int k = 0; k < N; k++) {
-        u64 s1 = a[k] + b[k];
-        u64 c1 = s1 < b[k];
-        u64 s2 = s1 + carry;
-        u64 c2 = s2 < s1;
-        a[k] = s2;
-        carry = c1 | c2;
-    }
+__device__ __forceinline__ void w_add(u64 *a, const u64 *b);
+
+template <>
+__device__ __forceinline__ void w_add<1>(u64 *a, const u64 *b) {
+    a[0] += b[0];
+}
+
+template <>
+__device__ __forceinline__ void w_add<2>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %2;\n\taddc.u64 %1, %1, %3;"
+        : "+l"(a[0]), "+l"(a[1])
+        : "l"(b[0]), "l"(b[1]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<3>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %3;\n\taddc.cc.u64 %1, %1, %4;\n\taddc.u64 %2, %2, %5;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<4>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %4;\n\taddc.cc.u64 %1, %1, %5;\n\taddc.cc.u64 %2, %2, %6;\n\taddc.u64 %3, %3, %7;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<5>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %5;\n\taddc.cc.u64 %1, %1, %6;\n\taddc.cc.u64 %2, %2, %7;\n\taddc.cc.u64 %3, %3, %8;\n\taddc.u64 %4, %4, %9;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<6>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %6;\n\taddc.cc.u64 %1, %1, %7;\n\taddc.cc.u64 %2, %2, %8;\n\taddc.cc.u64 %3, %3, %9;\n\taddc.cc.u64 %4, %4, %10;\n\taddc.u64 %5, %5, %11;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<7>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %7;\n\taddc.cc.u64 %1, %1, %8;\n\taddc.cc.u64 %2, %2, %9;\n\taddc.cc.u64 %3, %3, %10;\n\taddc.cc.u64 %4, %4, %11;\n\taddc.cc.u64 %5, %5, %12;\n\taddc.u64 %6, %6, %13;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5]), "+l"(a[6])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]), "l"(b[6]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<8>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %8;\n\taddc.cc.u64 %1, %1, %9;\n\taddc.cc.u64 %2, %2, %10;\n\taddc.cc.u64 %3, %3, %11;\n\taddc.cc.u64 %4, %4, %12;\n\taddc.cc.u64 %5, %5, %13;\n\taddc.cc.u64 %6, %6, %14;\n\taddc.u64 %7, %7, %15;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5]), "+l"(a[6]), "+l"(a[7])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]), "l"(b[6]), "l"(b[7]));
 }
 
 // out = a - b mod 2^(64 N).
@@ -136,8 +186,28 @@ __device__ __forceinline__ bool sum_ge(u64 u, u64 v, u64 n) { return u >= n || v
 
 __device__ __forceinline__ u64 div_ceil(u64 x, u64 y) { return x / y + (x % y != 0 ? 1ull : 0ull); }
 
+// x / y for y > 0 and x >= 3 y: a single-precision estimate of the quotient, then exact
+// integer corrections, so the result is the exact quotient whatever the estimate's error. The
+// 64-bit hardware division is a long software sequence on the GPU; the estimate is within a
+// few units of the quotient when the quotient is below 2^20 (float's relative error is about
+// 2^-22 after the reciprocal), so the corrections run once or twice. Larger quotients take
+// the hardware division.
+__device__ __forceinline__ u64 div_estimate(u64 x, u64 y) {
+    float qf = __fmul_rz((float)x, __frcp_rz((float)y));
+    if (qf >= 1048576.0f) return x / y;
+    u64 k = (u64)qf;
+    // Down to k y <= x (k y computed without overflow), then up to the largest such k.
+    while (__umul64hi(k, y) != 0 || k * y > x) k--;
+    u64 r = x - k * y;
+    while (r >= y) {
+        r -= y;
+        k++;
+    }
+    return k;
+}
+
 // (x / y, x % y) for y > 0: subtraction when the quotient is below 3 (the common case by
-// Gauss-Kuzmin), else the exact integer division. Mirrors existence.rs `divrem`.
+// Gauss-Kuzmin), else the estimate above. Mirrors existence.rs `divrem`.
 __device__ __forceinline__ u64 divrem(u64 x, u64 y, u64 *rem) {
     if (x < y) {
         *rem = x;
@@ -153,9 +223,16 @@ __device__ __forceinline__ u64 divrem(u64 x, u64 y, u64 *rem) {
         *rem = r2;
         return 2;
     }
-    u64 k = x / y;
+    u64 k = div_estimate(x, y);
     *rem = x - k * y;
     return k;
+}
+
+// ceil(m / u) >= k, i.e. (k - 1) u < m, without a division (m, u > 0).
+__device__ __forceinline__ bool ceil_div_ge(u64 m, u64 u, u64 k) {
+    if (k == 0) return true;
+    u64 t = k - 1;
+    return __umul64hi(t, u) == 0 && t * u < m;
 }
 
 // ---------------------------------------------------------------- existence tests
@@ -197,8 +274,7 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
     for (;;) {
         if (d < p) {
             if (p == 0) return false;
-            u64 k = q / p;
-            q -= k * p;
+            u64 k = divrem(q, p, &q);
             u = sat_add(u, sat_mul(k, v));
             if (sum_ge(u, v, n)) return true;
             p -= q;
@@ -207,8 +283,7 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
             d -= p;
             if (d < e) return false;
             if (q == 0) return false;
-            u64 k = p / q;
-            p -= k * q;
+            u64 k = divrem(p, q, &p);
             v = sat_add(v, sat_mul(k, u));
             if (sum_ge(u, v, n)) return true;
             q -= p;
@@ -221,23 +296,24 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
     int f = flat(a, b, n, e);
     if (f >= 0) return f == 1;
     u64 p = a;
-    // 1 = 2^64 = k p + q
-    u64 k0 = U64_MAX / p;
-    u64 q = 0ull - k0 * p;
-    if (q >= p) q -= p;
-    u64 d = b % p;
+    // 1 = 2^64 = k p + q: q = 2^64 mod p = (2^64 - p) mod p, as the CPU's corrected k.
+    u64 q;
+    divrem(0ull - p, p, &q);
+    u64 d;
+    divrem(b, p, &d);
     u64 u = 1, v = 0;
     for (;;) {
         if (sum_ge(u, v, n)) return d >= e;
         if (q == 0) return false;
         u64 rem;
         u64 kf = divrem(p, q, &rem);
-        u64 kn = div_ceil(n - u - v, u);
         u64 k;
-        if (kf <= kn) {
+        // kf <= ceil((n - u - v) / u): the division for the cap only where it applies.
+        if (ceil_div_ge(n - u - v, u, kf)) {
             p = rem;
             k = kf;
         } else {
+            u64 kn = div_ceil(n - u - v, u);
             p -= kn * q;
             k = kn;
         }
@@ -246,11 +322,11 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
         if (sum_ge(u, v, n)) return d >= e;
         if (p == 0) return false;
         kf = divrem(q, p, &rem);
-        kn = div_ceil(n - u - v, v);
-        if (kf <= kn) {
+        if (ceil_div_ge(n - u - v, v, kf)) {
             q = rem;
             k = kf;
         } else {
+            u64 kn = div_ceil(n - u - v, v);
             q -= kn * p;
             k = kn;
         }
@@ -346,7 +422,7 @@ __device__ __forceinline__ void step(u64 (*w)[L]) {
 // domain; the failing ones are appended to a compacted list (index, b, slope, r2) through an
 // atomic counter (counters[0]). Entries past `cap` are counted but not written: the host sees
 // the overflow and runs again with a larger list.
-extern "C" __global__ void tmd_phase1(const u64 *rho_b, const u64 *rho_s, const u64 *rho_r,
+extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS) tmd_phase1(const u64 *rho_b, const u64 *rho_s, const u64 *rho_r,
                                       u64 domains, u64 count, u32 domain_bits, u64 packet,
                                       u64 e1, int test, u64 *out_index, u64 *out_words, u64 cap,
                                       u64 *counters) {

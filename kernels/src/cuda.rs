@@ -50,8 +50,10 @@ pub const SOURCE: &str = include_str!("../cuda/tmd.cu");
 pub const MAX_DEGREE: usize = 12;
 /// Domains per piece the exact binomials support (`C(i0, 12)` must fit in 512 bits).
 pub const MAX_DOMAINS: u64 = 1 << 40;
-/// Threads per block of every launch.
+/// Threads per block of every launch (the kernels' `__launch_bounds__` assume it).
 const BLOCK: u32 = 256;
+/// Phase-1 blocks per multiprocessor the register allocation must allow (tuned on an H200).
+const PHASE1_MIN_BLOCKS: u64 = 2;
 /// Phase 3 walks chunks of `2^PHASE3_CHUNK_BITS` arguments per thread.
 const PHASE3_CHUNK_BITS: u32 = 6;
 
@@ -111,14 +113,23 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
     Ok((major, minor))
 }
 
-/// The NVRTC options of one module, in one place.
+/// The NVRTC options of one module, in one place. `TMD_CUDA_MINBLOCKS` (a tuning knob) asks
+/// that many blocks of phase 1 to fit on a multiprocessor: fewer registers per thread, more
+/// resident warps, some walk state in local memory.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
+    let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
     vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
         format!("-DTMD_DEG={degree}"),
+        format!("-DTMD_MINBLOCKS={min_blocks}"),
         "--std=c++17".to_string(),
     ]
+}
+
+/// A numeric tuning knob from the environment.
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// The disk-cache key of a module: source, options and compiler version.
@@ -234,6 +245,13 @@ pub fn read_interleaved(
 /// cheap next to the walk.
 pub fn gpu_packet(domains: u64) -> u64 {
     (domains >> 17).clamp(16, 1024)
+}
+
+/// `gpu_packet`, unless the tuning knob `TMD_CUDA_PACKET` sets it (no answer depends on it).
+fn packet_for(domains: u64) -> u64 {
+    env_u64("TMD_CUDA_PACKET")
+        .filter(|&p| p > 0)
+        .unwrap_or_else(|| gpu_packet(domains))
 }
 
 /// Phase 3's thread mapping: `(chunk_bits, chunk_shift)`, with `2^chunk_shift` chunks of
@@ -411,7 +429,7 @@ impl Cuda {
         let rho_s = stream.clone_htod(&pack_words(&g.walk_slope, l))?;
         let rho_r = stream.clone_htod(&pack_words(&g.walk_r2, l))?;
         let mut counters = stream.alloc_zeros::<u64>(8)?;
-        let packet = gpu_packet(g.domains);
+        let packet = packet_for(g.domains);
         let threads = g.domains.div_ceil(packet);
         // A few per thousand domains fail with the published sizes; start at 1/64.
         let mut cap1 = (g.domains / 64).max(1024);
@@ -710,7 +728,7 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
         let mut x = Vec::with_capacity(n);
         let mut y = Vec::with_capacity(n);
         for i in 0..n {
-            let (a, d) = match i % 4 {
+            let (a, d) = match i % 5 {
                 // small quotients: the subtraction path
                 0 => {
                     let d = rng.edgy().max(1);
@@ -721,6 +739,20 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                 }
                 1 => (rng.edgy(), rng.edgy().max(1)),
                 2 => (rng.next(), 1 + rng.below(1 << 12)),
+                // quotients around the float estimate's range (2^20), remainders at the edges
+                3 => {
+                    let d = (rng.next() >> rng.below(64)).max(1);
+                    let k = rng.below(1 << 22);
+                    let r = if rng.below(2) == 0 {
+                        d - 1
+                    } else {
+                        rng.below(d)
+                    };
+                    match k.checked_mul(d).and_then(|x| x.checked_add(r)) {
+                        Some(x) => (x, d),
+                        None => (u64::MAX, d),
+                    }
+                }
                 _ => (u64::MAX - rng.below(4), rng.edgy().max(1)),
             };
             x.push(a);
@@ -738,7 +770,7 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
         let (q, r) = (stream.clone_dtoh(&q)?, stream.clone_dtoh(&r)?);
         stream.synchronize()?;
         checks.push(record(
-            "64-bit division and remainder (subtraction fast path and hardware)",
+            "64-bit division and remainder (subtraction, float estimate + correction, hardware)",
             (0..n).map(|i| {
                 (q[i] != x[i] / y[i] || r[i] != x[i] % y[i])
                     .then(|| format!("{:#x} / {:#x}: got q {:#x} r {:#x}", x[i], y[i], q[i], r[i]))
