@@ -12,11 +12,20 @@
 //! - phase 2 (`tmd_phase2`): one thread per (failed domain, subdomain), compacted again;
 //! - phase 3 (`tmd_phase3`): one thread per chunk of 64 arguments of a failed subdomain, exact
 //!   start by the binomial formula; candidates appended and copied back, then sorted here.
+//!
 //! Lists that may overflow (phase 1's and the candidates) count past their capacity without
 //! writing; the host then runs that phase again with the exact capacity, so no answer depends
 //! on a guess. The statistics come from the device counters and equal the CPU's by
 //! construction (same tests on the same words); the GPU packet size differs from the CPU's but
 //! no statistic depends on it.
+//!
+//! Arithmetic (`kernels/cuda/tmd.cu`): words are `L` 64-bit limbs added with the hardware's
+//! add-with-carry chain; the existence tests are the CPU's line by line, with quotients below 3
+//! by subtraction (as the CPU), larger ones from a single-precision estimate corrected by exact
+//! integer arithmetic (the 64-bit hardware division beyond 2^20), and the regular test's cap on
+//! the last quotient checked by a multiplication instead of a division. Every variant returns
+//! the exact quotient and remainder, so the answers are the CPU's; [`selftest`] checks each
+//! piece of this against the CPU on the device before it is trusted.
 //!
 //! Kernels are compiled at run time by NVRTC, one module per (limbs `L`, degree) so that the
 //! walked differences stay in registers, for the device's own architecture (`compute_XY`,
@@ -476,8 +485,8 @@ impl Cuda {
         let mut start2 = stream.alloc_zeros::<u64>(cap2 as usize)?;
         let mut len2 = stream.alloc_zeros::<u64>(cap2 as usize)?;
         let mut words2 = stream.alloc_zeros::<u64>(3 * l * cap2 as usize)?;
-        let mut consts = pack_words(&[g.bounds.eps1.clone()], l);
-        consts.extend(pack_words(&[g.bounds.eps2.clone()], l));
+        let mut consts = word_limbs(&g.bounds.eps1, l);
+        consts.extend(word_limbs(&g.bounds.eps2, l));
         let consts = stream.clone_htod(&consts)?;
         {
             let mut b = stream.launch_builder(&m.phase2);
@@ -660,14 +669,12 @@ fn adversarial_a(rng: &mut Rng) -> u64 {
     (base as i128 + jitter).rem_euclid(1i128 << 64) as u64
 }
 
-fn record(name: &str, mut diffs: impl Iterator<Item = Option<String>>, cases: u64) -> Check {
+fn record(name: &str, diffs: impl Iterator<Item = Option<String>>, cases: u64) -> Check {
     let mut failures = 0;
     let mut first_failure = None;
-    for d in diffs.by_ref() {
-        if let Some(msg) = d {
-            failures += 1;
-            first_failure.get_or_insert(msg);
-        }
+    for msg in diffs.flatten() {
+        failures += 1;
+        first_failure.get_or_insert(msg);
     }
     tracing::info!(check = name, cases, failures, "self-test check");
     Check {
@@ -1046,7 +1053,7 @@ mod tests {
             Integer::from(-1),
             Integer::from(12345),
             (Integer::from(1) << 300) - 7,
-            Integer::from(-(Integer::from(3) << 200u32)),
+            -(Integer::from(3) << 200u32),
         ];
         let packed = pack_words(&vals, 5);
         assert_eq!(packed.len(), 20);
