@@ -419,19 +419,20 @@ __device__ __forceinline__ void step(u64 (*w)[L]) {
 // ---------------------------------------------------------------- phase 1
 
 // One thread per packet of `packet` domains: exact start state, then walk and test each
-// domain; the failing ones are appended to a compacted list (index, b, slope, r2) through an
-// atomic counter (counters[0]). Entries past `cap` are counted but not written: the host sees
-// the overflow and runs again with a larger list.
-extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS) tmd_phase1(const u64 *rho_b, const u64 *rho_s, const u64 *rho_r,
-                                      u64 domains, u64 count, u32 domain_bits, u64 packet,
-                                      u64 e1, int test, u64 *out_index, u64 *out_words, u64 cap,
-                                      u64 *counters) {
+// domain; the failing ones are appended to a compacted list (index, b, slope; r2 is filled in by
+// tmd_phase1_r2) through an atomic counter (counters[0]). Entries past `cap` are counted but not
+// written: the host sees the overflow and runs again with a larger list. r2 is not walked here:
+// only the few failing domains need it, and its differences would take registers from the walk.
+extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
+    tmd_phase1(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count, u32 domain_bits,
+               u64 packet, u64 e1, int test, u64 *out_index, u64 *out_words, u64 cap,
+               u64 *counters) {
     u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     u64 i0 = u * packet;
     if (i0 >= domains) return;
     u64 i1 = i0 + packet < domains ? i0 + packet : domains;
 
-    u64 wb[NB][L], ws[NS][L], wr[NR][L];
+    u64 wb[NB][L], ws[NS][L];
     {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
@@ -439,8 +440,6 @@ extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS) tmd_phase1(cons
         to_registers<NB>(wb, scratch);
         shift_state(scratch, NS, rho_s, c);
         to_registers<NS>(ws, scratch);
-        shift_state(scratch, NR, rho_r, c);
-        to_registers<NR>(wr, scratch);
     }
 
     u64 big_n = 1ull << domain_bits;
@@ -457,14 +456,59 @@ extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS) tmd_phase1(cons
                 for (int k = 0; k < L; k++) {
                     out_words[(0 * L + k) * cap + j] = wb[0][k];
                     out_words[(1 * L + k) * cap + j] = ws[0][k];
-                    out_words[(2 * L + k) * cap + j] = wr[0][k];
                 }
             }
         }
         step<NB>(wb);
         step<NS>(ws);
-        step<NR>(wr);
     }
+}
+
+// C(i0, m) for m < M, exact, as `binomials`, with the loop over m unrolled so that each
+// division is by a compile-time constant (a multiplication after compilation).
+template <int M>
+__device__ __forceinline__ void binomials_const(u64 i0, u64 (*c)[BL]) {
+#pragma unroll
+    for (int k = 0; k < BL; k++) c[0][k] = 0;
+    c[0][0] = 1;
+#pragma unroll
+    for (int m = 1; m < M; m++) {
+        u64 t[BL];
+        w_mul_small<BL>(t, c[m - 1], i0 - (u64)(m - 1));
+        u64 rem = 0;
+#pragma unroll
+        for (int k = BL - 1; k >= 0; k--) {
+            u64 hi = (rem << 32) | (t[k] >> 32);
+            u64 qh = hi / (u64)m;
+            rem = hi - qh * (u64)m;
+            u64 lo = (rem << 32) | (t[k] & 0xffffffffull);
+            u64 ql = lo / (u64)m;
+            rem = lo - ql * (u64)m;
+            c[m][k] = (qh << 32) | ql;
+        }
+    }
+}
+
+// One thread per failed domain of phase 1: r2(i) = sum_m C(i, m) rho_r[m] mod 2^(64 L), exactly
+// the value the walk of r2's differences would hold at domain i, into field 2 of the list.
+extern "C" __global__ void tmd_phase1_r2(const u64 *rho_r, const u64 *index, u64 *words, u64 cap,
+                                         u64 n) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 c[NR][BL];
+    binomials_const<NR>(index[j], c);
+    u64 acc[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll
+    for (int m = 0; m < NR; m++) {
+        u64 r[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) r[k] = __ldg(&rho_r[m * L + k]);
+        w_mul_add<L>(acc, c[m], r);
+    }
+#pragma unroll
+    for (int k = 0; k < L; k++) words[(2 * L + k) * cap + j] = acc[k];
 }
 
 // ---------------------------------------------------------------- phase 2

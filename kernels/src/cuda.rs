@@ -9,6 +9,8 @@
 //!   (`Generated::shift`, with exact multi-limb binomials `C(i0, m)`), walks its domains with
 //!   tabulated differences, runs the existence test on each and appends the failing domains to
 //!   a compacted list through an atomic counter: no polynomial goes through memory otherwise;
+//!   `r2`, which only the failing domains need, is not walked: `tmd_phase1_r2` evaluates it
+//!   exactly at each failing domain afterwards, which leaves phase 1 more registers;
 //! - phase 2 (`tmd_phase2`): one thread per (failed domain, subdomain), compacted again;
 //! - phase 3 (`tmd_phase3`): one thread per chunk of 64 arguments of a failed subdomain, exact
 //!   start by the binomial formula; candidates appended and copied back, then sorted here.
@@ -290,6 +292,7 @@ fn launch_config(threads: u64) -> Result<LaunchConfig, CudaError> {
 /// The functions of one compiled module.
 struct Module {
     phase1: CudaFunction,
+    phase1_r2: CudaFunction,
     phase2: CudaFunction,
     phase3: CudaFunction,
     mul: CudaFunction,
@@ -346,6 +349,7 @@ impl Device {
         );
         let m = Arc::new(Module {
             phase1: module.load_function("tmd_phase1")?,
+            phase1_r2: module.load_function("tmd_phase1_r2")?,
             phase2: module.load_function("tmd_phase2")?,
             phase3: module.load_function("tmd_phase3")?,
             mul: module.load_function("tmd_selftest_mul")?,
@@ -449,7 +453,6 @@ impl Cuda {
             let mut b = stream.launch_builder(&m.phase1);
             b.arg(&rho_b)
                 .arg(&rho_s)
-                .arg(&rho_r)
                 .arg(&g.domains)
                 .arg(&g.piece.count)
                 .arg(&g.domain_bits)
@@ -460,8 +463,8 @@ impl Cuda {
                 .arg(&mut words)
                 .arg(&cap1)
                 .arg(&mut counters);
-            // SAFETY: the arguments match tmd_phase1's parameters in order and type (three
-            // packed rho lists of NB, NS, NR words of L limbs as this module was compiled for,
+            // SAFETY: the arguments match tmd_phase1's parameters in order and type (two
+            // packed rho lists of NB, NS words of L limbs as this module was compiled for,
             // u64 domains/count, u32 domain_bits, u64 packet/e1, int test, output lists of
             // `cap1` entries and 3 L rows, 8 counters); the kernel writes only below `cap1`.
             unsafe { b.launch(launch_config(threads)?) }?;
@@ -472,6 +475,20 @@ impl Cuda {
                 Some(cap) => cap1 = cap,
             }
         };
+        let mut words1 = words1;
+        if failed1 > 0 {
+            let mut b = stream.launch_builder(&m.phase1_r2);
+            b.arg(&rho_r)
+                .arg(&idx1)
+                .arg(&mut words1)
+                .arg(&cap1)
+                .arg(&failed1);
+            // SAFETY: tmd_phase1_r2(rho_r, index, words, cap, n): rho_r holds NR words of L
+            // limbs, index `failed1 <= cap1` entries, words 3 L rows of `cap1`; one thread per
+            // entry writes only its own column of row group 2.
+            unsafe { b.launch(launch_config(failed1)?) }?;
+            stream.synchronize()?;
+        }
         out.timings.phase1_s = t.elapsed().as_secs_f64();
         out.stats.phase1_failures = failed1;
         if failed1 == 0 {
@@ -1162,6 +1179,7 @@ mod tests {
                     Ok(ptx) => {
                         let entries = [
                             "tmd_phase1",
+                            "tmd_phase1_r2",
                             "tmd_phase2",
                             "tmd_phase3",
                             "tmd_selftest_tests",
