@@ -590,10 +590,18 @@ impl Backend for Cuda {
         &self,
         g: &Generated,
         test: Test,
-        _packet_domains: u64,
+        packet_domains: u64,
     ) -> Result<PieceOutcome, SearchError> {
         let dev = &self.devices[self.next.fetch_add(1, Ordering::Relaxed) % self.devices.len()];
-        Ok(self.run_piece(dev, g, test)?)
+        match self.run_piece(dev, g, test) {
+            // A piece outside the kernels' sizes (degree above 12, more than 2^40 domains):
+            // the CPU gives the same answer, slower.
+            Err(CudaError::Unsupported(why)) => {
+                tracing::warn!(%why, "piece searched on the CPU");
+                Ok(crate::search::search_generated_cpu(g, test, packet_domains))
+            }
+            other => Ok(other?),
+        }
     }
 
     fn name(&self) -> String {
