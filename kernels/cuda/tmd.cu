@@ -344,6 +344,109 @@ __device__ __forceinline__ bool run_test(int test, u64 a, u64 b, u64 n, u64 e) {
     return test == 1 ? lefevre(a, b, n, e) : regular(a, b, n, e);
 }
 
+// The regular test as a state machine, so that one thread can run two domains' tests
+// interleaved (existence.rs `regular_lanes`): the two lanes' divisions are independent and
+// overlap in the pipeline. Each lane goes through exactly the steps of `regular`.
+struct Regular {
+    u64 p, q, d, u, v;
+    bool live, answer;
+};
+
+__device__ __forceinline__ void regular_start(Regular &s, u64 a, u64 b, u64 n, u64 e,
+                                              bool present) {
+    s.u = 1;
+    s.v = 0;
+    s.p = s.q = s.d = 0;
+    s.live = false;
+    s.answer = true;
+    if (!present) return;
+    int f = flat(a, b, n, e);
+    if (f >= 0) {
+        s.answer = f == 1;
+        return;
+    }
+    s.p = a;
+    divrem(0ull - a, a, &s.q);
+    divrem(b, a, &s.d);
+    s.live = true;
+}
+
+// The first half of an iteration of `regular` (the p-gaps split).
+__device__ __forceinline__ void regular_half1(Regular &s, u64 n, u64 e) {
+    if (!s.live) return;
+    if (sum_ge(s.u, s.v, n)) {
+        s.answer = s.d >= e;
+        s.live = false;
+        return;
+    }
+    if (s.q == 0) {
+        s.answer = false;
+        s.live = false;
+        return;
+    }
+    u64 rem;
+    u64 kf = divrem(s.p, s.q, &rem);
+    u64 k;
+    if (ceil_div_ge(n - s.u - s.v, s.u, kf)) {
+        s.p = rem;
+        k = kf;
+    } else {
+        u64 kn = div_ceil(n - s.u - s.v, s.u);
+        s.p -= kn * s.q;
+        k = kn;
+    }
+    s.v = sat_add(s.v, sat_mul(k, s.u));
+    if (s.d >= s.p) divrem(s.d - s.p, s.q, &s.d);
+}
+
+// The second half (the q-gaps split).
+__device__ __forceinline__ void regular_half2(Regular &s, u64 n, u64 e) {
+    if (!s.live) return;
+    if (sum_ge(s.u, s.v, n)) {
+        s.answer = s.d >= e;
+        s.live = false;
+        return;
+    }
+    if (s.p == 0) {
+        s.answer = false;
+        s.live = false;
+        return;
+    }
+    u64 rem;
+    u64 kf = divrem(s.q, s.p, &rem);
+    u64 k;
+    if (ceil_div_ge(n - s.u - s.v, s.v, kf)) {
+        s.q = rem;
+        k = kf;
+    } else {
+        u64 kn = div_ceil(n - s.u - s.v, s.v);
+        s.q -= kn * s.p;
+        k = kn;
+    }
+    s.u = sat_add(s.u, sat_mul(k, s.v));
+    if (s.d < k * s.p) {
+        divrem(s.d, s.p, &s.d);
+    } else {
+        s.d = s.d - k * s.p;
+    }
+}
+
+// `regular` on two inputs at once (the second only if `second`); same answers lane by lane.
+__device__ __forceinline__ void regular2(u64 a0, u64 b0, u64 n0, u64 a1, u64 b1, u64 n1,
+                                         bool second, u64 e, bool *ok0, bool *ok1) {
+    Regular s0, s1;
+    regular_start(s0, a0, b0, n0, e, true);
+    regular_start(s1, a1, b1, n1, e, second);
+    while (s0.live || s1.live) {
+        regular_half1(s0, n0, e);
+        regular_half1(s1, n1, e);
+        regular_half2(s0, n0, e);
+        regular_half2(s1, n1, e);
+    }
+    *ok0 = s0.answer;
+    *ok1 = s1.answer;
+}
+
 // ---------------------------------------------------------------- exact packet start
 
 // c[m * BL + k] = limb k of C(i0, m) for m = 0..M-1, exact (i0 < 2^40, m <= 12: below
@@ -419,14 +522,23 @@ __device__ __forceinline__ void step(u64 (*w)[L]) {
 // ---------------------------------------------------------------- phase 1
 
 // One thread per packet of `packet` domains: exact start state, then walk and test each
-// domain; the failing ones are appended to a compacted list (index, b, slope; r2 is filled in by
-// tmd_phase1_r2) through an atomic counter (counters[0]). Entries past `cap` are counted but not
-// written: the host sees the overflow and runs again with a larger list. r2 is not walked here:
-// only the few failing domains need it, and its differences would take registers from the walk.
+// domain; the indices of the failing ones are appended to a compacted list through an atomic
+// counter (counters[0]); tmd_phase1_words then evaluates their words exactly, so the walk keeps
+// nothing but its differences. Entries past `cap` are counted but not written: the host sees the
+// overflow and runs again with a larger list. With TMD_LANES=2 the regular test runs on two
+// consecutive domains at once.
+#ifndef TMD_LANES
+#define TMD_LANES 1
+#endif
+
+__device__ __forceinline__ void emit_failure(u64 i, u64 *out_index, u64 cap, u64 *counters) {
+    u64 j = atomicAdd(&counters[0], 1ull);
+    if (j < cap) out_index[j] = i;
+}
+
 extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
     tmd_phase1(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count, u32 domain_bits,
-               u64 packet, u64 e1, int test, u64 *out_index, u64 *out_words, u64 cap,
-               u64 *counters) {
+               u64 packet, u64 e1, int test, u64 *out_index, u64 cap, u64 *counters) {
     u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     u64 i0 = u * packet;
     if (i0 >= domains) return;
@@ -443,22 +555,37 @@ extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
     }
 
     u64 big_n = 1ull << domain_bits;
+    if (TMD_LANES == 2 && test == 0) {
+        for (u64 i = i0; i < i1; i += 2) {
+            bool second = i + 1 < i1;
+            u64 a0 = w_neg_floor64<L>(ws[0]);
+            u64 b0 = w_ceil64<L>(wb[0]);
+            u64 rest = count - i * big_n;
+            u64 n0 = rest < big_n ? rest : big_n;
+            step<NB>(wb);
+            step<NS>(ws);
+            u64 a1 = w_neg_floor64<L>(ws[0]);
+            u64 b1 = w_ceil64<L>(wb[0]);
+            u64 n1 = 0;
+            if (second) {
+                rest = count - (i + 1) * big_n;
+                n1 = rest < big_n ? rest : big_n;
+                step<NB>(wb);
+                step<NS>(ws);
+            }
+            bool ok0, ok1;
+            regular2(a0, b0, n0, a1, b1, n1, second, e1, &ok0, &ok1);
+            if (!ok0) emit_failure(i, out_index, cap, counters);
+            if (!ok1) emit_failure(i + 1, out_index, cap, counters);
+        }
+        return;
+    }
     for (u64 i = i0; i < i1; i++) {
         u64 a = w_neg_floor64<L>(ws[0]);
         u64 b = w_ceil64<L>(wb[0]);
         u64 rest = count - i * big_n;
         u64 n = rest < big_n ? rest : big_n;
-        if (!run_test(test, a, b, n, e1)) {
-            u64 j = atomicAdd(&counters[0], 1ull);
-            if (j < cap) {
-                out_index[j] = i;
-#pragma unroll
-                for (int k = 0; k < L; k++) {
-                    out_words[(0 * L + k) * cap + j] = wb[0][k];
-                    out_words[(1 * L + k) * cap + j] = ws[0][k];
-                }
-            }
-        }
+        if (!run_test(test, a, b, n, e1)) emit_failure(i, out_index, cap, counters);
         step<NB>(wb);
         step<NS>(ws);
     }
@@ -489,26 +616,40 @@ __device__ __forceinline__ void binomials_const(u64 i0, u64 (*c)[BL]) {
     }
 }
 
-// One thread per failed domain of phase 1: r2(i) = sum_m C(i, m) rho_r[m] mod 2^(64 L), exactly
-// the value the walk of r2's differences would hold at domain i, into field 2 of the list.
-extern "C" __global__ void tmd_phase1_r2(const u64 *rho_r, const u64 *index, u64 *words, u64 cap,
-                                         u64 n) {
-    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    u64 c[NR][BL];
-    binomials_const<NR>(index[j], c);
-    u64 acc[L];
+// The value at domain i of a walked polynomial: sum_m C(i, m) rho[m] mod 2^(64 L) (the
+// differences `Generated::shift` gives, l = 0), from binomials computed by `binomials_const`.
+template <int N>
+__device__ __forceinline__ void value_at(u64 *out, const u64 *rho, const u64 (*c)[BL]) {
 #pragma unroll
-    for (int k = 0; k < L; k++) acc[k] = 0;
+    for (int k = 0; k < L; k++) out[k] = 0;
 #pragma unroll
-    for (int m = 0; m < NR; m++) {
+    for (int m = 0; m < N; m++) {
         u64 r[L];
 #pragma unroll
-        for (int k = 0; k < L; k++) r[k] = __ldg(&rho_r[m * L + k]);
-        w_mul_add<L>(acc, c[m], r);
+        for (int k = 0; k < L; k++) r[k] = __ldg(&rho[m * L + k]);
+        w_mul_add<L>(out, c[m], r);
     }
+}
+
+// One thread per failed domain of phase 1: its b, slope and r2 words, exactly the values the
+// walk holds at that domain, into the list's three fields.
+extern "C" __global__ void tmd_phase1_words(const u64 *rho_b, const u64 *rho_s,
+                                            const u64 *rho_r, const u64 *index, u64 *words,
+                                            u64 cap, u64 n) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 c[NB][BL];
+    binomials_const<NB>(index[j], c);
+    u64 w[L];
+    value_at<NB>(w, rho_b, c);
 #pragma unroll
-    for (int k = 0; k < L; k++) words[(2 * L + k) * cap + j] = acc[k];
+    for (int k = 0; k < L; k++) words[(0 * L + k) * cap + j] = w[k];
+    value_at<NS>(w, rho_s, c);
+#pragma unroll
+    for (int k = 0; k < L; k++) words[(1 * L + k) * cap + j] = w[k];
+    value_at<NR>(w, rho_r, c);
+#pragma unroll
+    for (int k = 0; k < L; k++) words[(2 * L + k) * cap + j] = w[k];
 }
 
 // ---------------------------------------------------------------- phase 2

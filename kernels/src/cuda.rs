@@ -7,10 +7,11 @@
 //!   `2^F`, a few hundred bytes;
 //! - phase 1 (`tmd_phase1`): one thread per packet of domains computes its exact start state
 //!   (`Generated::shift`, with exact multi-limb binomials `C(i0, m)`), walks its domains with
-//!   tabulated differences, runs the existence test on each and appends the failing domains to
-//!   a compacted list through an atomic counter: no polynomial goes through memory otherwise;
-//!   `r2`, which only the failing domains need, is not walked: `tmd_phase1_r2` evaluates it
-//!   exactly at each failing domain afterwards, which leaves phase 1 more registers;
+//!   tabulated differences (only `b` and the slope: `r2` is needed at failing domains alone),
+//!   runs the existence test on each (optionally the regular test on two domains at once,
+//!   interleaved: `TMD_CUDA_LANES=2`, slower so far) and appends the failing domains' indices to a compacted list
+//!   through an atomic counter: no polynomial goes through memory; `tmd_phase1_words` then
+//!   evaluates the failing domains' `b`, slope and `r2` exactly at their indices;
 //! - phase 2 (`tmd_phase2`): one thread per (failed domain, subdomain), compacted again;
 //! - phase 3 (`tmd_phase3`): one thread per chunk of 64 arguments of a failed subdomain, exact
 //!   start by the binomial formula; candidates appended and copied back, then sorted here.
@@ -65,6 +66,10 @@ pub const MAX_DOMAINS: u64 = 1 << 40;
 const BLOCK: u32 = 256;
 /// Phase-1 blocks per multiprocessor the register allocation must allow (tuned on an H200).
 const PHASE1_MIN_BLOCKS: u64 = 2;
+/// Domains tested at once per phase-1 thread by the regular test (1 or 2; `TMD_CUDA_LANES`).
+/// Two lanes measured slower on an H100 (7.8 ms against 6.3 ms per binary64 unit): the lanes'
+/// branches do not overlap, and the second state costs registers.
+const PHASE1_LANES: u64 = 1;
 /// Phase 3 walks chunks of `2^PHASE3_CHUNK_BITS` arguments per thread.
 const PHASE3_CHUNK_BITS: u32 = 6;
 
@@ -124,16 +129,19 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
     Ok((major, minor))
 }
 
-/// The NVRTC options of one module, in one place. `TMD_CUDA_MINBLOCKS` (a tuning knob) asks
-/// that many blocks of phase 1 to fit on a multiprocessor: fewer registers per thread, more
-/// resident warps, some walk state in local memory.
+/// The NVRTC options of one module, in one place. Tuning knobs: `TMD_CUDA_MINBLOCKS` asks that
+/// many blocks of phase 1 to fit on a multiprocessor (fewer registers per thread, more resident
+/// warps, some walk state in local memory); `TMD_CUDA_LANES` (1 or 2) how many domains one
+/// thread tests at once. No answer depends on them.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
+    let lanes = env_u64("TMD_CUDA_LANES").unwrap_or(PHASE1_LANES);
     vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
         format!("-DTMD_DEG={degree}"),
         format!("-DTMD_MINBLOCKS={min_blocks}"),
+        format!("-DTMD_LANES={lanes}"),
         "--std=c++17".to_string(),
     ]
 }
@@ -292,7 +300,7 @@ fn launch_config(threads: u64) -> Result<LaunchConfig, CudaError> {
 /// The functions of one compiled module.
 struct Module {
     phase1: CudaFunction,
-    phase1_r2: CudaFunction,
+    phase1_words: CudaFunction,
     phase2: CudaFunction,
     phase3: CudaFunction,
     mul: CudaFunction,
@@ -349,7 +357,7 @@ impl Device {
         );
         let m = Arc::new(Module {
             phase1: module.load_function("tmd_phase1")?,
-            phase1_r2: module.load_function("tmd_phase1_r2")?,
+            phase1_words: module.load_function("tmd_phase1_words")?,
             phase2: module.load_function("tmd_phase2")?,
             phase3: module.load_function("tmd_phase3")?,
             mul: module.load_function("tmd_selftest_mul")?,
@@ -446,9 +454,8 @@ impl Cuda {
         let threads = g.domains.div_ceil(packet);
         // A few per thousand domains fail with the published sizes; start at 1/64.
         let mut cap1 = (g.domains / 64).max(1024);
-        let (idx1, words1, failed1) = loop {
+        let (idx1, failed1) = loop {
             let mut idx = stream.alloc_zeros::<u64>(cap1 as usize)?;
-            let mut words = stream.alloc_zeros::<u64>(3 * l * cap1 as usize)?;
             stream.memset_zeros(&mut counters)?;
             let mut b = stream.launch_builder(&m.phase1);
             b.arg(&rho_b)
@@ -460,40 +467,45 @@ impl Cuda {
                 .arg(&g.e1)
                 .arg(&test_id)
                 .arg(&mut idx)
-                .arg(&mut words)
                 .arg(&cap1)
                 .arg(&mut counters);
             // SAFETY: the arguments match tmd_phase1's parameters in order and type (two
             // packed rho lists of NB, NS words of L limbs as this module was compiled for,
-            // u64 domains/count, u32 domain_bits, u64 packet/e1, int test, output lists of
-            // `cap1` entries and 3 L rows, 8 counters); the kernel writes only below `cap1`.
+            // u64 domains/count, u32 domain_bits, u64 packet/e1, int test, an index list of
+            // `cap1` entries, 8 counters); the kernel writes only below `cap1`.
             unsafe { b.launch(launch_config(threads)?) }?;
             let c = stream.clone_dtoh(&counters)?;
             stream.synchronize()?;
             match grown_capacity(cap1, c[0]) {
-                None => break (idx, words, c[0]),
+                None => break (idx, c[0]),
                 Some(cap) => cap1 = cap,
             }
         };
-        let mut words1 = words1;
-        if failed1 > 0 {
-            let mut b = stream.launch_builder(&m.phase1_r2);
-            b.arg(&rho_r)
+        out.stats.phase1_failures = failed1;
+        if failed1 == 0 {
+            out.timings.phase1_s = t.elapsed().as_secs_f64();
+            return Ok(out);
+        }
+        // The failing domains' words, evaluated exactly at their indices (3 fields of L rows
+        // of `failed1` entries).
+        let wcap = failed1;
+        let mut words1 = stream.alloc_zeros::<u64>(3 * l * wcap as usize)?;
+        {
+            let mut b = stream.launch_builder(&m.phase1_words);
+            b.arg(&rho_b)
+                .arg(&rho_s)
+                .arg(&rho_r)
                 .arg(&idx1)
                 .arg(&mut words1)
-                .arg(&cap1)
+                .arg(&wcap)
                 .arg(&failed1);
-            // SAFETY: tmd_phase1_r2(rho_r, index, words, cap, n): rho_r holds NR words of L
-            // limbs, index `failed1 <= cap1` entries, words 3 L rows of `cap1`; one thread per
-            // entry writes only its own column of row group 2.
+            // SAFETY: tmd_phase1_words(rho_b, rho_s, rho_r, index, words, cap, n): the rho
+            // lists hold NB, NS, NR words of L limbs, index `failed1` entries, words 3 L rows of
+            // `wcap = failed1`; one thread per entry writes only its own column.
             unsafe { b.launch(launch_config(failed1)?) }?;
             stream.synchronize()?;
         }
         out.timings.phase1_s = t.elapsed().as_secs_f64();
-        out.stats.phase1_failures = failed1;
-        if failed1 == 0 {
-            return Ok(out);
-        }
 
         // ---- phase 2
         let t = Instant::now();
@@ -509,7 +521,7 @@ impl Cuda {
             let mut b = stream.launch_builder(&m.phase2);
             b.arg(&idx1)
                 .arg(&words1)
-                .arg(&cap1)
+                .arg(&wcap)
                 .arg(&failed1)
                 .arg(&consts)
                 .arg(&g.k0)
@@ -527,7 +539,7 @@ impl Cuda {
                 .arg(&cap2)
                 .arg(&mut counters);
             // SAFETY: the arguments match tmd_phase2's parameters in order and type; the input
-            // list holds `failed1 <= cap1` entries, the outputs `cap2 = failed1 << kappa_bits`
+            // lists hold `failed1 = wcap` entries, the outputs `cap2 = failed1 << kappa_bits`
             // entries, one per thread at most, so no write goes past them.
             unsafe { b.launch(launch_config(cap2)?) }?;
         }
@@ -1187,7 +1199,7 @@ mod tests {
                     Ok(ptx) => {
                         let entries = [
                             "tmd_phase1",
-                            "tmd_phase1_r2",
+                            "tmd_phase1_words",
                             "tmd_phase2",
                             "tmd_phase3",
                             "tmd_selftest_tests",
