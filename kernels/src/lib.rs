@@ -1,8 +1,10 @@
 //! The search engine for hard-to-round cases (the contract is `shared/ALGORITHMS.md`).
 //!
-//! Pure computation: no network, no database. The CPU back end uses every core through rayon.
+//! Pure computation: no network, no database. The CPU back end uses every core through rayon;
+//! the CUDA back end (`cuda`) runs phases 1-3 on NVIDIA GPUs with identical answers.
 
 pub mod ball;
+pub mod cuda;
 pub mod existence;
 pub mod fixed;
 pub mod format;

@@ -7,10 +7,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::io::Write;
 use std::time::Instant;
+use tmd_kernels::cuda::{self, Cuda};
 use tmd_kernels::existence::Test;
 use tmd_kernels::format::{float_to_hex, parse_number};
 use tmd_kernels::plan::{default_unit_bits, parse_range, split_range};
-use tmd_kernels::search::{search_unit, search_units, Cpu, SearchConfig, Stats, Timings};
+use tmd_kernels::search::{search_unit, search_units, Backend, Cpu, SearchConfig, Stats, Timings};
 use tmd_kernels::verify::{verify_case, Verdict};
 use tmd_kernels::{Function, Precision};
 
@@ -27,6 +28,17 @@ impl From<TestArg> for Test {
             TestArg::Lefevre => Test::Lefevre,
         }
     }
+}
+
+/// Where phases 1-3 run.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The GPU when one is usable, else the CPU (says which on stderr).
+    Auto,
+    /// Every core of this machine.
+    Cpu,
+    /// NVIDIA GPUs through CUDA (see --devices); an error if none is usable.
+    Cuda,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -68,6 +80,12 @@ pub struct EngineArgs {
     /// Largest domain size n: 2^n arguments per domain (lowered per unit where needed).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub domain_bits: u32,
+    /// Where phases 1-3 run: auto (a GPU if usable), cpu or cuda.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto, env = "TMD_BACKEND")]
+    pub backend: BackendArg,
+    /// CUDA devices to use, e.g. 0,1 (default: every device).
+    #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
+    pub devices: Vec<usize>,
 }
 
 impl EngineArgs {
@@ -83,6 +101,30 @@ impl EngineArgs {
         cfg.test = self.test.into();
         cfg.gen.domain_bits = self.domain_bits;
         Ok(cfg)
+    }
+
+    /// The back end the flags ask for; `auto` falls back to the CPU and says so on stderr.
+    pub fn backend(&self) -> Result<Box<dyn Backend>> {
+        let open = || -> Result<Cuda, cuda::CudaError> {
+            if self.devices.is_empty() {
+                Cuda::all()
+            } else {
+                Cuda::new(&self.devices)
+            }
+        };
+        let b: Box<dyn Backend> = match self.backend {
+            BackendArg::Cpu => Box::new(Cpu),
+            BackendArg::Cuda => Box::new(open().context("the CUDA back end")?),
+            BackendArg::Auto => match open() {
+                Ok(c) => Box::new(c),
+                Err(e) => {
+                    eprintln!("tmd: no usable GPU ({e}); using the CPU back end");
+                    Box::new(Cpu)
+                }
+            },
+        };
+        eprintln!("tmd: back end {}", b.name());
+        Ok(b)
     }
 
     fn init_threads(&self) -> Result<()> {
@@ -137,8 +179,9 @@ pub fn search(a: SearchArgs) -> Result<()> {
         );
         b
     };
+    let backend = a.engine.backend()?;
     let start = Instant::now();
-    let result = search_units(&cfg, &units, &Cpu, &|n| bar.inc(n))?;
+    let result = search_units(&cfg, &units, backend.as_ref(), &|n| bar.inc(n))?;
     bar.finish_and_clear();
     let elapsed = start.elapsed().as_secs_f64();
     let mut out = std::io::stdout().lock();
@@ -152,7 +195,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
                 "format": p.name(),
                 "min_bits": cfg.min_bits,
                 "test": cfg.test.name(),
-                "backend": "cpu",
+                "backend": backend.name(),
                 "from": from,
                 "to": to,
                 "arguments": result.arguments,
@@ -280,6 +323,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             units.len()
         );
     }
+    let backend = a.engine.backend()?;
     let mut stats = Stats::default();
     let mut timings = Timings::default();
     let mut per_unit = Vec::new();
@@ -288,7 +332,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     // Units run one after the other, each on all threads, so per-phase times are wall times.
     for unit in units.iter().take(a.units as usize) {
         let t = Instant::now();
-        let r = search_unit(&cfg, *unit, &Cpu)?;
+        let r = search_unit(&cfg, *unit, backend.as_ref())?;
         per_unit.push(t.elapsed().as_secs_f64());
         stats.add(&r.stats);
         timings.add(&r.timings);
@@ -307,6 +351,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         "format": p.name(),
         "min_bits": cfg.min_bits,
         "test": cfg.test.name(),
+        "backend": backend.name(),
         "unit_bits": u,
         "units": a.units,
         "threads": threads,
@@ -331,11 +376,12 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "{} {} k={} test={} U={u} threads={threads}: {} units in {wall:.3} s",
+            "{} {} k={} test={} U={u} threads={threads} backend={}: {} units in {wall:.3} s",
             cfg.function,
             p.name(),
             cfg.min_bits,
             cfg.test.name(),
+            backend.name(),
             a.units
         );
         println!(
@@ -404,6 +450,57 @@ pub fn eval(a: EvalArgs) -> Result<()> {
             a.engine.min_bits
         ),
         Verdict::Exact(e) => println!("exact: {}(x) = {}", a.engine.function, e.value),
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct SelftestArgs {
+    /// CUDA devices to test, e.g. 0,1 (default: every device).
+    #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
+    pub devices: Vec<usize>,
+    /// Print the reports as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Known-answer tests of each GPU's arithmetic against the CPU; fails if any check fails.
+pub fn selftest(a: SelftestArgs) -> Result<()> {
+    let devices = if a.devices.is_empty() {
+        Cuda::all().context("opening the CUDA devices")?.ordinals()
+    } else {
+        a.devices.clone()
+    };
+    let mut all_passed = true;
+    for d in devices {
+        let t = Instant::now();
+        let report = cuda::selftest(d).with_context(|| format!("self-test of device {d}"))?;
+        all_passed &= report.passed();
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            continue;
+        }
+        println!("device {} ({}):", report.device, report.name);
+        for c in &report.checks {
+            println!(
+                "  {} {} ({} cases, {} failures)",
+                if c.passed() { "pass" } else { "FAIL" },
+                c.name,
+                c.cases,
+                c.failures
+            );
+            if let Some(f) = &c.first_failure {
+                println!("       first failure: {f}");
+            }
+        }
+        println!(
+            "  device {d}: {} in {:.2} s",
+            if report.passed() { "passed" } else { "FAILED" },
+            t.elapsed().as_secs_f64()
+        );
+    }
+    if !all_passed {
+        bail!("the GPU self-test failed: do not use this device");
     }
     Ok(())
 }

@@ -31,6 +31,8 @@ enum Command {
     Eval(local::EvalArgs),
     /// Run as a worker of a coordinator: lease units, compute, post results, repeat.
     Run(daemon::RunArgs),
+    /// Known-answer tests of the GPU arithmetic against the CPU; nonzero exit on any failure.
+    Selftest(local::SelftestArgs),
 }
 
 fn main() -> Result<()> {
@@ -54,6 +56,7 @@ fn main() -> Result<()> {
         Command::Bench(a) => local::bench(a),
         Command::Eval(a) => local::eval(a),
         Command::Run(a) => daemon::run(a),
+        Command::Selftest(a) => local::selftest(a),
     }
 }
 

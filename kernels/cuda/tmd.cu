@@ -1,0 +1,851 @@
+// The CUDA kernels of the search (phases 1-3) and of the GPU self-test.
+//
+// Mirrors kernels/src/{fixed,existence,search}.rs line by line: every answer must be identical
+// to the CPU back end's, so there is no floating point anywhere and every division is an exact
+// integer division. Compiled at run time by NVRTC (kernels/src/cuda.rs) once per word width
+// TMD_L (64-bit limbs, little-endian) and polynomial degree TMD_DEG, so that the walked
+// differences live in registers (every array index is a compile-time constant after unrolling).
+//
+// Memory layout: lists of words are interleaved by limb (limb k of entry j of a list of capacity
+// `cap` sits at [k * cap + j]) so that neighbouring threads read neighbouring addresses.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#ifndef TMD_L
+#define TMD_L 1
+#endif
+#ifndef TMD_DEG
+#define TMD_DEG 1
+#endif
+
+// Blocks of 256 threads that must fit on one multiprocessor in phase 1: caps the registers per
+// thread (65536 / (256 * TMD_MINBLOCKS)); the rest of the walk state goes to local memory.
+#ifndef TMD_MINBLOCKS
+#define TMD_MINBLOCKS 2
+#endif
+
+#define L TMD_L
+// Lengths of the walked difference tables (generation.rs: walk_b, walk_slope, walk_r2).
+#define NB (TMD_DEG + 1)
+#define NS (TMD_DEG)
+#define NR (TMD_DEG >= 2 ? TMD_DEG - 1 : 1)
+// Exact binomial coefficients C(i0, m), i0 < 2^40, m <= 12: below 2^480.
+#define BL 8
+
+#define U64_MAX 0xffffffffffffffffull
+
+// ---------------------------------------------------------------- words mod 2^(64 N)
+
+// a += b mod 2^(64 N): one carry chain of the hardware's add-with-carry, in a single asm
+// statement per width (the carry flag does not survive between asm statements).
+template <int N>
+__device__ __forceinline__ void w_add(u64 *a, const u64 *b);
+
+template <>
+__device__ __forceinline__ void w_add<1>(u64 *a, const u64 *b) {
+    a[0] += b[0];
+}
+
+template <>
+__device__ __forceinline__ void w_add<2>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %2;\n\taddc.u64 %1, %1, %3;"
+        : "+l"(a[0]), "+l"(a[1])
+        : "l"(b[0]), "l"(b[1]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<3>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %3;\n\taddc.cc.u64 %1, %1, %4;\n\taddc.u64 %2, %2, %5;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<4>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %4;\n\taddc.cc.u64 %1, %1, %5;\n\taddc.cc.u64 %2, %2, %6;\n\taddc.u64 %3, %3, %7;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<5>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %5;\n\taddc.cc.u64 %1, %1, %6;\n\taddc.cc.u64 %2, %2, %7;\n\taddc.cc.u64 %3, %3, %8;\n\taddc.u64 %4, %4, %9;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<6>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %6;\n\taddc.cc.u64 %1, %1, %7;\n\taddc.cc.u64 %2, %2, %8;\n\taddc.cc.u64 %3, %3, %9;\n\taddc.cc.u64 %4, %4, %10;\n\taddc.u64 %5, %5, %11;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<7>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %7;\n\taddc.cc.u64 %1, %1, %8;\n\taddc.cc.u64 %2, %2, %9;\n\taddc.cc.u64 %3, %3, %10;\n\taddc.cc.u64 %4, %4, %11;\n\taddc.cc.u64 %5, %5, %12;\n\taddc.u64 %6, %6, %13;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5]), "+l"(a[6])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]), "l"(b[6]));
+}
+
+template <>
+__device__ __forceinline__ void w_add<8>(u64 *a, const u64 *b) {
+    asm("add.cc.u64 %0, %0, %8;\n\taddc.cc.u64 %1, %1, %9;\n\taddc.cc.u64 %2, %2, %10;\n\taddc.cc.u64 %3, %3, %11;\n\taddc.cc.u64 %4, %4, %12;\n\taddc.cc.u64 %5, %5, %13;\n\taddc.cc.u64 %6, %6, %14;\n\taddc.u64 %7, %7, %15;"
+        : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5]), "+l"(a[6]), "+l"(a[7])
+        : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]), "l"(b[6]), "l"(b[7]));
+}
+
+// out = a - b mod 2^(64 N).
+template <int N>
+__device__ __forceinline__ void w_sub(u64 *out, const u64 *a, const u64 *b) {
+    u64 borrow = 0;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        u64 d1 = a[k] - b[k];
+        u64 b1 = a[k] < b[k];
+        u64 d2 = d1 - borrow;
+        u64 b2 = d1 < borrow;
+        out[k] = d2;
+        borrow = b1 | b2;
+    }
+}
+
+// out = a * m mod 2^(64 N) for a 64-bit m.
+template <int N>
+__device__ __forceinline__ void w_mul_small(u64 *out, const u64 *a, u64 m) {
+    u64 carry = 0;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        u64 lo = a[k] * m;
+        u64 hi = __umul64hi(a[k], m);
+        u64 s = lo + carry;
+        hi += s < lo;
+        out[k] = s;
+        carry = hi;
+    }
+}
+
+// acc += a * b mod 2^(64 N) (schoolbook, only the limbs below 2^(64 N)).
+template <int N>
+__device__ __forceinline__ void w_mul_add(u64 *acc, const u64 *a, const u64 *b) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        u64 carry = 0;
+#pragma unroll
+        for (int j = 0; j < N - i; j++) {
+            u64 lo = a[i] * b[j];
+            u64 hi = __umul64hi(a[i], b[j]);
+            u64 s = acc[i + j] + lo;
+            u64 c1 = s < lo;
+            u64 s2 = s + carry;
+            u64 c2 = s2 < s;
+            acc[i + j] = s2;
+            // hi <= 2^64 - 2: no overflow.
+            carry = hi + c1 + c2;
+        }
+    }
+}
+
+template <int N>
+__device__ __forceinline__ u64 w_floor64(const u64 *a) { return a[N - 1]; }
+
+template <int N>
+__device__ __forceinline__ bool w_low_nonzero(const u64 *a) {
+    u64 acc = 0;
+#pragma unroll
+    for (int k = 0; k < N - 1; k++) acc |= a[k];
+    return acc != 0;
+}
+
+// ceil(a 2^64) mod 2^64.
+template <int N>
+__device__ __forceinline__ u64 w_ceil64(const u64 *a) {
+    return a[N - 1] + (w_low_nonzero<N>(a) ? 1ull : 0ull);
+}
+
+// floor({-a} 2^64).
+template <int N>
+__device__ __forceinline__ u64 w_neg_floor64(const u64 *a) {
+    return w_low_nonzero<N>(a) ? ~a[N - 1] : (0ull - a[N - 1]);
+}
+
+// ---------------------------------------------------------------- 64-bit helpers
+
+__device__ __forceinline__ u64 sat_add(u64 a, u64 b) {
+    u64 s = a + b;
+    return s < a ? U64_MAX : s;
+}
+
+__device__ __forceinline__ u64 sat_mul(u64 a, u64 b) {
+    return __umul64hi(a, b) != 0 ? U64_MAX : a * b;
+}
+
+// u + v >= n, as the CPU's u128 comparison.
+__device__ __forceinline__ bool sum_ge(u64 u, u64 v, u64 n) { return u >= n || v >= n - u; }
+
+__device__ __forceinline__ u64 div_ceil(u64 x, u64 y) { return x / y + (x % y != 0 ? 1ull : 0ull); }
+
+// x / y for y > 0 and x >= 3 y: a single-precision estimate of the quotient, then exact
+// integer corrections, so the result is the exact quotient whatever the estimate's error. The
+// 64-bit hardware division is a long software sequence on the GPU; the estimate is within a
+// few units of the quotient when the quotient is below 2^20 (float's relative error is about
+// 2^-22 after the reciprocal), so the corrections run once or twice. Larger quotients take
+// the hardware division.
+__device__ __forceinline__ u64 div_estimate(u64 x, u64 y) {
+    float qf = __fmul_rz((float)x, __frcp_rz((float)y));
+    if (qf >= 1048576.0f) return x / y;
+    u64 k = (u64)qf;
+    // Down to k y <= x (k y computed without overflow), then up to the largest such k.
+    while (__umul64hi(k, y) != 0 || k * y > x) k--;
+    u64 r = x - k * y;
+    while (r >= y) {
+        r -= y;
+        k++;
+    }
+    return k;
+}
+
+// (x / y, x % y) for y > 0: subtraction when the quotient is below 3 (the common case by
+// Gauss-Kuzmin), else the estimate above. Mirrors existence.rs `divrem`.
+__device__ __forceinline__ u64 divrem(u64 x, u64 y, u64 *rem) {
+    if (x < y) {
+        *rem = x;
+        return 0;
+    }
+    u64 r = x - y;
+    if (r < y) {
+        *rem = r;
+        return 1;
+    }
+    u64 r2 = r - y;
+    if (r2 < y) {
+        *rem = r2;
+        return 2;
+    }
+    u64 k = div_estimate(x, y);
+    *rem = x - k * y;
+    return k;
+}
+
+// ceil(m / u) >= k, i.e. (k - 1) u < m, without a division (m, u > 0).
+__device__ __forceinline__ bool ceil_div_ge(u64 m, u64 u, u64 k) {
+    if (k == 0) return true;
+    u64 t = k - 1;
+    return __umul64hi(t, u) == 0 && t * u < m;
+}
+
+// ---------------------------------------------------------------- existence tests
+
+// existence.rs `flat`: -1 when the points wrap around the circle, else the exact answer.
+__device__ __forceinline__ int flat(u64 a, u64 b, u64 n, u64 e) {
+    u64 span = n > 0 ? n - 1 : 0;
+    if (__umul64hi(a, span) == 0) {
+        u64 x = span;
+        if (a != 0) {
+            u64 q = b / a;
+            x = q < span ? q : span;
+        }
+        return (b - a * x) >= e ? 1 : 0;
+    }
+    // Here a != 0 (else the first branch was taken), so a_neg != 0.
+    u64 an = 0ull - a;
+    if (__umul64hi(an, span) == 0) {
+        u64 m = b;
+        // x_w = ceil((2^64 - b) / an) = floor((2^64 - 1 - b) / an) + 1; x_w <= span.
+        u64 xm1 = (~b) / an;
+        if (xm1 < span) {
+            // b + an x_w lies in [2^64, 2^64 + an): the wrapped sum is the value minus 2^64.
+            u64 w = b + an * (xm1 + 1);
+            m = w < m ? w : m;
+        }
+        return m >= e ? 1 : 0;
+    }
+    return -1;
+}
+
+__device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
+    int f = flat(a, b, n, e);
+    if (f >= 0) return f == 1;
+    // Not flat: a != 0 and 2^64 - a fits in 64 bits; p, q, d only decrease from here.
+    u64 p = a, q = 0ull - a, d = b;
+    u64 u = 1, v = 1;
+    if (d < e) return false;
+    for (;;) {
+        if (d < p) {
+            if (p == 0) return false;
+            u64 k = divrem(q, p, &q);
+            u = sat_add(u, sat_mul(k, v));
+            if (sum_ge(u, v, n)) return true;
+            p -= q;
+            v = sat_add(v, u);
+        } else {
+            d -= p;
+            if (d < e) return false;
+            if (q == 0) return false;
+            u64 k = divrem(p, q, &p);
+            v = sat_add(v, sat_mul(k, u));
+            if (sum_ge(u, v, n)) return true;
+            q -= p;
+            u = sat_add(u, v);
+        }
+    }
+}
+
+__device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
+    int f = flat(a, b, n, e);
+    if (f >= 0) return f == 1;
+    u64 p = a;
+    // 1 = 2^64 = k p + q: q = 2^64 mod p = (2^64 - p) mod p, as the CPU's corrected k.
+    u64 q;
+    divrem(0ull - p, p, &q);
+    u64 d;
+    divrem(b, p, &d);
+    u64 u = 1, v = 0;
+    for (;;) {
+        if (sum_ge(u, v, n)) return d >= e;
+        if (q == 0) return false;
+        u64 rem;
+        u64 kf = divrem(p, q, &rem);
+        u64 k;
+        // kf <= ceil((n - u - v) / u): the division for the cap only where it applies.
+        if (ceil_div_ge(n - u - v, u, kf)) {
+            p = rem;
+            k = kf;
+        } else {
+            u64 kn = div_ceil(n - u - v, u);
+            p -= kn * q;
+            k = kn;
+        }
+        v = sat_add(v, sat_mul(k, u));
+        if (d >= p) divrem(d - p, q, &d);
+        if (sum_ge(u, v, n)) return d >= e;
+        if (p == 0) return false;
+        kf = divrem(q, p, &rem);
+        if (ceil_div_ge(n - u - v, v, kf)) {
+            q = rem;
+            k = kf;
+        } else {
+            u64 kn = div_ceil(n - u - v, v);
+            q -= kn * p;
+            k = kn;
+        }
+        u = sat_add(u, sat_mul(k, v));
+        if (d < k * p) {
+            divrem(d, p, &d);
+        } else {
+            d = d - k * p;
+        }
+    }
+}
+
+// test: 0 = regular, 1 = Lefevre (existence.rs `Test`).
+__device__ __forceinline__ bool run_test(int test, u64 a, u64 b, u64 n, u64 e) {
+    return test == 1 ? lefevre(a, b, n, e) : regular(a, b, n, e);
+}
+
+// The regular test as a state machine, so that one thread can run two domains' tests
+// interleaved (existence.rs `regular_lanes`): the two lanes' divisions are independent and
+// overlap in the pipeline. Each lane goes through exactly the steps of `regular`.
+struct Regular {
+    u64 p, q, d, u, v;
+    bool live, answer;
+};
+
+__device__ __forceinline__ void regular_start(Regular &s, u64 a, u64 b, u64 n, u64 e,
+                                              bool present) {
+    s.u = 1;
+    s.v = 0;
+    s.p = s.q = s.d = 0;
+    s.live = false;
+    s.answer = true;
+    if (!present) return;
+    int f = flat(a, b, n, e);
+    if (f >= 0) {
+        s.answer = f == 1;
+        return;
+    }
+    s.p = a;
+    divrem(0ull - a, a, &s.q);
+    divrem(b, a, &s.d);
+    s.live = true;
+}
+
+// The first half of an iteration of `regular` (the p-gaps split).
+__device__ __forceinline__ void regular_half1(Regular &s, u64 n, u64 e) {
+    if (!s.live) return;
+    if (sum_ge(s.u, s.v, n)) {
+        s.answer = s.d >= e;
+        s.live = false;
+        return;
+    }
+    if (s.q == 0) {
+        s.answer = false;
+        s.live = false;
+        return;
+    }
+    u64 rem;
+    u64 kf = divrem(s.p, s.q, &rem);
+    u64 k;
+    if (ceil_div_ge(n - s.u - s.v, s.u, kf)) {
+        s.p = rem;
+        k = kf;
+    } else {
+        u64 kn = div_ceil(n - s.u - s.v, s.u);
+        s.p -= kn * s.q;
+        k = kn;
+    }
+    s.v = sat_add(s.v, sat_mul(k, s.u));
+    if (s.d >= s.p) divrem(s.d - s.p, s.q, &s.d);
+}
+
+// The second half (the q-gaps split).
+__device__ __forceinline__ void regular_half2(Regular &s, u64 n, u64 e) {
+    if (!s.live) return;
+    if (sum_ge(s.u, s.v, n)) {
+        s.answer = s.d >= e;
+        s.live = false;
+        return;
+    }
+    if (s.p == 0) {
+        s.answer = false;
+        s.live = false;
+        return;
+    }
+    u64 rem;
+    u64 kf = divrem(s.q, s.p, &rem);
+    u64 k;
+    if (ceil_div_ge(n - s.u - s.v, s.v, kf)) {
+        s.q = rem;
+        k = kf;
+    } else {
+        u64 kn = div_ceil(n - s.u - s.v, s.v);
+        s.q -= kn * s.p;
+        k = kn;
+    }
+    s.u = sat_add(s.u, sat_mul(k, s.v));
+    if (s.d < k * s.p) {
+        divrem(s.d, s.p, &s.d);
+    } else {
+        s.d = s.d - k * s.p;
+    }
+}
+
+// `regular` on two inputs at once (the second only if `second`); same answers lane by lane.
+__device__ __forceinline__ void regular2(u64 a0, u64 b0, u64 n0, u64 a1, u64 b1, u64 n1,
+                                         bool second, u64 e, bool *ok0, bool *ok1) {
+    Regular s0, s1;
+    regular_start(s0, a0, b0, n0, e, true);
+    regular_start(s1, a1, b1, n1, e, second);
+    while (s0.live || s1.live) {
+        regular_half1(s0, n0, e);
+        regular_half1(s1, n1, e);
+        regular_half2(s0, n0, e);
+        regular_half2(s1, n1, e);
+    }
+    *ok0 = s0.answer;
+    *ok1 = s1.answer;
+}
+
+// ---------------------------------------------------------------- exact packet start
+
+// c[m * BL + k] = limb k of C(i0, m) for m = 0..M-1, exact (i0 < 2^40, m <= 12: below
+// 2^480). Takes C(i0, m) = C(i0, m-1) (i0 - m + 1) / m; the division is exact. The loop over
+// m is kept rolled (local memory): this runs once per thread, and unrolling it made NVRTC take
+// minutes on the widest modules.
+__device__ void binomials(u64 i0, int M, u64 *c) {
+#pragma unroll
+    for (int k = 0; k < BL; k++) c[k] = 0;
+    c[0] = 1;
+#pragma unroll 1
+    for (int m = 1; m < M; m++) {
+        u64 prev[BL], t[BL];
+#pragma unroll
+        for (int k = 0; k < BL; k++) prev[k] = c[(m - 1) * BL + k];
+        // Once C(i0, m) = 0 (m > i0) it stays 0, whatever the wrapped factor.
+        w_mul_small<BL>(t, prev, i0 - (u64)(m - 1));
+        u64 rem = 0, mm = (u64)m;
+#pragma unroll
+        for (int k = BL - 1; k >= 0; k--) {
+            // rem < m < 2^32: each 96-bit step fits in 64 bits.
+            u64 hi = (rem << 32) | (t[k] >> 32);
+            u64 qh = hi / mm;
+            rem = hi - qh * mm;
+            u64 lo = (rem << 32) | (t[k] & 0xffffffffull);
+            u64 ql = lo / mm;
+            rem = lo - ql * mm;
+            c[m * BL + k] = (qh << 32) | ql;
+        }
+    }
+}
+
+// The differences of a walked polynomial at domain i0 (generation.rs `Generated::shift`):
+// w[l] = sum_m C(i0, m) rho[l + m] mod 2^(64 L), for l < n. rho and w are packed words
+// (word l, limb k at [l * L + k]), c the binomials as `binomials` writes them.
+__device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
+#pragma unroll 1
+    for (int l = 0; l < n; l++) {
+        u64 acc[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll 1
+        for (int m = 0; m < n - l; m++) {
+            u64 r[L], cm[L];
+#pragma unroll
+            for (int k = 0; k < L; k++) {
+                r[k] = __ldg(&rho[(l + m) * L + k]);
+                cm[k] = c[m * BL + k];
+            }
+            w_mul_add<L>(acc, cm, r);
+        }
+#pragma unroll
+        for (int k = 0; k < L; k++) w[l * L + k] = acc[k];
+    }
+}
+
+// Packed words (local memory) into a register array: every index a compile-time constant.
+template <int N>
+__device__ __forceinline__ void to_registers(u64 (*w)[L], const u64 *packed) {
+#pragma unroll
+    for (int l = 0; l < N; l++)
+#pragma unroll
+        for (int k = 0; k < L; k++) w[l][k] = packed[l * L + k];
+}
+
+// One step of tabulated differences: w[l] += w[l + 1], low l first.
+template <int N>
+__device__ __forceinline__ void step(u64 (*w)[L]) {
+#pragma unroll
+    for (int l = 0; l < N - 1; l++) w_add<L>(w[l], w[l + 1]);
+}
+
+// ---------------------------------------------------------------- phase 1
+
+// One thread per packet of `packet` domains: exact start state, then walk and test each
+// domain; the indices of the failing ones are appended to a compacted list through an atomic
+// counter (counters[0]); tmd_phase1_words then evaluates their words exactly, so the walk keeps
+// nothing but its differences. Entries past `cap` are counted but not written: the host sees the
+// overflow and runs again with a larger list. With TMD_LANES=2 the regular test runs on two
+// consecutive domains at once.
+#ifndef TMD_LANES
+#define TMD_LANES 1
+#endif
+
+__device__ __forceinline__ void emit_failure(u64 i, u64 *out_index, u64 cap, u64 *counters) {
+    u64 j = atomicAdd(&counters[0], 1ull);
+    if (j < cap) out_index[j] = i;
+}
+
+extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
+    tmd_phase1(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count, u32 domain_bits,
+               u64 packet, u64 e1, int test, u64 *out_index, u64 cap, u64 *counters) {
+    u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 i0 = u * packet;
+    if (i0 >= domains) return;
+    u64 i1 = i0 + packet < domains ? i0 + packet : domains;
+
+    u64 wb[NB][L], ws[NS][L];
+    {
+        u64 c[NB * BL], scratch[NB * L];
+        binomials(i0, NB, c);
+        shift_state(scratch, NB, rho_b, c);
+        to_registers<NB>(wb, scratch);
+        shift_state(scratch, NS, rho_s, c);
+        to_registers<NS>(ws, scratch);
+    }
+
+    u64 big_n = 1ull << domain_bits;
+    if (TMD_LANES == 2 && test == 0) {
+        for (u64 i = i0; i < i1; i += 2) {
+            bool second = i + 1 < i1;
+            u64 a0 = w_neg_floor64<L>(ws[0]);
+            u64 b0 = w_ceil64<L>(wb[0]);
+            u64 rest = count - i * big_n;
+            u64 n0 = rest < big_n ? rest : big_n;
+            step<NB>(wb);
+            step<NS>(ws);
+            u64 a1 = w_neg_floor64<L>(ws[0]);
+            u64 b1 = w_ceil64<L>(wb[0]);
+            u64 n1 = 0;
+            if (second) {
+                rest = count - (i + 1) * big_n;
+                n1 = rest < big_n ? rest : big_n;
+                step<NB>(wb);
+                step<NS>(ws);
+            }
+            bool ok0, ok1;
+            regular2(a0, b0, n0, a1, b1, n1, second, e1, &ok0, &ok1);
+            if (!ok0) emit_failure(i, out_index, cap, counters);
+            if (!ok1) emit_failure(i + 1, out_index, cap, counters);
+        }
+        return;
+    }
+    for (u64 i = i0; i < i1; i++) {
+        u64 a = w_neg_floor64<L>(ws[0]);
+        u64 b = w_ceil64<L>(wb[0]);
+        u64 rest = count - i * big_n;
+        u64 n = rest < big_n ? rest : big_n;
+        if (!run_test(test, a, b, n, e1)) emit_failure(i, out_index, cap, counters);
+        step<NB>(wb);
+        step<NS>(ws);
+    }
+}
+
+// C(i0, m) for m < M, exact, as `binomials`, with the loop over m unrolled so that each
+// division is by a compile-time constant (a multiplication after compilation).
+template <int M>
+__device__ __forceinline__ void binomials_const(u64 i0, u64 (*c)[BL]) {
+#pragma unroll
+    for (int k = 0; k < BL; k++) c[0][k] = 0;
+    c[0][0] = 1;
+#pragma unroll
+    for (int m = 1; m < M; m++) {
+        u64 t[BL];
+        w_mul_small<BL>(t, c[m - 1], i0 - (u64)(m - 1));
+        u64 rem = 0;
+#pragma unroll
+        for (int k = BL - 1; k >= 0; k--) {
+            u64 hi = (rem << 32) | (t[k] >> 32);
+            u64 qh = hi / (u64)m;
+            rem = hi - qh * (u64)m;
+            u64 lo = (rem << 32) | (t[k] & 0xffffffffull);
+            u64 ql = lo / (u64)m;
+            rem = lo - ql * (u64)m;
+            c[m][k] = (qh << 32) | ql;
+        }
+    }
+}
+
+// The value at domain i of a walked polynomial: sum_m C(i, m) rho[m] mod 2^(64 L) (the
+// differences `Generated::shift` gives, l = 0), from binomials computed by `binomials_const`.
+template <int N>
+__device__ __forceinline__ void value_at(u64 *out, const u64 *rho, const u64 (*c)[BL]) {
+#pragma unroll
+    for (int k = 0; k < L; k++) out[k] = 0;
+#pragma unroll
+    for (int m = 0; m < N; m++) {
+        u64 r[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) r[k] = __ldg(&rho[m * L + k]);
+        w_mul_add<L>(out, c[m], r);
+    }
+}
+
+// One thread per failed domain of phase 1: its b, slope and r2 words, exactly the values the
+// walk holds at that domain, into the list's three fields.
+extern "C" __global__ void tmd_phase1_words(const u64 *rho_b, const u64 *rho_s,
+                                            const u64 *rho_r, const u64 *index, u64 *words,
+                                            u64 cap, u64 n) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 c[NB][BL];
+    binomials_const<NB>(index[j], c);
+    u64 w[L];
+    value_at<NB>(w, rho_b, c);
+#pragma unroll
+    for (int k = 0; k < L; k++) words[(0 * L + k) * cap + j] = w[k];
+    value_at<NS>(w, rho_s, c);
+#pragma unroll
+    for (int k = 0; k < L; k++) words[(1 * L + k) * cap + j] = w[k];
+    value_at<NR>(w, rho_r, c);
+#pragma unroll
+    for (int k = 0; k < L; k++) words[(2 * L + k) * cap + j] = w[k];
+}
+
+// ---------------------------------------------------------------- phase 2
+
+// One thread per (failed domain, subdomain): search.rs `domain_polynomial` and one iteration of
+// `phase2_domain`. consts: eps1 (L limbs), then eps2 (L limbs). counters[1] counts subdomains,
+// counters[2] failures, counters[3] their arguments. The output list holds at most
+// `nfailed << kappa_bits` entries, which is its capacity: it cannot overflow.
+extern "C" __global__ void tmd_phase2(const u64 *in_index, const u64 *in_words, u64 in_cap,
+                                      u64 nfailed, const u64 *consts, u64 k0, u64 k1,
+                                      u64 k0_sub, u64 k1_sub, u64 e2, u32 domain_bits,
+                                      u32 sub_bits, u64 count, int test, u64 *out_start,
+                                      u64 *out_len, u64 *out_words, u64 out_cap,
+                                      u64 *counters) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u32 kappa_bits = domain_bits - sub_bits;
+    u64 j = t >> kappa_bits;
+    if (j >= nfailed) return;
+    u64 x0 = (t & ((1ull << kappa_bits) - 1)) << sub_bits;
+    u64 index = in_index[j];
+    u64 big_n = 1ull << domain_bits;
+    u64 rest = count - index * big_n;
+    u64 dom_len = rest < big_n ? rest : big_n;
+    if (x0 >= dom_len) return;
+
+    u64 wb[L], slope[L], r2[L], eps1[L], eps2[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        wb[k] = in_words[(0 * L + k) * in_cap + j];
+        slope[k] = in_words[(1 * L + k) * in_cap + j];
+        r2[k] = in_words[(2 * L + k) * in_cap + j];
+        eps1[k] = consts[k];
+        eps2[k] = consts[L + k];
+    }
+    // domain_polynomial: r1 = slope - K1 r2, r0 = b - eps1 + K0 r2.
+    u64 tmp[L], r0[L], r1[L];
+    w_mul_small<L>(tmp, r2, k1);
+    w_sub<L>(r1, slope, tmp);
+    w_sub<L>(r0, wb, eps1);
+    w_mul_small<L>(tmp, r2, k0);
+    w_add<L>(r0, tmp);
+
+    // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
+    u64 s0[L], s1[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        s0[k] = r0[k];
+        s1[k] = r1[k];
+    }
+    w_mul_small<L>(tmp, r1, x0);
+    w_add<L>(s0, tmp);
+    w_mul_small<L>(tmp, r2, x0 * (x0 > 0 ? x0 - 1 : 0) / 2);
+    w_add<L>(s0, tmp);
+    w_mul_small<L>(tmp, r2, x0);
+    w_add<L>(s1, tmp);
+    u64 c0[L], c1[L];
+    w_mul_small<L>(tmp, r2, k0_sub);
+    w_sub<L>(c0, s0, tmp);
+    w_add<L>(c0, eps2);
+#pragma unroll
+    for (int k = 0; k < L; k++) c1[k] = s1[k];
+    w_mul_small<L>(tmp, r2, k1_sub);
+    w_add<L>(c1, tmp);
+    u64 n_sub = 1ull << sub_bits;
+    u64 len = dom_len - x0 < n_sub ? dom_len - x0 : n_sub;
+    atomicAdd(&counters[1], 1ull);
+    if (!run_test(test, w_neg_floor64<L>(c1), w_ceil64<L>(c0), len, e2)) {
+        u64 o = atomicAdd(&counters[2], 1ull);
+        atomicAdd(&counters[3], len);
+        if (o < out_cap) {
+            out_start[o] = index * big_n + x0;
+            out_len[o] = len;
+#pragma unroll
+            for (int k = 0; k < L; k++) {
+                out_words[(0 * L + k) * out_cap + o] = s0[k];
+                out_words[(1 * L + k) * out_cap + o] = s1[k];
+                out_words[(2 * L + k) * out_cap + o] = r2[k];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- phase 3
+
+// One thread per chunk of 2^chunk_bits arguments of a failed subdomain (2^chunk_shift chunks
+// per subdomain): exact start value and difference at the chunk (mod 2^F the ring arithmetic
+// gives the same words as walking from the subdomain start), then every argument.
+// Candidates (offsets in the piece) are appended through counters[4]; entries past `cap` are
+// counted but not written.
+extern "C" __global__ void tmd_phase3(const u64 *in_start, const u64 *in_len,
+                                      const u64 *in_words, u64 in_cap, u64 nsubs,
+                                      u32 chunk_shift, u32 chunk_bits, u64 t3, u64 *out,
+                                      u64 cap, u64 *counters) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 j = t >> chunk_shift;
+    if (j >= nsubs) return;
+    u64 y0 = (t & ((1ull << chunk_shift) - 1)) << chunk_bits;
+    u64 len = in_len[j];
+    if (y0 >= len) return;
+    u64 y1 = y0 + (1ull << chunk_bits) < len ? y0 + (1ull << chunk_bits) : len;
+    u64 start = in_start[j];
+    u64 v[L], d[L], s2[L], tmp[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        v[k] = in_words[(0 * L + k) * in_cap + j];
+        d[k] = in_words[(1 * L + k) * in_cap + j];
+        s2[k] = in_words[(2 * L + k) * in_cap + j];
+    }
+    // v = s0 + s1 y0 + s2 C(y0, 2), d = s1 + s2 y0
+    w_mul_small<L>(tmp, d, y0);
+    w_add<L>(v, tmp);
+    w_mul_small<L>(tmp, s2, y0 * (y0 > 0 ? y0 - 1 : 0) / 2);
+    w_add<L>(v, tmp);
+    w_mul_small<L>(tmp, s2, y0);
+    w_add<L>(d, tmp);
+    u64 low = t3, high = 0ull - t3;
+    for (u64 y = y0; y < y1; y++) {
+        u64 top = w_floor64<L>(v);
+        if (top <= low || top >= high) {
+            u64 o = atomicAdd(&counters[4], 1ull);
+            if (o < cap) out[o] = start + y;
+        }
+        w_add<L>(v, d);
+        w_add<L>(d, s2);
+    }
+}
+
+// ---------------------------------------------------------------- self-test kernels
+
+// 64-bit products: lo and hi of x[i] * y[i].
+extern "C" __global__ void tmd_selftest_mul(const u64 *x, const u64 *y, u64 *lo, u64 *hi,
+                                            u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    lo[i] = x[i] * y[i];
+    hi[i] = __umul64hi(x[i], y[i]);
+}
+
+// Quotients and remainders through `divrem` (the kernels' method), y[i] > 0.
+extern "C" __global__ void tmd_selftest_div(const u64 *x, const u64 *y, u64 *q, u64 *r, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 rem;
+    q[i] = divrem(x[i], y[i], &rem);
+    r[i] = rem;
+}
+
+// Word arithmetic at this module's L: a + b, a - b, a * m, a * b (mod 2^(64 L)), the 64-bit
+// reads, and C(i, m) mod 2^(64 L); words packed (entry i at [i * L + k]), out holds 4 words
+// then 3 reads per entry.
+extern "C" __global__ void tmd_selftest_words(const u64 *a, const u64 *b, const u64 *m,
+                                              u64 *out, u64 n) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 wa[L], wb[L], s[L], d[L], p[L], pr[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        wa[k] = a[i * L + k];
+        wb[k] = b[i * L + k];
+        s[k] = wa[k];
+        pr[k] = 0;
+    }
+    w_add<L>(s, wb);
+    w_sub<L>(d, wa, wb);
+    w_mul_small<L>(p, wa, m[i]);
+    w_mul_add<L>(pr, wa, wb);
+    u64 *o = out + i * (4 * L + 3);
+#pragma unroll
+    for (int k = 0; k < L; k++) {
+        o[k] = s[k];
+        o[L + k] = d[k];
+        o[2 * L + k] = p[k];
+        o[3 * L + k] = pr[k];
+    }
+    o[4 * L] = w_floor64<L>(wa);
+    o[4 * L + 1] = w_ceil64<L>(wa);
+    o[4 * L + 2] = w_neg_floor64<L>(wa);
+}
+
+// Exact binomials C(i[j], m) for m = 0..12 (BL limbs each).
+extern "C" __global__ void tmd_selftest_binomial(const u64 *i0, u64 *out, u64 n) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 c[13 * BL];
+    binomials(i0[j], 13, c);
+    for (int m = 0; m < 13 * BL; m++) out[j * 13 * BL + m] = c[m];
+}
+
+// Both existence tests and `flat`: out[3 i] = regular, out[3 i + 1] = Lefevre,
+// out[3 i + 2] = flat (0, 1, or 2 for none).
+extern "C" __global__ void tmd_selftest_tests(const u64 *a, const u64 *b, const u64 *n,
+                                              const u64 *e, u32 *out, u64 count) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    out[3 * i] = regular(a[i], b[i], n[i], e[i]) ? 1 : 0;
+    out[3 * i + 1] = lefevre(a[i], b[i], n[i], e[i]) ? 1 : 0;
+    int f = flat(a[i], b[i], n[i], e[i]);
+    out[3 * i + 2] = f < 0 ? 2 : (u32)f;
+}
