@@ -277,6 +277,8 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
             u64 k = divrem(q, p, &q);
             u = sat_add(u, sat_mul(k, v));
             if (sum_ge(u, v, n)) return true;
+            // Only v would grow from here, to the success above (see existence.rs).
+            if (q == 0) return true;
             p -= q;
             v = sat_add(v, u);
         } else {
@@ -286,6 +288,7 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
             u64 k = divrem(p, q, &p);
             v = sat_add(v, sat_mul(k, u));
             if (sum_ge(u, v, n)) return true;
+            if (p == 0) return true;
             q -= p;
             u = sat_add(u, v);
         }

@@ -97,6 +97,11 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
             if u as u128 + v as u128 >= n {
                 return true;
             }
+            if q == 0 {
+                // From here only v grows, by u per turn, with d < p unchanged: the loop would
+                // end in the success above. Say it now instead of in O(N / u) turns.
+                return true;
+            }
             p -= q;
             v = v.saturating_add(u);
         } else {
@@ -111,6 +116,10 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
             p -= k * q;
             v = v.saturating_add((k as u64).saturating_mul(u));
             if u as u128 + v as u128 >= n {
+                return true;
+            }
+            if p == 0 {
+                // Likewise: only u grows, by v per turn, and d never drops below E again.
                 return true;
             }
             q -= p;
@@ -387,6 +396,24 @@ mod tests {
                 assert_eq!(got[i], regular(a[i], b[i], n[i], e));
             }
         }
+    }
+
+    #[test]
+    fn lefevre_ends_at_once_on_rational_slopes_with_huge_n() {
+        // a = 2^64 / 3 exactly (rounded): q reaches 0 early; N = 2^40 must not take 2^40 turns.
+        let t = std::time::Instant::now();
+        for (a, b) in [
+            (1u64 << 62, 12345u64),
+            (3u64 << 61, 1 << 40),
+            (1u64 << 63 | 1 << 62, 99),
+        ] {
+            let _ = lefevre(a, b, 1 << 40, 1);
+            for n in [2u64, 17, 1000, 4096] {
+                check(a, b, n, 1);
+                check(a, b, n, brute_force_min(a, b, n));
+            }
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]

@@ -4,17 +4,19 @@
 //! the rest of the lease, a second one exits at once (the lease then expires on the server).
 
 use crate::client::{Client, ClientError};
+use crate::local::BackendArg;
 use crate::state::{Credentials, LeaseState, SpoolEntry, StateDir};
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use rand::Rng;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tmd_kernels::cuda::{self, Cuda};
 use tmd_kernels::plan::UnitSpec as EngineUnit;
-use tmd_kernels::search::{search_unit, Cpu, SearchConfig};
+use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig};
 use tmd_kernels::verify::Kind;
 use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, HrCase, HrKind, Lease, ReleaseLease, UnitResult, UnitStats};
@@ -59,6 +61,13 @@ pub struct RunArgs {
     /// Print the settings (token redacted) and exit: checks a configuration.
     #[arg(long)]
     pub dry_run: bool,
+    /// Where units are computed: auto (the GPUs that pass the self-test, else the CPU), cpu,
+    /// or cuda (an error if no GPU passes) [default: auto].
+    #[arg(long, value_enum, env = "TMD_BACKEND")]
+    pub backend: Option<BackendArg>,
+    /// CUDA devices to use, e.g. 0,1 [default: every device].
+    #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
+    pub devices: Vec<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,6 +79,8 @@ struct FileConfig {
     state_dir: Option<PathBuf>,
     threads: Option<usize>,
     lease_seconds: Option<u32>,
+    backend: Option<String>,
+    devices: Option<Vec<usize>>,
 }
 
 /// The daemon's settings after flags, environment and the configuration file.
@@ -84,6 +95,8 @@ pub struct Settings {
     pub max_units: Option<u64>,
     pub exit_when_idle: bool,
     pub status_every: Duration,
+    pub backend: BackendArg,
+    pub devices: Vec<usize>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -98,6 +111,8 @@ impl std::fmt::Debug for Settings {
             .field("state_dir", &self.state_dir)
             .field("threads", &self.threads)
             .field("lease_seconds", &self.lease_seconds)
+            .field("backend", &self.backend)
+            .field("devices", &self.devices)
             .finish()
     }
 }
@@ -125,7 +140,20 @@ impl Settings {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "tmd-worker".into());
+        let backend = match (a.backend, file.backend) {
+            (Some(b), _) => b,
+            (None, Some(text)) => BackendArg::from_str(&text, true)
+                .map_err(|e| anyhow::anyhow!("backend = \"{text}\" in the configuration: {e}"))?,
+            (None, None) => BackendArg::Auto,
+        };
+        let devices = if a.devices.is_empty() {
+            file.devices.unwrap_or_default()
+        } else {
+            a.devices
+        };
         Ok(Settings {
+            backend,
+            devices,
             server,
             enrollment_token: a.token.or(file.token),
             name,
@@ -226,6 +254,10 @@ async fn daemon(settings: Settings) -> Result<()> {
     spawn_signal_handler(shared.clone());
     spawn_status(shared.clone(), settings.status_every);
 
+    let backend = {
+        let s = settings.clone();
+        tokio::task::spawn_blocking(move || open_backend(&s)).await??
+    };
     let client = login(&settings, &state, &shared).await?;
     let Some(client) = client else {
         return Ok(());
@@ -237,7 +269,7 @@ async fn daemon(settings: Settings) -> Result<()> {
             done = ls.done.len(),
             "resuming the lease in hand"
         );
-        work_lease(&client, &state, &shared, &settings, ls).await?;
+        work_lease(&client, &state, &shared, &settings, &backend, ls).await?;
     }
     let mut backoff = Backoff::new();
     while !shared.finishing() && !limit_reached(&settings, &shared) {
@@ -253,7 +285,7 @@ async fn daemon(settings: Settings) -> Result<()> {
                             done: Default::default(),
                         };
                         state.save_lease(&ls)?;
-                        work_lease(&client, &state, &shared, &settings, ls).await?;
+                        work_lease(&client, &state, &shared, &settings, &backend, ls).await?;
                     }
                     None => {
                         if settings.exit_when_idle {
@@ -287,6 +319,58 @@ async fn daemon(settings: Settings) -> Result<()> {
         "tmd-worker stopped"
     );
     Ok(())
+}
+
+/// The back end for this daemon. GPU arithmetic is not taken on trust: each device runs the
+/// self-test first and a device that fails any check is refused.
+fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync>> {
+    let want_gpu = settings.backend == BackendArg::Cuda;
+    if settings.backend == BackendArg::Cpu {
+        return Ok(Arc::new(Cpu));
+    }
+    let devices = if settings.devices.is_empty() {
+        match Cuda::all() {
+            Ok(c) => c.ordinals(),
+            Err(e) if want_gpu => bail!("the CUDA back end: {e}"),
+            Err(e) => {
+                warn!(error = %e, "no usable GPU; computing on the CPU");
+                return Ok(Arc::new(Cpu));
+            }
+        }
+    } else {
+        settings.devices.clone()
+    };
+    let mut passed = Vec::new();
+    for d in devices {
+        match cuda::selftest(d) {
+            Ok(r) if r.passed() => {
+                info!(device = d, name = %r.name, checks = r.checks.len(), "GPU self-test passed");
+                passed.push(d);
+            }
+            Ok(r) => {
+                let failed: Vec<&str> = r
+                    .checks
+                    .iter()
+                    .filter(|c| !c.passed())
+                    .map(|c| c.name.as_str())
+                    .collect();
+                error!(device = d, name = %r.name, failed = ?failed, "GPU self-test FAILED: refusing this device");
+            }
+            Err(e) => {
+                error!(device = d, error = %e, "GPU self-test could not run: refusing this device")
+            }
+        }
+    }
+    if passed.is_empty() {
+        if want_gpu {
+            bail!("no CUDA device passed the self-test");
+        }
+        warn!("no GPU passed the self-test; computing on the CPU");
+        return Ok(Arc::new(Cpu));
+    }
+    let c = Cuda::new(&passed)?;
+    info!(backend = %c.name(), "computing on the GPU");
+    Ok(Arc::new(c))
 }
 
 fn limit_reached(settings: &Settings, shared: &Shared) -> bool {
@@ -445,6 +529,7 @@ async fn work_lease(
     state: &StateDir,
     shared: &Arc<Shared>,
     settings: &Settings,
+    backend: &Arc<dyn Backend + Send + Sync>,
     mut ls: LeaseState,
 ) -> Result<()> {
     let lease = ls.lease.clone();
@@ -476,7 +561,9 @@ async fn work_lease(
             count: unit.spec.count,
         };
         let t = Instant::now();
-        let computed = tokio::task::spawn_blocking(move || search_unit(&cfg, spec, &Cpu)).await?;
+        let engine = backend.clone();
+        let computed =
+            tokio::task::spawn_blocking(move || search_unit(&cfg, spec, engine.as_ref())).await?;
         let r = match computed {
             Ok(r) => r,
             Err(e) => {
