@@ -82,7 +82,7 @@ impl FromRequestParts<AppState> for Worker {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
         let token = bearer(parts)?;
-        match store::authenticate_worker(&state.pool, &hash_token(token)).await? {
+        match store::authenticate_worker(&state.relaxed_pool, &hash_token(token)).await? {
             Some((id, speed)) => Ok(Worker { id, speed }),
             None => Err(Error::Unauthorized("unknown worker token".into())),
         }
