@@ -160,7 +160,7 @@ impl Argument {
 fn hex_of_parts(negative: bool, significand: u64, bits: u32, exponent: i32) -> String {
     let sign = if negative { "-" } else { "" };
     let frac_bits = bits - 1;
-    let frac = significand & ((1u64 << frac_bits) - 1).max(0);
+    let frac = significand & ((1u64 << frac_bits) - 1);
     let digits = frac_bits.div_ceil(4);
     let aligned = (frac as u128) << (digits * 4 - frac_bits);
     let mut hex = format!("{:0width$x}", aligned, width = digits as usize);
@@ -185,18 +185,29 @@ pub fn float_to_hex(x: &Float) -> String {
         return x.to_string();
     }
     let (m, e) = x.to_integer_exp().expect("finite");
-    let negative = m < 0;
+    let sign = if m < 0 { "-" } else { "" };
     let m = m.abs();
     let bits = m.significant_bits();
-    // Keep at most 64 significant bits; all our values have fewer.
-    let (m, bits, e) = if bits > 64 {
-        let drop = bits - 64;
-        (Integer::from(&m >> drop), 64, e + drop as i32)
+    let exponent = e as i64 + bits as i64 - 1;
+    // 1.fff...: the bits after the leading one, padded to whole hex digits.
+    let frac_bits = bits - 1;
+    let digits = frac_bits.div_ceil(4);
+    let frac = Integer::from(m.keep_bits_ref(frac_bits)) << (digits * 4 - frac_bits);
+    let mut hex = if digits == 0 {
+        String::new()
     } else {
-        (m, bits, e)
+        format!(
+            "{:0>width$}",
+            frac.to_string_radix(16),
+            width = digits as usize
+        )
     };
-    let exponent = e + bits as i32 - 1;
-    hex_of_parts(negative, m.to_u64().expect("fits"), bits, exponent)
+    while hex.ends_with('0') {
+        hex.pop();
+    }
+    let dot = if hex.is_empty() { "" } else { "." };
+    let esign = if exponent >= 0 { "+" } else { "-" };
+    format!("{sign}0x1{dot}{hex}p{esign}{}", exponent.unsigned_abs())
 }
 
 /// Parses a C99 hexadecimal or decimal number into an exact rational-free MPFR value:
@@ -280,6 +291,10 @@ mod tests {
             assert_eq!(a.to_float(p), x);
             assert_eq!(float_to_hex(&x), text);
         }
+        // Values wider than 64 bits keep every bit.
+        let wide = parse_number("0x1.0000000000000000000000001p+0", 200, Round::Nearest).unwrap();
+        assert_eq!(float_to_hex(&wide), "0x1.0000000000000000000000001p+0");
+        assert_eq!(float_to_hex(&Float::with_val(10, -3)), "-0x1.8p+1");
     }
 
     #[test]

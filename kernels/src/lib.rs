@@ -3,9 +3,13 @@
 //! Pure computation: no network, no database. The CPU back end uses every core through rayon.
 
 pub mod ball;
+pub mod existence;
+pub mod fixed;
 pub mod format;
 pub mod function;
+pub mod generation;
 pub mod plan;
+pub mod search;
 pub mod series;
 pub mod verify;
 

@@ -69,9 +69,10 @@ pub fn exponent_range(p: Precision) -> (i32, i32) {
 }
 
 /// The default unit size `U` (2^U arguments): 40 for binary64 as published, smaller for small
-/// precisions so that a binade still makes many units.
+/// precisions so that a binade still makes several units, each long enough for a polynomial to
+/// pay.
 pub fn default_unit_bits(p: Precision) -> u32 {
-    (p.bits().saturating_sub(8)).clamp(8, 40)
+    (p.bits().saturating_sub(4)).clamp(12, 40)
 }
 
 /// The largest number of units one call may produce.

@@ -6,6 +6,9 @@
 //! input's constant ball. Evaluated on a ball that covers a whole unit, coefficient `j` bounds
 //! `f^(j)(xi) h^j / j!` for every `xi` there, which is the Lagrange remainder bound.
 
+// The recurrences read several coefficient arrays at related indices; indices say it best.
+#![allow(clippy::needless_range_loop)]
+
 use crate::ball::{Ball, BallError};
 use rug::float::Round;
 use std::cmp::Ordering;

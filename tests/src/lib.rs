@@ -1,1 +1,283 @@
-//! Whole-system tests live in `tests/tests/`; this library is empty on purpose.
+//! A harness for whole-system tests: real `tmd-server` and `tmd-worker` processes on loopback,
+//! their logs in files, and the admin API driven over HTTP.
+
+use serde_json::Value;
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ADMIN_TOKEN: &str = "system-test-admin-token";
+
+/// A built binary of the workspace, next to the test executable's directory.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} not built: run `cargo build --release --workspace` first",
+        path.display()
+    );
+    path
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A scratch directory for one test's logs and state.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tmd-system-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A `tmd-server serve` process.
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    db_url: String,
+    dir: PathBuf,
+    extra: Vec<String>,
+    starts: u32,
+}
+
+impl Server {
+    pub fn start(db_url: &str, dir: &Path, extra: &[&str]) -> Server {
+        let mut s = Server {
+            child: None,
+            port: free_port(),
+            db_url: db_url.to_string(),
+            dir: dir.to_path_buf(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            starts: 0,
+        };
+        s.spawn();
+        s
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let log = File::create(self.dir.join(format!("server-{}.log", self.starts))).unwrap();
+        let child = Command::new(bin("tmd-server"))
+            .arg("serve")
+            .args(["--database-url", &self.db_url])
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--admin-token", ADMIN_TOKEN])
+            .args(&self.extra)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start tmd-server");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        loop {
+            if http_status(self.port, "/readyz") == Some(200) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "tmd-server did not become ready; see {}",
+                self.dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGTERM, then wait: a graceful restart's first half.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            signal(&c, "TERM");
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none());
+        self.spawn();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `tmd-worker run` process with its own state directory.
+pub struct Worker {
+    child: Option<Child>,
+    pub state_dir: PathBuf,
+    pub logs: Vec<PathBuf>,
+    server: String,
+    token: String,
+    extra: Vec<String>,
+}
+
+impl Worker {
+    pub fn start(server: &str, token: &str, state_dir: &Path, extra: &[&str]) -> Worker {
+        let mut w = Worker {
+            child: None,
+            state_dir: state_dir.to_path_buf(),
+            logs: Vec::new(),
+            server: server.to_string(),
+            token: token.to_string(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        w.spawn();
+        w
+    }
+
+    fn spawn(&mut self) {
+        let log_path = self
+            .state_dir
+            .with_extension(format!("log{}", self.logs.len() + 1));
+        let log = File::create(&log_path).unwrap();
+        self.logs.push(log_path);
+        let child = Command::new(bin("tmd-worker"))
+            .arg("run")
+            .args(["--server", &self.server, "--token", &self.token])
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(&self.extra)
+            .env("RUST_BACKTRACE", "0")
+            .env("TMD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start tmd-worker");
+        self.child = Some(child);
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(&mut self) -> bool {
+        match self.child.take() {
+            Some(mut c) => {
+                signal(&c, "TERM");
+                c.wait().map(|s| s.success()).unwrap_or(false)
+            }
+            None => true,
+        }
+    }
+
+    /// Every log line of every run of this worker.
+    pub fn log(&self) -> String {
+        self.logs
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Lines of the log that say a unit was computed.
+    pub fn units_computed(&self) -> usize {
+        self.log().matches("unit computed").count()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The status code of a plain HTTP GET on loopback, without a client library.
+pub fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn signal(c: &Child, sig: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{sig}"), &c.id().to_string()])
+        .status();
+}
+
+/// Runs `tmd-server <args>` against `server` with the admin token and parses its JSON output.
+pub fn admin(server: &str, args: &[&str]) -> Value {
+    let out = Command::new(bin("tmd-server"))
+        .args(args)
+        .args(["--server", server, "--admin-token", ADMIN_TOKEN])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run tmd-server");
+    assert!(
+        out.status.success(),
+        "tmd-server {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// `GET` an admin route; `None` while the server is down.
+pub async fn get(server: &str, path: &str) -> Option<Value> {
+    let resp = reqwest::Client::new()
+        .get(format!("{server}/api/v1{path}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    resp.json().await.ok()
+}
+
+/// Units done of a campaign, from its progress; `None` while the server is down.
+pub async fn units_done(server: &str, campaign: i64) -> Option<i64> {
+    let p = get(server, &format!("/campaigns/{campaign}/progress")).await?;
+    p["done"]["units"].as_i64()
+}

@@ -1,2 +1,69 @@
-//! `tmd-worker`: local searches and the worker daemon.
-fn main() {}
+//! `tmd-worker`: local searches, benchmarks and single-argument evaluation with the engine.
+
+mod client;
+mod daemon;
+mod local;
+mod state;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+
+/// Finds hard-to-round cases of mathematical functions.
+///
+/// Functions: exp exp2 exp10 expm1 exp2m1 exp10m1 log log2 log10 log1p log2p1 log10p1 sin cos
+/// tan sinpi cospi tanpi asin acos atan asinpi acospi atanpi sinh cosh tanh asinh acosh atanh
+/// sqrt rsqrt cbrt erf erfc.
+#[derive(Parser, Debug)]
+#[command(name = "tmd-worker", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Search a range of arguments on this machine and print the HR-cases.
+    Search(local::SearchArgs),
+    /// Time the engine on whole units and report units/s, arguments/s and each phase.
+    Bench(local::BenchArgs),
+    /// Evaluate one argument with MPFR and print its hardness.
+    Eval(local::EvalArgs),
+    /// Run as a worker of a coordinator: lease units, compute, post results, repeat.
+    Run(daemon::RunArgs),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    // The daemon logs its progress; the local commands only warnings (their output is stdout).
+    let default_level = if matches!(cli.command, Command::Run(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TMD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match cli.command {
+        Command::Search(a) => local::search(a),
+        Command::Bench(a) => local::bench(a),
+        Command::Eval(a) => local::eval(a),
+        Command::Run(a) => daemon::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,73 @@
+//! Times the phase-1 walk alone and with each test, on the first domains of a binary64 exp unit.
+use std::time::Instant;
+use tmd_kernels::existence::Test;
+use tmd_kernels::fixed;
+use tmd_kernels::generation::{generate, GenConfig};
+use tmd_kernels::plan::UnitSpec;
+use tmd_kernels::search::packet_state;
+use tmd_kernels::{Function, Precision};
+
+fn main() {
+    let piece = UnitSpec {
+        negative: false,
+        exponent: 0,
+        first: 1 << 52,
+        count: 1 << 40,
+    };
+    let g = generate(
+        Function::Exp,
+        Precision::BINARY64,
+        &GenConfig::new(32),
+        piece,
+    )
+    .unwrap();
+    assert_eq!(g.limbs, 5);
+    let packets = 1024u64;
+    for mode in [0, 1, 3, 1, 3, 1, 3, 2] {
+        let c0 = cpu();
+        let t = Instant::now();
+        let mut fails = 0u64;
+        for u in 0..packets {
+            let (mut wb, mut ws, mut wr) = packet_state::<5>(&g, u, 1024);
+            let mut lane = 0;
+            let (mut la, mut lb) = ([0u64; 4], [0u64; 4]);
+            for _ in 0..1024 {
+                let a = fixed::neg_floor64(&ws[0]);
+                let b = fixed::ceil64(&wb[0]);
+                if mode == 3 {
+                    la[lane] = a;
+                    lb[lane] = b;
+                    lane += 1;
+                    if lane == 4 {
+                        let r = tmd_kernels::existence::regular_lanes(la, lb, [1 << 15; 4], g.e1);
+                        fails += r.iter().filter(|&&x| !x).count() as u64;
+                        lane = 0;
+                    }
+                } else {
+                    let ok = match mode {
+                        0 => (a ^ b) != 7,
+                        1 => Test::Regular.run(a, b, 1 << 15, g.e1),
+                        _ => Test::Lefevre.run(a, b, 1 << 15, g.e1),
+                    };
+                    fails += !ok as u64;
+                }
+                for w in [&mut wb, &mut ws, &mut wr] {
+                    for l in 0..w.len() - 1 {
+                        let n = w[l + 1];
+                        fixed::add(&mut w[l], &n);
+                    }
+                }
+            }
+        }
+        let ns = t.elapsed().as_secs_f64() * 1e9 / (packets * 1024) as f64;
+        let cns = (cpu() - c0) * 1e9 / (packets * 1024) as f64;
+        println!("mode {mode}: {ns:.1} ns wall, {cns:.1} ns CPU per domain, fails {fails}");
+    }
+}
+
+fn cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+}

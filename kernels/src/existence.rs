@@ -1,0 +1,447 @@
+//! The existence tests of phases 1 and 2: is `min_{0 <= x < N} {b - a x} >= E`?
+//!
+//! `a = A / 2^64`, `b = B / 2^64`, `E` in units of `2^-64`. Both tests answer `true` ("no point
+//! below E": the domain holds no HR-case) only when that is certain, and `false` ("maybe")
+//! otherwise. They follow `shared/ALGORITHMS.md` section 4 line by line; the brute-force tests
+//! below check soundness on random and adversarial inputs. No allocation, no floating point:
+//! the same code runs in every CPU lane and is mirrored by the CUDA kernels.
+
+/// Which existence test to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Test {
+    /// Lefevre's test (subtraction/division form).
+    Lefevre,
+    /// The regular test of Fortin, Gouicem and Graillat: one full quotient per iteration.
+    Regular,
+}
+
+impl Test {
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Lefevre => "lefevre",
+            Test::Regular => "regular",
+        }
+    }
+
+    #[inline]
+    pub fn run(self, a: u64, b: u64, n: u64, e: u64) -> bool {
+        match self {
+            Test::Lefevre => lefevre(a, b, n, e),
+            Test::Regular => regular(a, b, n, e),
+        }
+    }
+}
+
+impl std::str::FromStr for Test {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Test, String> {
+        match s {
+            "lefevre" => Ok(Test::Lefevre),
+            "regular" => Ok(Test::Regular),
+            _ => Err(format!("unknown test '{s}': use regular or lefevre")),
+        }
+    }
+}
+
+/// The exact answer when the `N` points `a x mod 1` do not wrap around the circle (`|a| (N-1)`
+/// below 1, with `a` taken in `(-1/2, 1/2]`): the line is then almost flat over the domain and
+/// the continued-fraction tests would place far more than `N` points. `None` otherwise.
+#[inline]
+pub fn flat(a: u64, b: u64, n: u64, e: u64) -> Option<bool> {
+    let span = n.saturating_sub(1) as u128;
+    if (a as u128) * span < 1u128 << 64 {
+        // b - a x decreases from b; it wraps once x exceeds b / a.
+        let x = b.checked_div(a).map_or(span, |x| (x as u128).min(span));
+        return Some(b as u128 - a as u128 * x >= e as u128);
+    }
+    let a_neg = a.wrapping_neg() as u128; // b - a x = b + a_neg x mod 2^64
+    if a_neg * span < 1u128 << 64 {
+        let b = b as u128;
+        let mut min = b;
+        // the first x whose value wraps past 2^64, if any
+        let x_w = ((1u128 << 64) - b).div_ceil(a_neg);
+        if x_w <= span {
+            min = min.min(b + a_neg * x_w - (1u128 << 64));
+        }
+        return Some(min >= e as u128);
+    }
+    None
+}
+
+/// Lefevre's test. `p = A`, `q = 2^64 - A` are the two gaps of the three-distance structure of
+/// the points `a x mod 1`, `u`, `v` how many points each gap takes to build, `d` the distance
+/// from `b` to the nearest point on its left.
+#[inline]
+pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
+    if let Some(answer) = flat(a, b, n, e) {
+        return answer;
+    }
+    let mut p = a as u128;
+    let mut q = (1u128 << 64) - a as u128;
+    let mut d = b as u128;
+    let (mut u, mut v) = (1u64, 1u64);
+    let e = e as u128;
+    let n = n as u128;
+    if d < e {
+        return false;
+    }
+    loop {
+        if d < p {
+            if p == 0 {
+                return false;
+            }
+            let k = q / p;
+            q -= k * p;
+            u = u.saturating_add((k as u64).saturating_mul(v));
+            if u as u128 + v as u128 >= n {
+                return true;
+            }
+            p -= q;
+            v = v.saturating_add(u);
+        } else {
+            d -= p;
+            if d < e {
+                return false;
+            }
+            if q == 0 {
+                return false;
+            }
+            let k = p / q;
+            p -= k * q;
+            v = v.saturating_add((k as u64).saturating_mul(u));
+            if u as u128 + v as u128 >= n {
+                return true;
+            }
+            q -= p;
+            u = u.saturating_add(v);
+        }
+    }
+}
+
+/// `(x / y, x % y)` for `y > 0`, by subtraction when the quotient is below 3 (about 59% of the
+/// partial quotients of a random number, by Gauss-Kuzmin), else by one hardware division.
+#[inline(always)]
+fn divrem(x: u64, y: u64) -> (u64, u64) {
+    if x < y {
+        return (0, x);
+    }
+    let r = x - y;
+    if r < y {
+        return (1, r);
+    }
+    let r2 = r - y;
+    if r2 < y {
+        return (2, r2);
+    }
+    (x / y, x % y)
+}
+
+/// The regular test: each iteration consumes one full partial quotient of the continued
+/// fraction of `a`, so neighbouring lanes run the same number of iterations.
+#[inline]
+pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
+    if let Some(answer) = flat(a, b, n, e) {
+        return answer;
+    }
+    let mut p = a;
+    // 1 = 2^64 = k p + q
+    let mut k = u64::MAX / p;
+    let mut q = 0u64.wrapping_sub(k.wrapping_mul(p));
+    if q >= p {
+        q -= p;
+        k += 1;
+    }
+    let _ = k;
+    let mut d = b % p;
+    let (mut u, mut v) = (1u64, 0u64);
+    loop {
+        if u as u128 + v as u128 >= n as u128 {
+            return d >= e;
+        }
+        if q == 0 {
+            return false;
+        }
+        // A full quotient, or only as many steps as bring u + v to N: the p-gaps split into a
+        // p'-gap followed by k q-gaps either way.
+        let (k_full, rem) = divrem(p, q);
+        let k_need = (n - u - v).div_ceil(u);
+        let k = if k_full <= k_need {
+            p = rem;
+            k_full
+        } else {
+            p -= k_need * q;
+            k_need
+        };
+        v = v.saturating_add(k.saturating_mul(u));
+        if d >= p {
+            d = divrem(d - p, q).1;
+        }
+        if u as u128 + v as u128 >= n as u128 {
+            return d >= e;
+        }
+        if p == 0 {
+            return false;
+        }
+        // The q-gaps split into k p-gaps followed by a q'-gap.
+        let (k_full, rem) = divrem(q, p);
+        let k_need = (n - u - v).div_ceil(v);
+        let k = if k_full <= k_need {
+            q = rem;
+            k_full
+        } else {
+            q -= k_need * p;
+            k_need
+        };
+        u = u.saturating_add(k.saturating_mul(v));
+        d = if d < k * p { divrem(d, p).1 } else { d - k * p };
+    }
+}
+
+/// Lanes of the interleaved regular test.
+pub const LANES: usize = 4;
+
+/// The regular test on `LANES` independent inputs at once, with the same answers as
+/// [`regular`] lane by lane: the lanes' divisions do not depend on each other, so the processor
+/// overlaps them (the test is bound by division latency, not throughput).
+#[inline]
+pub fn regular_lanes(a: [u64; LANES], b: [u64; LANES], n: [u64; LANES], e: u64) -> [bool; LANES] {
+    let mut out = [false; LANES];
+    let mut p = [0u64; LANES];
+    let mut q = [0u64; LANES];
+    let mut d = [0u64; LANES];
+    let mut u = [1u64; LANES];
+    let mut v = [0u64; LANES];
+    let mut active = [false; LANES];
+    for i in 0..LANES {
+        match flat(a[i], b[i], n[i], e) {
+            Some(answer) => out[i] = answer,
+            None => {
+                p[i] = a[i];
+                let k = u64::MAX / a[i];
+                let mut r = 0u64.wrapping_sub(k.wrapping_mul(a[i]));
+                if r >= a[i] {
+                    r -= a[i];
+                }
+                q[i] = r;
+                d[i] = b[i] % a[i];
+                active[i] = true;
+            }
+        }
+    }
+    while active.iter().any(|&x| x) {
+        for i in 0..LANES {
+            if !active[i] {
+                continue;
+            }
+            if u[i] as u128 + v[i] as u128 >= n[i] as u128 {
+                out[i] = d[i] >= e;
+                active[i] = false;
+                continue;
+            }
+            if q[i] == 0 {
+                active[i] = false;
+                continue;
+            }
+            let k = (p[i] / q[i]).min((n[i] - u[i] - v[i]).div_ceil(u[i]));
+            p[i] -= k * q[i];
+            v[i] = v[i].saturating_add(k.saturating_mul(u[i]));
+            if d[i] >= p[i] {
+                d[i] = (d[i] - p[i]) % q[i];
+            }
+        }
+        for i in 0..LANES {
+            if !active[i] {
+                continue;
+            }
+            if u[i] as u128 + v[i] as u128 >= n[i] as u128 {
+                out[i] = d[i] >= e;
+                active[i] = false;
+                continue;
+            }
+            if p[i] == 0 {
+                active[i] = false;
+                continue;
+            }
+            let k = (q[i] / p[i]).min((n[i] - u[i] - v[i]).div_ceil(v[i]));
+            q[i] -= k * p[i];
+            u[i] = u[i].saturating_add(k.saturating_mul(v[i]));
+            d[i] = if d[i] < k * p[i] {
+                d[i] % p[i]
+            } else {
+                d[i] - k * p[i]
+            };
+        }
+    }
+    out
+}
+
+/// `min_{0 <= x < n} (b - a x) mod 2^64`, by brute force: the reference for the tests.
+pub fn brute_force_min(a: u64, b: u64, n: u64) -> u64 {
+    (0..n)
+        .map(|x| b.wrapping_sub(a.wrapping_mul(x)))
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+
+    fn check(a: u64, b: u64, n: u64, e: u64) {
+        let truth = brute_force_min(a, b, n) >= e;
+        for t in [Test::Lefevre, Test::Regular] {
+            let said = t.run(a, b, n, e);
+            assert!(
+                !said || truth,
+                "{}: said 'no point below E' for a={a:#x} b={b:#x} n={n} e={e:#x}, min={:#x}",
+                t.name(),
+                brute_force_min(a, b, n)
+            );
+        }
+    }
+
+    /// `a` close to a rational with small denominator: huge partial quotients.
+    fn adversarial_a(rng: &mut impl Rng) -> u64 {
+        let den = rng.gen_range(1u64..64);
+        let num = rng.gen_range(0..den);
+        let base = ((num as u128) << 64) / den as u128;
+        let spread = rng.gen_range(0..40);
+        let jitter = rng.gen_range(-(1i64 << spread)..=(1i64 << 20));
+        (base as i128 + jitter as i128).rem_euclid(1i128 << 64) as u64
+    }
+
+    #[test]
+    fn both_tests_are_sound_on_random_and_adversarial_inputs() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x7d_2016);
+        for i in 0..300_000u32 {
+            let n = match i % 4 {
+                0 => rng.gen_range(1..16),
+                1 => rng.gen_range(16..512),
+                2 => 1 << rng.gen_range(1..12),
+                _ => rng.gen_range(512..4096),
+            };
+            let a = match i % 5 {
+                0 => rng.gen(),
+                1 => adversarial_a(&mut rng),
+                2 => rng.gen_range(0..1 << 20),
+                3 => u64::MAX - rng.gen_range(0..1 << 20),
+                _ => {
+                    let s = rng.gen_range(0..63);
+                    rng.gen::<u64>() >> s
+                }
+            };
+            let b = match i % 3 {
+                0 => rng.gen(),
+                1 => rng.gen_range(0..1 << 30),
+                _ => u64::MAX - rng.gen_range(0..1 << 30),
+            };
+            // A threshold around the true minimum, where a wrong answer would show.
+            let m = brute_force_min(a, b, n);
+            let e = match i % 4 {
+                0 => m,
+                1 => m.saturating_add(1),
+                2 => m.saturating_sub(rng.gen_range(0..1000)),
+                _ => {
+                    let s = rng.gen_range(0..64);
+                    rng.gen::<u64>() >> s
+                }
+            };
+            check(a, b, n, e);
+        }
+    }
+
+    #[test]
+    fn the_tests_succeed_where_the_answer_is_clear() {
+        // a = golden ratio fraction: well spread points; a small threshold must pass.
+        let a = 0x9e37_79b9_7f4a_7c15u64;
+        let n = 1024;
+        let mut passed = [0u32; 2];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for _ in 0..1000 {
+            let b: u64 = rng.gen();
+            // Below the minimum over 4N points, which covers every point either test places.
+            let e = brute_force_min(a, b, 4 * n);
+            for (i, t) in [Test::Lefevre, Test::Regular].iter().enumerate() {
+                if t.run(a, b, n, e) {
+                    passed[i] += 1;
+                }
+            }
+        }
+        assert_eq!(
+            passed,
+            [1000, 1000],
+            "a clear 'no point below E' was refused"
+        );
+    }
+
+    #[test]
+    fn flat_lines_are_answered_exactly() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+        for _ in 0..20_000 {
+            let n = rng.gen_range(1..4096u64);
+            let lim = u64::MAX / n.max(2);
+            let a = if rng.gen() {
+                rng.gen_range(0..lim)
+            } else {
+                0u64.wrapping_sub(rng.gen_range(0..lim))
+            };
+            let b: u64 = rng.gen();
+            let m = brute_force_min(a, b, n);
+            for e in [m, m.saturating_add(1)] {
+                assert_eq!(flat(a, b, n, e), Some(m >= e), "a={a:#x} b={b:#x} n={n}");
+                assert_eq!(regular(a, b, n, e), m >= e);
+                assert_eq!(lefevre(a, b, n, e), m >= e);
+            }
+        }
+    }
+
+    #[test]
+    fn interleaved_lanes_answer_as_the_single_test() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        for _ in 0..50_000 {
+            let a: [u64; LANES] = std::array::from_fn(|i| {
+                if i == 0 {
+                    adversarial_a(&mut rng)
+                } else {
+                    rng.gen()
+                }
+            });
+            let b: [u64; LANES] = std::array::from_fn(|_| rng.gen());
+            let n: [u64; LANES] = std::array::from_fn(|_| rng.gen_range(1..40_000));
+            let e = rng.gen::<u64>() >> rng.gen_range(20..64);
+            let got = regular_lanes(a, b, n, e);
+            for i in 0..LANES {
+                assert_eq!(got[i], regular(a[i], b[i], n[i], e));
+            }
+        }
+    }
+
+    #[test]
+    fn degenerate_slopes() {
+        for n in [1, 2, 100] {
+            check(0, 5, n, 6);
+            check(0, 5, n, 5);
+            check(1 << 63, 5, n, 3);
+            check(u64::MAX, 0, n, 1);
+        }
+        assert!(!lefevre(0, 5, 10, 6) && lefevre(0, 5, 10, 5));
+        assert!(!regular(0, 5, 10, 6) && regular(0, 5, 10, 5));
+    }
+
+    proptest! {
+        #[test]
+        fn soundness_property(a: u64, b: u64, n in 1u64..2048, e: u64) {
+            check(a, b, n, e);
+        }
+
+        #[test]
+        fn soundness_near_the_minimum(a: u64, b: u64, n in 1u64..2048, delta in 0u64..64) {
+            let m = brute_force_min(a, b, n);
+            check(a, b, n, m.saturating_add(delta));
+            check(a, b, n, m.saturating_sub(delta));
+        }
+    }
+}

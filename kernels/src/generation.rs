@@ -1,0 +1,516 @@
+//! Generation of one piece of a unit: from `f` to exact integer per-domain polynomials and the
+//! thresholds of the three phases (`shared/ALGORITHMS.md` section 3, `docs/error-analysis.md`).
+//!
+//! Everything after the Taylor coefficients is exact integer arithmetic on values scaled by
+//! `2^F` ("fixed units"); every bound is an integer rounded upwards. The only inexact steps are
+//! the ball evaluation of the Taylor coefficients (whose radii are carried) and the rounding of
+//! the binomial coefficients `beta_m` to `F` fractional bits (bounded by `eps_R`).
+
+use crate::ball::{Ball, BallError};
+use crate::format::Precision;
+use crate::function::Function;
+use crate::plan::UnitSpec;
+use crate::series::Series;
+use rug::ops::Pow;
+use rug::{Float, Integer};
+
+/// Search parameters that shape generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenConfig {
+    /// The threshold `k`: arguments with `d <= 2^-k` half-ulps are searched for.
+    pub min_bits: u32,
+    /// Largest domain size `n` (domains of `2^n` arguments); lowered per piece where the
+    /// function's curvature would make the line test fail too often.
+    pub domain_bits: u32,
+    /// `log2` of the number of subdomains per domain in phase 2 (3: kappa = 8).
+    pub subdomain_split_bits: u32,
+    /// Largest degree of the Taylor polynomial before the piece is split.
+    pub max_degree: usize,
+}
+
+impl GenConfig {
+    pub fn new(min_bits: u32) -> GenConfig {
+        GenConfig {
+            min_bits,
+            domain_bits: 15,
+            subdomain_split_bits: 3,
+            max_degree: 12,
+        }
+    }
+}
+
+/// Why a piece cannot be handled by one polynomial: the caller splits it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GenError {
+    #[error("|f| has a zero or crosses more than one power of two on the piece")]
+    Shape,
+    #[error("no Taylor polynomial of degree <= {0} is accurate enough on the piece")]
+    Degree(usize),
+    #[error("the fixed-point width needed exceeds 512 bits")]
+    Width,
+    #[error("ball arithmetic: {0}")]
+    Ball(#[from] BallError),
+}
+
+/// The smallest domain size the phases support (phase 2 needs subdomains of 4 arguments).
+pub const MIN_DOMAIN_BITS: u32 = 5;
+/// The largest number of limbs of a fixed-point word.
+pub const MAX_LIMBS: usize = 8;
+
+/// A generated piece: exact polynomials and thresholds, the same for every back end.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub piece: UnitSpec,
+    /// Degree `delta` of the Taylor polynomial.
+    pub degree: usize,
+    /// Limbs per word; `F = 64 limbs` fractional bits.
+    pub limbs: usize,
+    /// Domains of `2^domain_bits` arguments; the last one may be partial.
+    pub domain_bits: u32,
+    pub domains: u64,
+    /// Subdomains of `2^sub_bits` arguments in phase 2.
+    pub sub_bits: u32,
+    /// Whether `|f|` crosses a power of two on the piece (the search radius is doubled).
+    pub crossing: bool,
+    /// `rho[j][l] = Delta_i^l r_j(0)`, in fixed units, for `j = 0..=degree`.
+    pub rho: Vec<Vec<Integer>>,
+    /// Walked polynomials (tabulated differences at `i = 0`): the phase-1 line's `b`
+    /// (`r_0 - K0 r_2 + eps1`), its slope (`r_1 + K1 r_2`), and `r_2`.
+    pub walk_b: Vec<Integer>,
+    pub walk_slope: Vec<Integer>,
+    pub walk_r2: Vec<Integer>,
+    /// Error terms, fixed units, rounded upwards.
+    pub bounds: Bounds,
+    /// Phase-1 line adjustment constants `K0 = N^2/16`, `K1 = N/2 - 1`, and phase 2's.
+    pub k0: u64,
+    pub k1: u64,
+    pub k0_sub: u64,
+    pub k1_sub: u64,
+    /// Thresholds of the existence tests (units of `2^-64`) and of phase 3 (top 64 bits).
+    pub e1: u64,
+    pub e2: u64,
+    pub t3: u64,
+}
+
+/// The error terms of a piece, in fixed units (`2^-F` of `G`), each rounded upwards.
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// `2^-k` (doubled where the output crosses a power of two).
+    pub radius: Integer,
+    /// Taylor remainder `eps_T`.
+    pub taylor: Integer,
+    /// Rounding of the binomial coefficients, `eps_R`.
+    pub rounding: Integer,
+    /// Terms of degree 3 and more left out of each domain's polynomial.
+    pub left_out: Integer,
+    /// `max_i |r_2(i)|`.
+    pub r2: Integer,
+    /// `radius + taylor + rounding + left_out`: the phase-3 threshold.
+    pub base: Integer,
+    /// Phase 1's `eps''` (base plus the quadratic residual of the line).
+    pub eps1: Integer,
+    /// Phase 2's `eps''`.
+    pub eps2: Integer,
+}
+
+impl Generated {
+    pub fn frac_bits(&self) -> u32 {
+        64 * self.limbs as u32
+    }
+
+    pub fn domain_size(&self) -> u64 {
+        1 << self.domain_bits
+    }
+
+    /// Arguments in domain `i` (the last one may be partial).
+    pub fn domain_len(&self, i: u64) -> u64 {
+        (self.piece.count - i * self.domain_size()).min(self.domain_size())
+    }
+
+    /// The tabulated differences of a walked polynomial at domain `i0`:
+    /// `Delta^l w(i0) = sum_m C(i0, m) rho_(l+m)`, exact.
+    pub fn shift(rho: &[Integer], i0: u64) -> Vec<Integer> {
+        let binom: Vec<Integer> = (0..rho.len() as u32)
+            .map(|m| Integer::from(i0).binomial(m))
+            .collect();
+        (0..rho.len())
+            .map(|l| {
+                let mut acc = Integer::new();
+                for m in 0..rho.len() - l {
+                    acc += Integer::from(&binom[m] * &rho[l + m]);
+                }
+                acc
+            })
+            .collect()
+    }
+
+    /// `r_j(i)` exactly (fixed units).
+    pub fn r(&self, j: usize, i: u64) -> Integer {
+        let mut acc = Integer::new();
+        for (l, c) in self.rho[j].iter().enumerate() {
+            acc += c * Integer::from(i).binomial(l as u32);
+        }
+        acc
+    }
+}
+
+fn ceil_fixed(x: &Float, frac_bits: u32) -> Integer {
+    let mut y = Float::with_val(x.prec().max(64), x);
+    y <<= frac_bits;
+    y.ceil().to_integer().expect("finite bound")
+}
+
+fn sum_binomials(n: u64, upto: usize) -> Integer {
+    (0..=upto as u32)
+        .map(|m| Integer::from(n).binomial(m))
+        .sum()
+}
+
+/// Generates piece `piece` of the search of `f` at precision `p`.
+pub fn generate(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    piece: UnitSpec,
+) -> Result<Generated, GenError> {
+    let mut prec = 768 + p.bits();
+    loop {
+        match generate_at(f, p, cfg, piece, prec)? {
+            Some(g) => return Ok(g),
+            None if prec < 8192 => prec *= 2,
+            None => return Err(GenError::Width),
+        }
+    }
+}
+
+/// One attempt at working precision `prec`; `None` if the coefficient balls came out too wide.
+fn generate_at(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    piece: UnitSpec,
+    prec: u32,
+) -> Result<Option<Generated>, GenError> {
+    let pb = p.bits() as i32;
+    let k = cfg.min_bits;
+    let count = piece.count;
+    let h_exp = piece.exponent - pb + 1;
+    let center = count / 2;
+    let reach = count - center; // |t - center| <= reach for t in [0, count]
+    let len = cfg.max_degree + 2;
+
+    // u(t') = x_center + h t' with t' = t - center; the wide ball covers every t in [0, count].
+    let mut c = Float::with_val(prec, piece.first + center);
+    c <<= h_exp;
+    let mut h = Float::with_val(prec, 1);
+    h <<= h_exp;
+    if piece.negative {
+        c = -c;
+        h = -h;
+    }
+    let point = Series::linear(Ball::from_float(prec, &c), Ball::from_float(prec, &h), len);
+    let mut reach_f = Float::with_val(64, reach);
+    reach_f <<= h_exp;
+    let wide = Series::linear(
+        Ball::with_radius(c.clone(), &reach_f),
+        Ball::from_float(prec, &h),
+        len,
+    );
+    let fp = f.series(&point)?;
+    let fw = f.series(&wide)?;
+
+    // Shape: |f| on the piece lies in [2^q, 2^(q+2)) at worst.
+    let v = &fw.c[0];
+    if v.contains_zero() {
+        return Err(GenError::Shape);
+    }
+    let q = v.mig().get_exp().expect("nonzero") - 1;
+    let q_hi = v.mag().get_exp().expect("nonzero") - 1;
+    if q_hi > q + 1 {
+        return Err(GenError::Shape);
+    }
+    let crossing = q_hi == q + 1;
+    let negative_value = v.mid.is_sign_negative();
+
+    // G = 2^(p - q) |f|: scale the coefficients.
+    let shift = pb - q;
+    let to_g = |b: &Ball| {
+        let s = b.shl(shift);
+        if negative_value {
+            s.neg()
+        } else {
+            s
+        }
+    };
+    let a: Vec<Ball> = fp.c.iter().map(to_g).collect();
+
+    // Degree: the smallest whose Lagrange remainder fits 2^-(k+10).
+    let budget = Float::with_val(64, 1) >> (k + 10);
+    let mut chosen = None;
+    for d in 1..=cfg.max_degree {
+        let mut rem = fw.c[d + 1].mag();
+        rem <<= shift;
+        let pw_exact = Integer::from(reach).pow((d + 1) as u32);
+        let pw = Float::with_val_round(64, &pw_exact, rug::float::Round::Up).0;
+        let rem = Float::with_val_round(64, &rem * &pw, rug::float::Round::Up).0;
+        if rem <= budget {
+            chosen = Some((d, rem));
+            break;
+        }
+    }
+    let Some((degree, taylor_rem)) = chosen else {
+        return Err(GenError::Degree(cfg.max_degree));
+    };
+
+    // Fixed point: F = 64 L bits with 2^-F sum_m C(count-1, m) <= 2^-(k+16).
+    let binom_sum = sum_binomials(count - 1, degree);
+    let need = binom_sum.significant_bits() + k + 16;
+    let limbs = need.div_ceil(64) as usize;
+    if limbs > MAX_LIMBS {
+        return Err(GenError::Width);
+    }
+    let frac_bits = 64 * limbs as u32;
+
+    // beta_m = Delta^m R(0) from R(i) = sum_j a_j (i - center)^j, i = 0..=degree.
+    let r_at: Vec<Ball> = (0..=degree as i64)
+        .map(|i| {
+            let t = Integer::from(i) - Integer::from(center);
+            let mut acc = Ball::zero(prec);
+            let mut tp = Integer::from(1);
+            for aj in a.iter().take(degree + 1) {
+                acc = acc.add(&aj.mul_integer(&tp));
+                tp *= &t;
+            }
+            acc
+        })
+        .collect();
+    let half_unit = Float::with_val(64, 1) >> (frac_bits + 1);
+    let mut beta: Vec<Integer> = Vec::with_capacity(degree + 1);
+    for m in 0..=degree {
+        let mut acc = Ball::zero(prec);
+        for (i, ri) in r_at.iter().enumerate().take(m + 1) {
+            let c = Integer::from(m as u32).binomial(i as u32);
+            let term = ri.mul_integer(&c);
+            acc = if (m - i) % 2 == 0 {
+                acc.add(&term)
+            } else {
+                acc.sub(&term)
+            };
+        }
+        if acc.rad > half_unit {
+            return Ok(None);
+        }
+        let mut scaled = acc.mid.clone();
+        scaled <<= frac_bits;
+        beta.push(scaled.round().to_integer().expect("finite"));
+    }
+    // Each beta_m is within rad + 2^-(F+1) <= 2^-F of the exact one: one fixed unit, times
+    // C(x, m) <= C(count-1, m).
+    let rounding = binom_sum;
+    let taylor = ceil_fixed(&taylor_rem, frac_bits);
+
+    // A bound on |r_2| anywhere: the second difference of R~ at step 1.
+    let r2_global: Integer = (2..=degree)
+        .map(|m| {
+            Integer::from(beta[m].abs_ref()) * Integer::from(count - 1).binomial((m - 2) as u32)
+        })
+        .sum();
+
+    // Domain size: at most cfg.domain_bits and the piece; lowered where the quadratic residual
+    // of the line, |r2| N^2/16, would make phase 1 fail often: a test places up to ~4N points,
+    // so keep 4N * 2 |r2| N^2 / 16 = N^3 |r2| / 2 below 1/16.
+    let log2_r2 = r2_global.significant_bits() as i64 - frac_bits as i64;
+    let cap = ((-3 - log2_r2) / 3).max(0) as u32;
+    let mut n = cfg
+        .domain_bits
+        .min(cap)
+        .min(k.saturating_sub(4))
+        .min(63 - count.leading_zeros());
+    n = n.max(MIN_DOMAIN_BITS);
+    let sub_bits = n.saturating_sub(cfg.subdomain_split_bits).max(2);
+    let big_n = 1u64 << n;
+    let domains = count.div_ceil(big_n);
+
+    // r_j(i) = sum_(m >= j) beta_m C(iN, m - j); rho_(j,l) = Delta^l r_j(0).
+    let mut rho: Vec<Vec<Integer>> = Vec::with_capacity(degree + 1);
+    for j in 0..=degree {
+        let rj: Vec<Integer> = (0..=(degree - j) as u64)
+            .map(|i| {
+                let x = Integer::from(i * big_n);
+                (j..=degree)
+                    .map(|m| &beta[m] * x.clone().binomial((m - j) as u32))
+                    .sum()
+            })
+            .collect();
+        let row: Vec<Integer> = (0..rj.len())
+            .map(|l| {
+                let mut acc = Integer::new();
+                for (s, v) in rj.iter().enumerate().take(l + 1) {
+                    let c = Integer::from(l as u32).binomial(s as u32);
+                    if (l - s) % 2 == 0 {
+                        acc += c * v;
+                    } else {
+                        acc -= c * v;
+                    }
+                }
+                acc
+            })
+            .collect();
+        rho.push(row);
+    }
+    // B_j = sum_l |rho_(j,l)| C(tau - 1, l) >= max_i |r_j(i)|.
+    let bound_j = |j: usize| -> Integer {
+        rho[j]
+            .iter()
+            .enumerate()
+            .map(|(l, c)| {
+                Integer::from(c.abs_ref()) * Integer::from(domains - 1).binomial(l as u32)
+            })
+            .sum()
+    };
+    let left_out: Integer = (3..=degree)
+        .map(|j| bound_j(j) * Integer::from(big_n - 1).binomial(j as u32))
+        .sum();
+    let r2_bound = if degree >= 2 {
+        bound_j(2).min(r2_global)
+    } else {
+        Integer::new()
+    };
+
+    let radius_shift = frac_bits as i64 - k as i64 + crossing as i64;
+    let radius = Integer::from(1) << radius_shift as u32;
+    let base = Integer::from(&radius + &taylor) + &rounding + &left_out;
+    let k0 = 1u64 << (2 * n - 4);
+    let k1 = (1u64 << (n - 1)) - 1;
+    let k0_sub = 1u64 << (2 * sub_bits - 4).min(63);
+    let k0_sub = if sub_bits >= 2 { k0_sub } else { 1 };
+    let k1_sub = (1u64 << (sub_bits - 1)) - 1;
+    let eps1 = &base + Integer::from(&r2_bound * k0);
+    let eps2 = &base + Integer::from(&r2_bound * k0_sub);
+    let to64 = |x: Integer| -> Integer {
+        // ceil(x 2^(64 - F))
+        let sh = frac_bits - 64;
+        let (q, r) = x.div_rem_floor(Integer::from(1) << sh);
+        if r != 0 {
+            q + 1
+        } else {
+            q
+        }
+    };
+    let sat = |x: Integer| x.to_u64().unwrap_or(u64::MAX);
+    let e1 = sat(to64(Integer::from(&eps1 * 2u32)) + big_n + 2);
+    let e2 = sat(to64(Integer::from(&eps2 * 2u32)) + (1u64 << sub_bits) + 2);
+    let t3 = sat(to64(base.clone()) + 1);
+
+    let zero = Integer::new();
+    let get = |row: &Vec<Integer>, l: usize| row.get(l).cloned().unwrap_or_else(|| zero.clone());
+    let walk_b: Vec<Integer> = (0..=degree)
+        .map(|l| {
+            let r2 = if degree >= 2 {
+                get(&rho[2], l)
+            } else {
+                Integer::new()
+            };
+            let mut v = get(&rho[0], l) - r2 * k0;
+            if l == 0 {
+                v += &eps1;
+            }
+            v
+        })
+        .collect();
+    let walk_slope: Vec<Integer> = (0..degree)
+        .map(|l| {
+            let r2 = if degree >= 2 {
+                get(&rho[2], l)
+            } else {
+                Integer::new()
+            };
+            get(&rho[1], l) + r2 * k1
+        })
+        .collect();
+    let walk_r2: Vec<Integer> = if degree >= 2 {
+        rho[2].clone()
+    } else {
+        vec![Integer::new()]
+    };
+
+    Ok(Some(Generated {
+        piece,
+        degree,
+        limbs,
+        domain_bits: n,
+        domains,
+        sub_bits,
+        crossing,
+        rho,
+        walk_b,
+        walk_slope,
+        walk_r2,
+        bounds: Bounds {
+            radius,
+            taylor,
+            rounding,
+            left_out,
+            r2: r2_bound,
+            base,
+            eps1,
+            eps2,
+        },
+        k0,
+        k1,
+        k0_sub,
+        k1_sub,
+        e1,
+        e2,
+        t3,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact per-domain polynomials reproduce MPFR's G within the written error bound, at
+    /// every tested argument of a binary64 unit of exp near 1.
+    #[test]
+    fn domain_polynomials_match_mpfr_within_the_bounds() {
+        let p = Precision::BINARY64;
+        let piece = UnitSpec {
+            negative: false,
+            exponent: 0,
+            first: (1u64 << 52) + (5u64 << 40),
+            count: 1 << 40,
+        };
+        let g = generate(Function::Exp, p, &GenConfig::new(32), piece).unwrap();
+        assert!(g.degree >= 4 && g.degree <= 8, "degree {}", g.degree);
+        assert_eq!(g.domain_bits, 15);
+        let f_bits = g.frac_bits();
+        let err = Integer::from(&g.bounds.taylor + &g.bounds.rounding) + &g.bounds.left_out;
+        for &(i, x) in &[(0u64, 0u64), (1, 7), (12345, 4321), (g.domains - 1, 32767)] {
+            // P_i(x) = r0 + r1 x + r2 C(x, 2), exact in fixed units.
+            let v = g.r(0, i) + g.r(1, i) * x + g.r(2, i) * Integer::from(x).binomial(2);
+            let arg = piece.argument(i * g.domain_size() + x).to_float(p);
+            let y = Float::with_val(2000, arg.exp_ref());
+            // exp(x) is in [2, 4) here: q = 1 and G = 2^(53 - 1) exp(x).
+            let mut gv = y;
+            gv <<= 52 + f_bits as i32;
+            let truth = gv.to_integer().unwrap();
+            let diff = Integer::from(&v - &truth).abs();
+            assert!(
+                diff <= Integer::from(&err + 1),
+                "i={i} x={x}: {diff} > {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn shifted_differences_are_exact() {
+        let rho = vec![Integer::from(5), Integer::from(-3), Integer::from(7)];
+        // w(i) = 5 - 3 i + 7 C(i, 2)
+        let w = |i: i64| Integer::from(5 - 3 * i + 7 * i * (i - 1) / 2);
+        let s = Generated::shift(&rho, 10);
+        assert_eq!(s[0], w(10));
+        assert_eq!(s[1], w(11) - w(10));
+        assert_eq!(s[2], Integer::from(7));
+    }
+}

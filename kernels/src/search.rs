@@ -1,0 +1,595 @@
+//! The search of one unit: shape splitting, generation, phases 1-3 on a back end, verification.
+//!
+//! The phases are written once, generic over the word width, as plain functions on fixed-size
+//! words (`phase1_packet`, `phase2_domain`, `phase3_subdomain`); the CPU back end runs them over
+//! rayon, the CUDA back end mirrors them in `kernels/cuda/` and must give identical answers.
+
+use crate::existence::{regular_lanes, Test, LANES};
+use crate::fixed::{self, Word};
+use crate::format::Precision;
+use crate::function::Function;
+use crate::generation::{generate, GenConfig, GenError, Generated};
+use crate::plan::UnitSpec;
+use crate::verify::{classify, ExactCase, HrCase, Verdict, VerifyError};
+use rayon::prelude::*;
+use rug::Integer;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::time::Instant;
+
+/// What to search for and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchConfig {
+    pub function: Function,
+    pub precision: Precision,
+    pub min_bits: u32,
+    pub test: Test,
+    pub gen: GenConfig,
+    /// Domains per packet: the unit of parallel work in phase 1.
+    pub packet_domains: u64,
+}
+
+impl SearchConfig {
+    pub fn new(function: Function, precision: Precision, min_bits: u32) -> SearchConfig {
+        SearchConfig {
+            function,
+            precision,
+            min_bits,
+            test: Test::Regular,
+            gen: GenConfig::new(min_bits),
+            packet_domains: 4096,
+        }
+    }
+}
+
+/// Pieces at most this long are searched exhaustively with MPFR: a polynomial does not pay.
+pub const EXHAUSTIVE_MAX: u64 = 2048;
+
+/// Counts of what each phase did; identical across back ends for the same unit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub units: u64,
+    pub domains: u64,
+    pub phase1_failures: u64,
+    pub subdomains: u64,
+    pub phase2_failures: u64,
+    pub phase3_arguments: u64,
+    pub candidates: u64,
+    pub false_positives: u64,
+    /// Arguments evaluated one by one with MPFR where no polynomial was used.
+    pub exhaustive_arguments: u64,
+    /// Polynomial pieces the units were cut into.
+    pub pieces: u64,
+}
+
+impl Stats {
+    pub fn add(&mut self, o: &Stats) {
+        self.units += o.units;
+        self.domains += o.domains;
+        self.phase1_failures += o.phase1_failures;
+        self.subdomains += o.subdomains;
+        self.phase2_failures += o.phase2_failures;
+        self.phase3_arguments += o.phase3_arguments;
+        self.candidates += o.candidates;
+        self.false_positives += o.false_positives;
+        self.exhaustive_arguments += o.exhaustive_arguments;
+        self.pieces += o.pieces;
+    }
+}
+
+/// Seconds spent per phase (summed over threads for the parallel ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub generation_s: f64,
+    pub phase1_s: f64,
+    pub phase2_s: f64,
+    pub phase3_s: f64,
+    pub verification_s: f64,
+    pub exhaustive_s: f64,
+}
+
+impl Timings {
+    pub fn add(&mut self, o: &Timings) {
+        self.generation_s += o.generation_s;
+        self.phase1_s += o.phase1_s;
+        self.phase2_s += o.phase2_s;
+        self.phase3_s += o.phase3_s;
+        self.verification_s += o.verification_s;
+        self.exhaustive_s += o.exhaustive_s;
+    }
+}
+
+/// The result of one unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitResult {
+    pub unit: UnitSpec,
+    pub stats: Stats,
+    pub hr_cases: Vec<HrCase>,
+    pub exact_cases: Vec<ExactCase>,
+    pub timings: Timings,
+}
+
+impl UnitResult {
+    /// SHA-256 of what the result claims (unit, statistics, cases; not the timings): two
+    /// honest workers give the same digest for the same unit.
+    pub fn digest(&self) -> String {
+        let claim = serde_json::json!({
+            "unit": self.unit,
+            "stats": self.stats,
+            "hr_cases": self.hr_cases,
+            "exact_cases": self.exact_cases,
+        });
+        hex::encode(Sha256::digest(claim.to_string().as_bytes()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SearchError {
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    #[error("back end: {0}")]
+    Backend(String),
+}
+
+/// What phase 1 hands to phase 2: a failing domain with its exact line data.
+#[derive(Debug, Clone, Copy)]
+pub struct FailedDomain<const L: usize> {
+    pub index: u64,
+    pub b: Word<L>,
+    pub slope: Word<L>,
+    pub r2: Word<L>,
+}
+
+/// What phase 2 hands to phase 3: a failing subdomain's start value and differences.
+#[derive(Debug, Clone, Copy)]
+pub struct FailedSubdomain<const L: usize> {
+    /// Offset of its first argument in the piece.
+    pub start: u64,
+    pub len: u64,
+    pub s0: Word<L>,
+    pub s1: Word<L>,
+    pub s2: Word<L>,
+}
+
+/// The exact start state of packet `u` as words: differences of the three walked polynomials.
+pub fn packet_state<const L: usize>(
+    g: &Generated,
+    u: u64,
+    packet_domains: u64,
+) -> (Vec<Word<L>>, Vec<Word<L>>, Vec<Word<L>>) {
+    let i0 = u * packet_domains;
+    let conv = |rho: &[Integer]| -> Vec<Word<L>> {
+        Generated::shift(rho, i0)
+            .iter()
+            .map(fixed::from_integer::<L>)
+            .collect()
+    };
+    (conv(&g.walk_b), conv(&g.walk_slope), conv(&g.walk_r2))
+}
+
+/// Phase 1 on one packet: walk the domains, run the test, collect the failures. The regular
+/// test runs on `LANES` domains at once (same answers, overlapping divisions).
+pub fn phase1_packet<const L: usize>(
+    g: &Generated,
+    test: Test,
+    u: u64,
+    packet_domains: u64,
+    failed: &mut Vec<FailedDomain<L>>,
+) {
+    let (mut wb, mut ws, mut wr) = packet_state::<L>(g, u, packet_domains);
+    let i0 = u * packet_domains;
+    let i1 = (i0 + packet_domains).min(g.domains);
+    let mut lane = 0;
+    let mut pending: [Option<FailedDomain<L>>; LANES] = [None; LANES];
+    let (mut la, mut lb, mut ln) = ([0u64; LANES], [0u64; LANES], [1u64; LANES]);
+    for i in i0..i1 {
+        let a = fixed::neg_floor64(&ws[0]);
+        let b = fixed::ceil64(&wb[0]);
+        let n = g.domain_len(i);
+        let here = FailedDomain {
+            index: i,
+            b: wb[0],
+            slope: ws[0],
+            r2: wr[0],
+        };
+        match test {
+            Test::Regular => {
+                la[lane] = a;
+                lb[lane] = b;
+                ln[lane] = n;
+                pending[lane] = Some(here);
+                lane += 1;
+                if lane == LANES || i + 1 == i1 {
+                    let ok = regular_lanes(la, lb, ln, g.e1);
+                    for k in 0..lane {
+                        if !ok[k] {
+                            failed.push(pending[k].take().expect("filled lane"));
+                        }
+                    }
+                    lane = 0;
+                }
+            }
+            Test::Lefevre => {
+                if !test.run(a, b, n, g.e1) {
+                    failed.push(here);
+                }
+            }
+        }
+        step(&mut wb);
+        step(&mut ws);
+        step(&mut wr);
+    }
+}
+
+/// One step of tabulated differences: `Delta^l w += Delta^(l+1) w`, low `l` first.
+#[inline(always)]
+fn step<const L: usize>(w: &mut [Word<L>]) {
+    for l in 0..w.len().saturating_sub(1) {
+        let next = w[l + 1];
+        fixed::add(&mut w[l], &next);
+    }
+}
+
+/// The exact `r0, r1, r2` of a failed domain from its walked line data.
+pub fn domain_polynomial<const L: usize>(g: &Generated, d: &FailedDomain<L>) -> [Word<L>; 3] {
+    let eps1 = fixed::from_integer::<L>(&g.bounds.eps1);
+    let r2 = d.r2;
+    let r1 = fixed::sub(&d.slope, &fixed::mul_small(&r2, g.k1));
+    let mut r0 = fixed::sub(&d.b, &eps1);
+    fixed::add(&mut r0, &fixed::mul_small(&r2, g.k0));
+    [r0, r1, r2]
+}
+
+/// Phase 2 on one failed domain: the test on each subdomain with its own line.
+pub fn phase2_domain<const L: usize>(
+    g: &Generated,
+    test: Test,
+    d: &FailedDomain<L>,
+    stats: &mut Stats,
+    failed: &mut Vec<FailedSubdomain<L>>,
+) {
+    let [r0, r1, r2] = domain_polynomial(g, d);
+    let eps2 = fixed::from_integer::<L>(&g.bounds.eps2);
+    let n_sub = 1u64 << g.sub_bits;
+    let dom_start = d.index * g.domain_size();
+    let dom_len = g.domain_len(d.index);
+    let mut x0 = 0u64;
+    while x0 < dom_len {
+        // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
+        let mut s0 = r0;
+        fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
+        fixed::add(
+            &mut s0,
+            &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
+        );
+        let mut s1 = r1;
+        fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
+        let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
+        fixed::add(&mut c0, &eps2);
+        let mut c1 = s1;
+        fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
+        let len = n_sub.min(dom_len - x0);
+        stats.subdomains += 1;
+        if !test.run(fixed::neg_floor64(&c1), fixed::ceil64(&c0), len, g.e2) {
+            stats.phase2_failures += 1;
+            failed.push(FailedSubdomain {
+                start: dom_start + x0,
+                len,
+                s0,
+                s1,
+                s2: r2,
+            });
+        }
+        x0 += n_sub;
+    }
+}
+
+/// Phase 3 on one failed subdomain: every argument, exactly; returns candidate offsets.
+pub fn phase3_subdomain<const L: usize>(
+    g: &Generated,
+    s: &FailedSubdomain<L>,
+    candidates: &mut Vec<u64>,
+) {
+    let (mut v, mut d) = (s.s0, s.s1);
+    let low = g.t3;
+    let high = 0u64.wrapping_sub(g.t3);
+    for y in 0..s.len {
+        let top = fixed::floor64(&v);
+        if top <= low || top >= high {
+            candidates.push(s.start + y);
+        }
+        fixed::add(&mut v, &d);
+        fixed::add(&mut d, &s.s2);
+    }
+}
+
+/// The outcome of the search of one polynomial piece, before verification.
+#[derive(Debug, Default)]
+pub struct PieceOutcome {
+    pub stats: Stats,
+    pub candidates: Vec<u64>,
+    pub timings: Timings,
+}
+
+/// Phases 1-3 of a generated piece on the CPU, all cores.
+pub fn search_generated_cpu(g: &Generated, test: Test, packet_domains: u64) -> PieceOutcome {
+    macro_rules! dispatch {
+        ($($l:literal),*) => {
+            match g.limbs {
+                $($l => search_generated_cpu_l::<$l>(g, test, packet_domains),)*
+                other => unreachable!("{other} limbs"),
+            }
+        };
+    }
+    dispatch!(1, 2, 3, 4, 5, 6, 7, 8)
+}
+
+fn search_generated_cpu_l<const L: usize>(
+    g: &Generated,
+    test: Test,
+    packet_domains: u64,
+) -> PieceOutcome {
+    let mut out = PieceOutcome::default();
+    out.stats.domains = g.domains;
+    out.stats.pieces = 1;
+    let packets = g.domains.div_ceil(packet_domains);
+
+    let t = Instant::now();
+    let failed: Vec<FailedDomain<L>> = (0..packets)
+        .into_par_iter()
+        .flat_map_iter(|u| {
+            let mut f = Vec::new();
+            phase1_packet::<L>(g, test, u, packet_domains, &mut f);
+            f
+        })
+        .collect();
+    out.timings.phase1_s = t.elapsed().as_secs_f64();
+    out.stats.phase1_failures = failed.len() as u64;
+
+    let t = Instant::now();
+    let (sub_stats, subs): (Stats, Vec<FailedSubdomain<L>>) = failed
+        .par_chunks(256)
+        .map(|chunk| {
+            let mut st = Stats::default();
+            let mut subs = Vec::new();
+            for d in chunk {
+                phase2_domain(g, test, d, &mut st, &mut subs);
+            }
+            (st, subs)
+        })
+        .reduce(
+            || (Stats::default(), Vec::new()),
+            |(mut s1, mut v1), (s2, v2)| {
+                s1.add(&s2);
+                v1.extend(v2);
+                (s1, v1)
+            },
+        );
+    out.timings.phase2_s = t.elapsed().as_secs_f64();
+    out.stats.subdomains = sub_stats.subdomains;
+    out.stats.phase2_failures = sub_stats.phase2_failures;
+
+    let t = Instant::now();
+    let mut candidates: Vec<u64> = subs
+        .par_iter()
+        .flat_map_iter(|s| {
+            let mut c = Vec::new();
+            phase3_subdomain(g, s, &mut c);
+            c
+        })
+        .collect();
+    candidates.sort_unstable();
+    out.timings.phase3_s = t.elapsed().as_secs_f64();
+    out.stats.phase3_arguments = subs.iter().map(|s| s.len).sum();
+    out.stats.candidates = candidates.len() as u64;
+    out.candidates = candidates;
+    out
+}
+
+/// A back end runs phases 1-3 of a generated piece.
+pub trait Backend: Sync {
+    fn search_piece(
+        &self,
+        g: &Generated,
+        test: Test,
+        packet_domains: u64,
+    ) -> Result<PieceOutcome, SearchError>;
+    fn name(&self) -> String;
+}
+
+/// The CPU back end: rayon over packets.
+pub struct Cpu;
+
+impl Backend for Cpu {
+    fn search_piece(
+        &self,
+        g: &Generated,
+        test: Test,
+        packet_domains: u64,
+    ) -> Result<PieceOutcome, SearchError> {
+        Ok(search_generated_cpu(g, test, packet_domains))
+    }
+
+    fn name(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+}
+
+/// Searches one unit on `backend`: splits it where needed, generates, runs the phases, verifies.
+pub fn search_unit(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    backend: &dyn Backend,
+) -> Result<UnitResult, SearchError> {
+    let mut stats = Stats {
+        units: 1,
+        ..Stats::default()
+    };
+    let mut timings = Timings::default();
+    let mut hr_cases = Vec::new();
+    let mut exact_cases = Vec::new();
+    let mut stack = vec![unit];
+    let mut pieces = Vec::new();
+    // Depth-first, left to right: pieces come out in argument order.
+    while let Some(piece) = stack.pop() {
+        if piece.count <= EXHAUSTIVE_MAX {
+            pieces.push((piece, None));
+            continue;
+        }
+        let t = Instant::now();
+        let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
+        timings.generation_s += t.elapsed().as_secs_f64();
+        match generated {
+            Ok(g) => pieces.push((piece, Some(g))),
+            Err(GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_)) => {
+                let (left, right) = split(piece);
+                stack.push(right);
+                stack.push(left);
+            }
+        }
+    }
+    for (piece, generated) in pieces {
+        match generated {
+            None => {
+                let t = Instant::now();
+                let r = exhaustive(cfg, piece)?;
+                timings.exhaustive_s += t.elapsed().as_secs_f64();
+                stats.exhaustive_arguments += piece.count;
+                hr_cases.extend(r.0);
+                exact_cases.extend(r.1);
+            }
+            Some(g) => {
+                let out = backend.search_piece(&g, cfg.test, cfg.packet_domains)?;
+                stats.add(&out.stats);
+                timings.add(&out.timings);
+                let t = Instant::now();
+                let verdicts: Vec<Result<Verdict, VerifyError>> = out
+                    .candidates
+                    .par_iter()
+                    .map(|&o| {
+                        classify(
+                            cfg.function,
+                            cfg.precision,
+                            &piece.argument(o),
+                            cfg.min_bits,
+                        )
+                    })
+                    .collect();
+                for v in verdicts {
+                    match v? {
+                        Verdict::Hard(c) => hr_cases.push(c),
+                        Verdict::Exact(e) => exact_cases.push(e),
+                        Verdict::NotHard { .. } => stats.false_positives += 1,
+                    }
+                }
+                timings.verification_s += t.elapsed().as_secs_f64();
+            }
+        }
+    }
+    Ok(UnitResult {
+        unit,
+        stats,
+        hr_cases,
+        exact_cases,
+        timings,
+    })
+}
+
+/// Splits a piece in two near its middle, on a multiple of 1024 arguments where possible.
+fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
+    let mut half = piece.count / 2;
+    if half > 1024 {
+        half &= !1023;
+    }
+    (
+        UnitSpec {
+            count: half,
+            ..piece
+        },
+        UnitSpec {
+            first: piece.first + half,
+            count: piece.count - half,
+            ..piece
+        },
+    )
+}
+
+/// Every argument of the piece through MPFR.
+fn exhaustive(
+    cfg: &SearchConfig,
+    piece: UnitSpec,
+) -> Result<(Vec<HrCase>, Vec<ExactCase>), SearchError> {
+    let verdicts: Vec<Result<Verdict, VerifyError>> = (0..piece.count)
+        .into_par_iter()
+        .map(|o| {
+            classify(
+                cfg.function,
+                cfg.precision,
+                &piece.argument(o),
+                cfg.min_bits,
+            )
+        })
+        .collect();
+    let mut hr = Vec::new();
+    let mut exact = Vec::new();
+    for v in verdicts {
+        match v? {
+            Verdict::Hard(c) => hr.push(c),
+            Verdict::Exact(e) => exact.push(e),
+            Verdict::NotHard { .. } => {}
+        }
+    }
+    Ok((hr, exact))
+}
+
+/// The aggregated result of a search over many units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeResult {
+    pub arguments: u64,
+    pub stats: Stats,
+    pub hr_cases: Vec<HrCase>,
+    pub exact_cases: Vec<ExactCase>,
+    pub timings: Timings,
+}
+
+/// Searches `units` (in parallel), calling `progress(arguments_done)` after each unit, and
+/// returns the cases sorted by argument value.
+pub fn search_units(
+    cfg: &SearchConfig,
+    units: &[UnitSpec],
+    backend: &dyn Backend,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<RangeResult, SearchError> {
+    let results: Vec<Result<UnitResult, SearchError>> = units
+        .par_iter()
+        .map(|&u| {
+            let r = search_unit(cfg, u, backend);
+            progress(u.count);
+            r
+        })
+        .collect();
+    let mut out = RangeResult {
+        arguments: units.iter().map(|u| u.count).sum(),
+        stats: Stats::default(),
+        hr_cases: Vec::new(),
+        exact_cases: Vec::new(),
+        timings: Timings::default(),
+    };
+    for r in results {
+        let r = r?;
+        out.stats.add(&r.stats);
+        out.timings.add(&r.timings);
+        out.hr_cases.extend(r.hr_cases);
+        out.exact_cases.extend(r.exact_cases);
+    }
+    let p = cfg.precision;
+    let key = |x: &str| {
+        let v = crate::format::parse_number(x, p.bits(), rug::float::Round::Nearest)
+            .expect("our own output parses");
+        crate::format::Argument::from_float(&v, p).expect("an argument")
+    };
+    out.hr_cases.sort_by(|a, b| key(&a.x).cmp_value(&key(&b.x)));
+    out.exact_cases
+        .sort_by(|a, b| key(&a.x).cmp_value(&key(&b.x)));
+    Ok(out)
+}

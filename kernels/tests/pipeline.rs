@@ -1,0 +1,139 @@
+//! The whole pipeline against MPFR brute force at small precisions: identical HR-case sets,
+//! identical bits and kinds, for both existence tests.
+
+use rug::Float;
+use std::collections::BTreeMap;
+use tmd_kernels::existence::Test;
+use tmd_kernels::plan::split_range;
+use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
+use tmd_kernels::verify::Kind;
+use tmd_kernels::{Function, Precision};
+
+/// Brute force, independent of the engine's verification: every argument at 256 bits.
+fn brute_force(
+    f: Function,
+    p: Precision,
+    from: &str,
+    to: &str,
+    k: u32,
+) -> (BTreeMap<String, (u32, Kind)>, Vec<String>) {
+    let units = split_range(f, p, from, to, Some(30)).unwrap();
+    let mut hard = BTreeMap::new();
+    let mut exact = Vec::new();
+    let pb = p.bits() as i32;
+    let threshold = Float::with_val(64, 1) >> k;
+    for u in units {
+        for o in 0..u.count {
+            let a = u.argument(o);
+            let x = a.to_float(p);
+            let (y, ord) = f.eval(&x, 256);
+            if y.is_zero() {
+                exact.push(a.to_hex(p));
+                continue;
+            }
+            let e_y = y.get_exp().unwrap() - 1;
+            let mut g = Float::with_val(256, y.abs_ref());
+            g <<= pb - e_y;
+            let n = Float::with_val(256, g.round_ref());
+            let d = Float::with_val(256, &g - &n).abs();
+            if d.is_zero() && ord == std::cmp::Ordering::Equal {
+                exact.push(a.to_hex(p));
+            } else if d <= threshold {
+                let bits = (-d.log2().to_f64()).floor() as u32;
+                let kind = if n.to_integer().unwrap().is_even() {
+                    Kind::Fp
+                } else {
+                    Kind::Mid
+                };
+                hard.insert(a.to_hex(p), (bits, kind));
+            }
+        }
+    }
+    (hard, exact)
+}
+
+fn engine(
+    f: Function,
+    p: Precision,
+    from: &str,
+    to: &str,
+    k: u32,
+    test: Test,
+    u: u32,
+) -> RangeResult {
+    let units = split_range(f, p, from, to, Some(u)).unwrap();
+    let mut cfg = SearchConfig::new(f, p, k);
+    cfg.test = test;
+    search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
+}
+
+fn compare(f: Function, bits: u32, from: &str, to: &str, k: u32, unit_bits: u32) {
+    let p = Precision::new(bits).unwrap();
+    let (want, want_exact) = brute_force(f, p, from, to, k);
+    assert!(
+        !want.is_empty(),
+        "{f} p={bits} [{from},{to}) k={k}: choose k so that cases exist"
+    );
+    let mut per_test = Vec::new();
+    for test in [Test::Regular, Test::Lefevre] {
+        let r = engine(f, p, from, to, k, test, unit_bits);
+        let got: BTreeMap<String, (u32, Kind)> = r
+            .hr_cases
+            .iter()
+            .map(|c| (c.x.clone(), (c.bits, c.kind)))
+            .collect();
+        assert_eq!(got, want, "{f} p={bits} [{from},{to}) k={k} {test:?}");
+        let got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
+        assert_eq!(got_exact, want_exact, "{f} exact cases");
+        assert!(
+            r.stats.exhaustive_arguments < r.arguments,
+            "{f} p={bits}: the polynomial path must be exercised ({:?})",
+            r.stats
+        );
+        assert!(r.stats.domains > 0);
+        // Verified candidates are exactly the cases the polynomial pieces found.
+        let found = (r.hr_cases.len() + r.exact_cases.len()) as u64;
+        assert!(r.stats.candidates - r.stats.false_positives <= found);
+        per_test.push(r.hr_cases);
+    }
+    assert_eq!(
+        per_test[0], per_test[1],
+        "both tests give identical HR-cases"
+    );
+}
+
+#[test]
+fn precision_16_whole_binades() {
+    compare(Function::Exp, 16, "0x1p+0", "0x1p+1", 12, 14);
+    compare(Function::Log, 16, "0x1p+1", "0x1p+3", 12, 14);
+    compare(Function::Sin, 16, "0x1p-2", "0x1p+1", 12, 13);
+    compare(Function::Cbrt, 16, "0x1p+4", "0x1p+6", 12, 14);
+}
+
+#[test]
+fn precision_20_binades() {
+    compare(Function::Exp2, 20, "-0x1p+2", "-0x1p+1", 15, 16);
+    compare(Function::Cos, 20, "0x1p-1", "0x1p+0", 15, 16);
+    compare(Function::Atan, 20, "0x1p+0", "0x1p+1", 15, 16);
+    compare(Function::Tanh, 20, "0x1p-3", "0x1p-2", 15, 16);
+    compare(Function::Log2, 20, "0x1.8p+0", "0x1p+1", 15, 16);
+}
+
+#[test]
+fn precision_24_slices() {
+    compare(Function::Exp, 24, "0x1p+0", "0x1.08p+0", 15, 18);
+    compare(Function::Expm1, 24, "-0x1p-4", "-0x1.f8p-5", 15, 18);
+    compare(Function::Log1p, 24, "0x1p-3", "0x1.04p-3", 14, 18);
+    compare(Function::Sinh, 24, "0x1p+1", "0x1.04p+1", 15, 18);
+    compare(Function::Asinh, 24, "0x1p+2", "0x1.04p+2", 15, 18);
+    compare(Function::Log10, 24, "0x1p+3", "0x1.04p+3", 15, 18);
+    compare(Function::Tan, 24, "0x1p-1", "0x1.04p-1", 15, 18);
+}
+
+#[test]
+fn output_binade_crossings_and_exact_cases() {
+    // exp crosses 2 at ln 2 ~ 0x1.62e43p-1; log is exactly 0 at 1; cbrt exact at cubes.
+    compare(Function::Exp, 20, "0x1.5p-1", "0x1.7p-1", 12, 16);
+    compare(Function::Log, 20, "0x1.fp-1", "0x1.1p+0", 15, 14);
+    compare(Function::Cbrt, 20, "0x1p+3", "0x1.2p+3", 15, 16);
+}

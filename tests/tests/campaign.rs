@@ -1,0 +1,247 @@
+//! A campaign from end to end with real processes: PostgreSQL, one `tmd-server`, three
+//! `tmd-worker`s, and the failures a farm sees (a worker killed mid-lease, a server restart, a
+//! server outage). At the end every unit is done exactly once and the HR-cases are those of a
+//! local search over the same range.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tmd_test_support::TestDb;
+use tmd_tests::{admin, bin, scratch, units_done, Server, Worker};
+
+/// exp in binary64 on 24 units of 2^36 arguments just above 1: each unit takes a noticeable
+/// fraction of a second, so the failures below land in the middle of leases.
+const FROM: &str = "0x1p+0";
+const TO: &str = "0x1.0018p+0";
+const UNIT_BITS: &str = "36";
+const MIN_BITS: &str = "36";
+const UNITS: i64 = 24;
+
+fn create_campaign(server: &str) -> (i64, String) {
+    let c = admin(
+        server,
+        &[
+            "campaign",
+            "create",
+            "--function",
+            "exp",
+            "--format",
+            "binary64",
+            "--min-bits",
+            MIN_BITS,
+            "--from",
+            FROM,
+            "--to",
+            TO,
+            "--unit-bits",
+            UNIT_BITS,
+        ],
+    );
+    assert_eq!(c["units_total"], UNITS, "{c}");
+    let t = admin(server, &["token", "create"]);
+    (
+        c["id"].as_i64().unwrap(),
+        t["token"].as_str().unwrap().to_string(),
+    )
+}
+
+/// The HR-cases of a local search over the campaign's range: the reference.
+fn local_search() -> BTreeSet<(String, i64, String)> {
+    let out = Command::new(bin("tmd-worker"))
+        .args([
+            "search",
+            "--function",
+            "exp",
+            "--format",
+            "binary64",
+            "--min-bits",
+            MIN_BITS,
+            "--from",
+            FROM,
+            "--to",
+            TO,
+            "--unit-bits",
+            UNIT_BITS,
+            "--output",
+            "json",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["hr_cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["x"].as_str().unwrap().to_string(),
+                c["bits"].as_i64().unwrap(),
+                c["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn wait_for(server: &str, campaign: i64, units: i64, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        if units_done(server, campaign).await.unwrap_or(0) >= units {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "campaign stuck below {units} units done"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn check_database(db: &TestDb, campaign: i64) -> BTreeSet<(String, i64, String)> {
+    let not_done: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM units WHERE campaign_id = $1 AND state <> 'done'")
+            .bind(campaign)
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(not_done, 0, "every unit is done");
+    let twice: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT unit_id FROM results r JOIN units u ON u.id = r.unit_id \
+         WHERE u.campaign_id = $1 GROUP BY unit_id HAVING count(*) > 1) t",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(twice, 0, "no unit is recorded twice");
+    let results: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(results, UNITS, "one result per unit");
+    let rows: Vec<(String, i32, String)> =
+        sqlx::query_as("SELECT x, bits, kind FROM hr_cases WHERE campaign_id = $1")
+            .bind(campaign)
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    let set: BTreeSet<_> = rows
+        .iter()
+        .map(|(x, b, k)| (x.clone(), *b as i64, k.clone()))
+        .collect();
+    assert_eq!(set.len(), rows.len(), "no HR-case is recorded twice");
+    set
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
+    let db = TestDb::new().await;
+    let dir = scratch("chaos");
+    let mut server = Server::start(
+        db.url(),
+        &dir,
+        &[
+            "--lease-ttl-seconds",
+            "4",
+            "--sweep-interval-seconds",
+            "1",
+            "--max-units-per-lease",
+            "3",
+        ],
+    );
+    let url = server.url();
+    let (campaign, token) = create_campaign(&url);
+    let worker_args = [
+        "--threads",
+        "1",
+        "--lease-seconds",
+        "2",
+        "--status-seconds",
+        "5",
+    ];
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &worker_args))
+        .collect();
+    let limit = Duration::from_secs(240);
+
+    // A worker dies with a lease in hand; it comes back later with its state directory.
+    wait_for(&url, campaign, 3, limit).await;
+    workers[0].kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    workers[0].restart();
+
+    // The coordinator restarts gracefully in the middle of the campaign.
+    wait_for(&url, campaign, 8, limit).await;
+    server.restart();
+
+    // The coordinator crashes and stays away for a while: workers wait and spool.
+    wait_for(&url, campaign, 12, limit).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    server.start_again();
+
+    wait_for(&url, campaign, UNITS, limit).await;
+    for w in &mut workers {
+        assert!(w.stop(), "a worker stops cleanly on SIGTERM");
+    }
+    let got = check_database(&db, campaign).await;
+    let want = local_search();
+    assert!(!want.is_empty());
+    assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
+    let computed: usize = workers.iter().map(|w| w.units_computed()).sum();
+    assert!(computed >= UNITS as usize);
+    drop(workers);
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_worker_resumes_without_redoing_finished_units() {
+    let db = TestDb::new().await;
+    let dir = scratch("resume");
+    let server = Server::start(
+        db.url(),
+        &dir,
+        &["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"],
+    );
+    let url = server.url();
+    let (campaign, token) = create_campaign(&url);
+    let mut w = Worker::start(
+        &url,
+        &token,
+        &dir.join("w"),
+        &["--threads", "1", "--lease-seconds", "100000"],
+    );
+    let start = Instant::now();
+    while w.units_computed() < 3 {
+        assert!(start.elapsed() < Duration::from_secs(120), "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    w.kill();
+    let before = w.units_computed();
+    w.restart();
+    wait_for(&url, campaign, UNITS, Duration::from_secs(240)).await;
+    assert!(w.stop());
+    let log = w.log();
+    assert!(log.contains("resuming the lease in hand"), "{log}");
+    assert!(before >= 3);
+    assert_eq!(
+        w.units_computed(),
+        UNITS as usize,
+        "each unit computed once across the interruption:\n{log}"
+    );
+    check_database(&db, campaign).await;
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,669 @@
+//! `tmd-worker run`: the daemon. Registers once, then leases units, computes them with the
+//! engine, heartbeats, spools each result to disk before posting it, and repeats. A server
+//! that is down is waited for; a first SIGTERM/Ctrl-C finishes the current unit and releases
+//! the rest of the lease, a second one exits at once (the lease then expires on the server).
+
+use crate::client::{Client, ClientError};
+use crate::state::{Credentials, LeaseState, SpoolEntry, StateDir};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rand::Rng;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tmd_kernels::plan::UnitSpec as EngineUnit;
+use tmd_kernels::search::{search_unit, Cpu, SearchConfig};
+use tmd_kernels::verify::Kind;
+use tmd_kernels::{Function, Precision};
+use tmd_wire::{codes, CampaignState, HrCase, HrKind, Lease, ReleaseLease, UnitResult, UnitStats};
+use tokio::sync::Notify;
+use tracing::{error, info, warn};
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct RunArgs {
+    /// Base URL of the coordinator, e.g. http://coordinator:8080.
+    #[arg(long, env = "TMD_SERVER")]
+    pub server: Option<String>,
+    /// Enrollment token from the admin (`tmd-server token create`), used once to register;
+    /// the worker's own token is then kept in the state directory.
+    #[arg(long, env = "TMD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Name shown to the admin [default: the host name].
+    #[arg(long, env = "TMD_WORKER_NAME")]
+    pub name: Option<String>,
+    /// Where credentials, the current lease and unsent results are kept
+    /// [default: ./tmd-worker-state].
+    #[arg(long, env = "TMD_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Engine threads [default: all cores].
+    #[arg(long, env = "TMD_THREADS")]
+    pub threads: Option<usize>,
+    /// About how many seconds of work to ask for per lease [default: the server's].
+    #[arg(long, env = "TMD_LEASE_SECONDS")]
+    pub lease_seconds: Option<u32>,
+    /// A TOML file with any of: server, token, name, state_dir, threads, lease_seconds.
+    /// Flags and environment variables take precedence over it.
+    #[arg(long, env = "TMD_WORKER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Stop after computing this many units (default: run until stopped).
+    #[arg(long)]
+    pub max_units: Option<u64>,
+    /// Exit when the server has no work, instead of waiting for more.
+    #[arg(long)]
+    pub exit_when_idle: bool,
+    /// Seconds between status lines in the log.
+    #[arg(long, default_value_t = 30)]
+    pub status_seconds: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    server: Option<String>,
+    token: Option<String>,
+    name: Option<String>,
+    state_dir: Option<PathBuf>,
+    threads: Option<usize>,
+    lease_seconds: Option<u32>,
+}
+
+/// The daemon's settings after flags, environment and the configuration file.
+#[derive(Clone)]
+pub struct Settings {
+    pub server: String,
+    pub enrollment_token: Option<String>,
+    pub name: String,
+    pub state_dir: PathBuf,
+    pub threads: Option<usize>,
+    pub lease_seconds: Option<u32>,
+    pub max_units: Option<u64>,
+    pub exit_when_idle: bool,
+    pub status_every: Duration,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("server", &self.server)
+            .field(
+                "enrollment_token",
+                &self.enrollment_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("name", &self.name)
+            .field("state_dir", &self.state_dir)
+            .field("threads", &self.threads)
+            .field("lease_seconds", &self.lease_seconds)
+            .finish()
+    }
+}
+
+impl Settings {
+    pub fn resolve(a: RunArgs) -> Result<Settings> {
+        let file: FileConfig = match &a.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let Some(server) = a.server.or(file.server) else {
+            bail!("no server: pass --server URL (or TMD_SERVER, or `server` in --config)");
+        };
+        if !(server.starts_with("http://") || server.starts_with("https://")) {
+            bail!("--server must be an http:// or https:// URL, got '{server}'");
+        }
+        let name = a
+            .name
+            .or(file.name)
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "tmd-worker".into());
+        Ok(Settings {
+            server,
+            enrollment_token: a.token.or(file.token),
+            name,
+            state_dir: a
+                .state_dir
+                .or(file.state_dir)
+                .unwrap_or_else(|| PathBuf::from("tmd-worker-state")),
+            threads: a.threads.or(file.threads),
+            lease_seconds: a.lease_seconds.or(file.lease_seconds),
+            max_units: a.max_units,
+            exit_when_idle: a.exit_when_idle,
+            status_every: Duration::from_secs(a.status_seconds.max(1)),
+        })
+    }
+}
+
+const RUNNING: u8 = 0;
+const FINISHING: u8 = 1;
+
+/// Shared between the loop, the heartbeat task and the signal handler.
+struct Shared {
+    phase: AtomicU8,
+    wake: Notify,
+    units_done: AtomicU64,
+    arguments_done: AtomicU64,
+    started: Instant,
+}
+
+impl Shared {
+    fn finishing(&self) -> bool {
+        self.phase.load(Ordering::SeqCst) != RUNNING
+    }
+
+    /// Sleeps, waking early when asked to finish.
+    async fn sleep(&self, d: Duration) {
+        if self.finishing() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = self.wake.notified() => {}
+        }
+    }
+}
+
+/// Exponential backoff with full jitter, never shorter than the server's hint.
+struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { attempt: 0 }
+    }
+
+    fn next(&mut self, hint: Option<Duration>) -> Duration {
+        let cap = Duration::from_secs(1u64 << self.attempt.min(6)); // 1 s .. 64 s
+        self.attempt += 1;
+        let jittered = cap.mul_f64(rand::thread_rng().gen_range(0.5..1.0));
+        jittered.max(hint.unwrap_or_default())
+    }
+
+    fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let settings = Settings::resolve(args)?;
+    if let Some(n) = settings.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .context("starting the engine's thread pool")?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(daemon(settings))
+}
+
+async fn daemon(settings: Settings) -> Result<()> {
+    let state = StateDir::open(&settings.state_dir)?;
+    info!(server = %settings.server, state_dir = %state.root().display(), name = %settings.name, "tmd-worker starting");
+    let shared = Arc::new(Shared {
+        phase: AtomicU8::new(RUNNING),
+        wake: Notify::new(),
+        units_done: AtomicU64::new(0),
+        arguments_done: AtomicU64::new(0),
+        started: Instant::now(),
+    });
+    spawn_signal_handler(shared.clone());
+    spawn_status(shared.clone(), settings.status_every);
+
+    let client = login(&settings, &state, &shared).await?;
+    let Some(client) = client else {
+        return Ok(());
+    };
+    flush_spool(&client, &state).await;
+    if let Some(ls) = state.lease()? {
+        info!(
+            lease.id = ls.lease.lease_id,
+            done = ls.done.len(),
+            "resuming the lease in hand"
+        );
+        work_lease(&client, &state, &shared, &settings, ls).await?;
+    }
+    let mut backoff = Backoff::new();
+    while !shared.finishing() && !limit_reached(&settings, &shared) {
+        flush_spool(&client, &state).await;
+        match client.lease(settings.lease_seconds).await {
+            Ok(resp) => {
+                backoff.reset();
+                match resp.lease {
+                    Some(lease) => {
+                        info!(lease.id = lease.lease_id, campaign.id = lease.task.campaign_id, units = lease.units.len(), function = %lease.task.function, "leased");
+                        let ls = LeaseState {
+                            lease,
+                            done: Default::default(),
+                        };
+                        state.save_lease(&ls)?;
+                        work_lease(&client, &state, &shared, &settings, ls).await?;
+                    }
+                    None => {
+                        if settings.exit_when_idle {
+                            info!("no work on the server; exiting as asked");
+                            break;
+                        }
+                        let wait = Duration::from_secs(resp.retry_after_seconds.max(1) as u64);
+                        info!(retry_after_s = wait.as_secs(), "no work now");
+                        shared.sleep(wait).await;
+                    }
+                }
+            }
+            Err(ClientError::Unavailable {
+                message,
+                retry_after,
+            }) => {
+                let wait = backoff.next(retry_after);
+                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable");
+                shared.sleep(wait).await;
+            }
+            Err(e) => bail!("the server refused to lease: {e}"),
+        }
+    }
+    flush_spool(&client, &state).await;
+    let left = state.spool()?.len();
+    if left > 0 {
+        warn!(results = left, state_dir = %state.root().display(), "results not yet accepted stay in the spool and are posted at the next start");
+    }
+    info!(
+        units = shared.units_done.load(Ordering::SeqCst),
+        "tmd-worker stopped"
+    );
+    Ok(())
+}
+
+fn limit_reached(settings: &Settings, shared: &Shared) -> bool {
+    settings
+        .max_units
+        .is_some_and(|m| shared.units_done.load(Ordering::SeqCst) >= m)
+}
+
+/// The client with this worker's own token: from the state directory, or by registering with
+/// the enrollment token. `None` when asked to stop while waiting for the server.
+async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result<Option<Client>> {
+    let anonymous = Client::new(&settings.server, None)?;
+    if let Some(c) = state.credentials()? {
+        if c.server == settings.server {
+            return Ok(Some(anonymous.with_token(c.token)));
+        }
+        warn!(old = %c.server, new = %settings.server, "credentials are for another server; registering again");
+    }
+    let Some(enrollment) = settings.enrollment_token.as_deref() else {
+        bail!("this worker is not registered yet: pass --token with an enrollment token from the admin (`tmd-server token create`)");
+    };
+    let mut backoff = Backoff::new();
+    loop {
+        match anonymous.register(enrollment, &settings.name).await {
+            Ok(reg) => {
+                state.save_credentials(&Credentials {
+                    server: settings.server.clone(),
+                    worker_id: reg.worker_id,
+                    token: reg.token.clone(),
+                })?;
+                info!(worker.id = reg.worker_id, "registered");
+                return Ok(Some(anonymous.with_token(reg.token)));
+            }
+            Err(ClientError::Unavailable {
+                message,
+                retry_after,
+            }) => {
+                let wait = backoff.next(retry_after);
+                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable; waiting to register");
+                shared.sleep(wait).await;
+                if shared.finishing() {
+                    return Ok(None);
+                }
+            }
+            Err(e) => bail!("registration refused: {e}"),
+        }
+    }
+}
+
+/// Posts every spooled result; keeps those the server could not be reached for.
+async fn flush_spool(client: &Client, state: &StateDir) {
+    let entries = match state.spool() {
+        Ok(e) => e,
+        Err(e) => {
+            error!(error = %e, "cannot read the spool");
+            return;
+        }
+    };
+    for e in entries {
+        if !post_spooled(client, state, &e).await {
+            return;
+        }
+    }
+}
+
+/// Posts one spooled result. `false` when the server is unreachable (the entry stays).
+async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool {
+    match client.post_result(e.lease_id, e.unit_id, &e.result).await {
+        Ok(acc) => {
+            info!(
+                unit.id = e.unit_id,
+                lease.id = e.lease_id,
+                hr_cases = acc.hr_cases,
+                "result accepted"
+            );
+            if let Err(err) = state.spool_remove(e.lease_id, e.unit_id) {
+                error!(error = %err, "cannot remove a posted result from the spool");
+            }
+            true
+        }
+        Err(ClientError::Unavailable { message, .. }) => {
+            warn!(%message, unit.id = e.unit_id, "server unavailable; the result stays in the spool");
+            false
+        }
+        Err(err) => {
+            // The server will never take this result (the unit went to another lease, the
+            // lease ended, ...): nothing to retry. Keep a trace in the log.
+            let code = err.code().unwrap_or("").to_string();
+            if code == codes::UNAUTHORIZED {
+                error!(error = %err, "the server does not know this worker's token");
+                return false;
+            }
+            warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, error = %err, "result refused; dropping it");
+            if let Err(err) = state.spool_remove(e.lease_id, e.unit_id) {
+                error!(error = %err, "cannot remove a refused result from the spool");
+            }
+            true
+        }
+    }
+}
+
+/// Flags the heartbeat task raises for the lease loop.
+#[derive(Default)]
+struct LeaseFlags {
+    lost: AtomicBool,
+    stop: AtomicBool,
+}
+
+fn spawn_heartbeat(
+    client: Client,
+    lease: &Lease,
+    flags: Arc<LeaseFlags>,
+) -> tokio::task::JoinHandle<()> {
+    let (id, token) = (lease.lease_id, lease.fencing_token);
+    let every = Duration::from_secs(lease.heartbeat_seconds.max(1) as u64);
+    tokio::spawn(async move {
+        let mut backoff = Backoff::new();
+        let mut wait = every;
+        loop {
+            tokio::time::sleep(wait).await;
+            match client.heartbeat(id, token).await {
+                Ok(hb) => {
+                    backoff.reset();
+                    wait = every;
+                    if matches!(
+                        hb.campaign_state,
+                        CampaignState::Cancelled | CampaignState::Paused
+                    ) {
+                        info!(
+                            lease.id = id,
+                            state = hb.campaign_state.as_str(),
+                            "campaign stopped; finishing the current unit"
+                        );
+                        flags.stop.store(true, Ordering::SeqCst);
+                    }
+                }
+                Err(ClientError::Unavailable {
+                    message,
+                    retry_after,
+                }) => {
+                    wait = backoff.next(retry_after).min(every);
+                    warn!(%message, lease.id = id, "heartbeat failed; retrying");
+                }
+                Err(e) => {
+                    warn!(lease.id = id, error = %e, "the lease is gone; finishing the current unit");
+                    flags.lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }
+    })
+}
+
+async fn work_lease(
+    client: &Client,
+    state: &StateDir,
+    shared: &Arc<Shared>,
+    settings: &Settings,
+    mut ls: LeaseState,
+) -> Result<()> {
+    let lease = ls.lease.clone();
+    let task = &lease.task;
+    let function: Function = task
+        .function
+        .parse()
+        .with_context(|| format!("the server leased an unknown function '{}'", task.function))?;
+    let precision = Precision::new(task.precision)?;
+    let cfg = SearchConfig::new(function, precision, task.min_bits);
+    let flags = Arc::new(LeaseFlags::default());
+    let heartbeat = spawn_heartbeat(client.clone(), &lease, flags.clone());
+    let mut failed = Vec::new();
+    for unit in &lease.units {
+        if ls.done.contains(&unit.unit_id) {
+            continue;
+        }
+        if shared.finishing()
+            || flags.lost.load(Ordering::SeqCst)
+            || flags.stop.load(Ordering::SeqCst)
+            || limit_reached(settings, shared)
+        {
+            break;
+        }
+        let spec = EngineUnit {
+            negative: unit.spec.negative,
+            exponent: unit.spec.exponent,
+            first: unit.spec.first,
+            count: unit.spec.count,
+        };
+        let t = Instant::now();
+        let computed = tokio::task::spawn_blocking(move || search_unit(&cfg, spec, &Cpu)).await?;
+        let r = match computed {
+            Ok(r) => r,
+            Err(e) => {
+                error!(unit.id = unit.unit_id, error = %e, "the engine failed on this unit");
+                failed.push(unit.unit_id);
+                continue;
+            }
+        };
+        let elapsed = t.elapsed().as_secs_f64();
+        let entry = SpoolEntry {
+            lease_id: lease.lease_id,
+            unit_id: unit.unit_id,
+            result: to_wire(&r, lease.fencing_token, elapsed),
+        };
+        // Disk first: once spooled, the result survives a crash and is posted later.
+        state.spool_put(&entry)?;
+        ls.done.insert(unit.unit_id);
+        state.save_lease(&ls)?;
+        shared.units_done.fetch_add(1, Ordering::SeqCst);
+        shared
+            .arguments_done
+            .fetch_add(spec.count, Ordering::SeqCst);
+        info!(
+            unit.id = unit.unit_id,
+            duration_ms = (elapsed * 1e3) as u64,
+            hr_cases = r.hr_cases.len(),
+            "unit computed"
+        );
+        post_spooled(client, state, &entry).await;
+    }
+    heartbeat.abort();
+    let remaining = lease
+        .units
+        .iter()
+        .filter(|u| !ls.done.contains(&u.unit_id))
+        .count();
+    if (remaining > 0 || !failed.is_empty()) && !flags.lost.load(Ordering::SeqCst) {
+        let body = ReleaseLease {
+            fencing_token: lease.fencing_token,
+            failed_units: failed.clone(),
+            reason: Some(if shared.finishing() {
+                "worker stopping".into()
+            } else if !failed.is_empty() {
+                "engine failure".into()
+            } else {
+                "campaign stopped".into()
+            }),
+        };
+        match client.release(lease.lease_id, &body).await {
+            Ok(r) => info!(
+                lease.id = lease.lease_id,
+                returned = r.returned,
+                quarantined = r.quarantined,
+                "lease released"
+            ),
+            Err(e) => {
+                warn!(lease.id = lease.lease_id, error = %e, "could not release the lease; it will expire on the server")
+            }
+        }
+    }
+    state.clear_lease()?;
+    Ok(())
+}
+
+fn to_wire(r: &tmd_kernels::search::UnitResult, fencing_token: i64, elapsed: f64) -> UnitResult {
+    let s = &r.stats;
+    UnitResult {
+        fencing_token,
+        stats: UnitStats {
+            units: s.units,
+            domains: s.domains,
+            phase1_failures: s.phase1_failures,
+            subdomains: s.subdomains,
+            phase2_failures: s.phase2_failures,
+            phase3_arguments: s.phase3_arguments,
+            candidates: s.candidates,
+            false_positives: s.false_positives,
+        },
+        hr_cases: r
+            .hr_cases
+            .iter()
+            .map(|c| HrCase {
+                x: c.x.clone(),
+                bits: c.bits,
+                neg_log2_d: c.neg_log2_d,
+                kind: match c.kind {
+                    Kind::Fp => HrKind::Fp,
+                    Kind::Mid => HrKind::Mid,
+                },
+                rounded: c.rounded.clone(),
+            })
+            .collect(),
+        exact_cases: r.exact_cases.iter().map(|e| e.x.clone()).collect(),
+        elapsed,
+        digest: r.digest(),
+    }
+}
+
+fn spawn_signal_handler(shared: Arc<Shared>) {
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    error!(error = %e, "cannot listen for SIGTERM");
+                    return;
+                }
+            };
+        let mut count = 0;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            count += 1;
+            if count == 1 {
+                warn!("stopping: finishing the current unit and releasing the rest of the lease (signal again to stop at once)");
+                shared.phase.store(FINISHING, Ordering::SeqCst);
+                shared.wake.notify_waiters();
+            } else {
+                warn!("stopping at once; the lease will expire on the server");
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+fn spawn_status(shared: Arc<Shared>, every: Duration) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let secs = shared.started.elapsed().as_secs_f64();
+            let args = shared.arguments_done.load(Ordering::SeqCst) as f64;
+            info!(
+                units_done = shared.units_done.load(Ordering::SeqCst),
+                arguments_per_s = format!("{:.3e}", args / secs.max(1e-9)),
+                uptime_s = secs as u64,
+                "status"
+            );
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_honours_the_hint() {
+        let mut b = Backoff::new();
+        let first = b.next(None);
+        assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(1));
+        for _ in 0..10 {
+            b.next(None);
+        }
+        let late = b.next(None);
+        assert!(late >= Duration::from_secs(32) && late <= Duration::from_secs(64));
+        assert!(b.next(Some(Duration::from_secs(100))) >= Duration::from_secs(100));
+        b.reset();
+        assert!(b.next(None) <= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn settings_come_from_flags_then_the_file() {
+        let dir = std::env::temp_dir().join(format!("tmd-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("worker.toml");
+        std::fs::write(
+            &file,
+            "server = \"http://from-file:8080\"\nname = \"filename\"\nthreads = 3\ntoken = \"tok\"\n",
+        )
+        .unwrap();
+        let s = Settings::resolve(RunArgs {
+            config: Some(file.clone()),
+            name: Some("flagname".into()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        assert_eq!(s.server, "http://from-file:8080");
+        assert_eq!(s.name, "flagname");
+        assert_eq!(s.threads, Some(3));
+        assert!(!format!("{s:?}").contains("tok\""));
+        std::fs::write(&file, "sever = \"typo\"\n").unwrap();
+        assert!(Settings::resolve(RunArgs {
+            config: Some(file.clone()),
+            server: Some("http://x".into()),
+            ..RunArgs::default()
+        })
+        .is_err());
+        assert!(Settings::resolve(RunArgs::default()).is_err());
+        assert!(Settings::resolve(RunArgs {
+            server: Some("ftp://x".into()),
+            ..RunArgs::default()
+        })
+        .is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

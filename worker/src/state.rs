@@ -1,0 +1,250 @@
+//! What the daemon keeps on disk so that a crash or a restart loses nothing: its credentials,
+//! the lease in hand with the units already finished, and the results the server has not yet
+//! accepted (the spool). Every file is written to a temporary name, synced, then renamed.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use tmd_wire::{Lease, UnitResult};
+
+/// The worker's identity at one server.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Credentials {
+    pub server: String,
+    pub worker_id: i64,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("server", &self.server)
+            .field("worker_id", &self.worker_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The lease in hand and which of its units are finished (spooled or accepted).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LeaseState {
+    pub lease: Lease,
+    pub done: BTreeSet<i64>,
+}
+
+/// A computed result waiting to be accepted by the server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpoolEntry {
+    pub lease_id: i64,
+    pub unit_id: i64,
+    pub result: UnitResult,
+}
+
+/// The state directory, locked for one daemon at a time.
+pub struct StateDir {
+    root: PathBuf,
+    _lock: File,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state directory {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("another tmd-worker is using the state directory {0}")]
+    Locked(PathBuf),
+    #[error("{path} is damaged: {message}")]
+    Damaged { path: PathBuf, message: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
+    move |source| StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl StateDir {
+    pub fn open(root: &Path) -> Result<StateDir, StateError> {
+        fs::create_dir_all(root.join("spool")).map_err(io_err(root))?;
+        let lock_path = root.join("lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(StateError::Locked(root.into())),
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+        }
+        Ok(StateDir {
+            root: root.to_path_buf(),
+            _lock: lock,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<(), StateError> {
+        let tmp = path.with_extension("tmp");
+        let text = serde_json::to_vec_pretty(value).expect("state serialises");
+        {
+            let mut opts = OpenOptions::new();
+            opts.create(true).write(true).truncate(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                opts.mode(0o600);
+            }
+            let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(&text).map_err(io_err(&tmp))?;
+            f.sync_all().map_err(io_err(&tmp))?;
+        }
+        fs::rename(&tmp, path).map_err(io_err(path))?;
+        if let Some(dir) = path.parent() {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+
+    fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StateError> {
+        match fs::read(path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StateError::Damaged {
+                        path: path.to_path_buf(),
+                        message: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(path)(e)),
+        }
+    }
+
+    pub fn credentials(&self) -> Result<Option<Credentials>, StateError> {
+        self.read_json(&self.root.join("credentials.json"))
+    }
+
+    pub fn save_credentials(&self, c: &Credentials) -> Result<(), StateError> {
+        self.write_json(&self.root.join("credentials.json"), c)
+    }
+
+    pub fn lease(&self) -> Result<Option<LeaseState>, StateError> {
+        self.read_json(&self.root.join("lease.json"))
+    }
+
+    pub fn save_lease(&self, l: &LeaseState) -> Result<(), StateError> {
+        self.write_json(&self.root.join("lease.json"), l)
+    }
+
+    pub fn clear_lease(&self) -> Result<(), StateError> {
+        let p = self.root.join("lease.json");
+        match fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&p)(e)),
+        }
+    }
+
+    fn spool_path(&self, lease_id: i64, unit_id: i64) -> PathBuf {
+        self.root
+            .join("spool")
+            .join(format!("lease-{lease_id}-unit-{unit_id}.json"))
+    }
+
+    pub fn spool_put(&self, e: &SpoolEntry) -> Result<(), StateError> {
+        self.write_json(&self.spool_path(e.lease_id, e.unit_id), e)
+    }
+
+    pub fn spool_remove(&self, lease_id: i64, unit_id: i64) -> Result<(), StateError> {
+        let p = self.spool_path(lease_id, unit_id);
+        match fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&p)(e)),
+        }
+    }
+
+    /// Every spooled result, oldest lease first.
+    pub fn spool(&self) -> Result<Vec<SpoolEntry>, StateError> {
+        let dir = self.root.join("spool");
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let path = entry.map_err(io_err(&dir))?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                if let Some(e) = self.read_json::<SpoolEntry>(&path)? {
+                    out.push(e);
+                }
+            }
+        }
+        out.sort_by_key(|e| (e.lease_id, e.unit_id));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tmd_wire::UnitStats;
+
+    fn entry(lease_id: i64, unit_id: i64) -> SpoolEntry {
+        SpoolEntry {
+            lease_id,
+            unit_id,
+            result: UnitResult {
+                fencing_token: 3,
+                stats: UnitStats::default(),
+                hr_cases: vec![],
+                exact_cases: vec![],
+                elapsed: 1.0,
+                digest: "ab".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn spool_survives_reopening_and_the_directory_is_exclusive() {
+        let dir = std::env::temp_dir().join(format!("tmd-state-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        {
+            let s = StateDir::open(&dir).unwrap();
+            assert!(matches!(StateDir::open(&dir), Err(StateError::Locked(_))));
+            s.spool_put(&entry(2, 7)).unwrap();
+            s.spool_put(&entry(1, 9)).unwrap();
+            s.save_credentials(&Credentials {
+                server: "http://x".into(),
+                worker_id: 4,
+                token: "secret".into(),
+            })
+            .unwrap();
+        }
+        let s = StateDir::open(&dir).unwrap();
+        let spool = s.spool().unwrap();
+        assert_eq!(
+            spool
+                .iter()
+                .map(|e| (e.lease_id, e.unit_id))
+                .collect::<Vec<_>>(),
+            vec![(1, 9), (2, 7)]
+        );
+        s.spool_remove(1, 9).unwrap();
+        assert_eq!(s.spool().unwrap().len(), 1);
+        let c = s.credentials().unwrap().unwrap();
+        assert_eq!(c.worker_id, 4);
+        assert!(!format!("{c:?}").contains("secret"));
+        assert!(s.lease().unwrap().is_none());
+        fs::write(dir.join("lease.json"), b"{not json").unwrap();
+        assert!(matches!(s.lease(), Err(StateError::Damaged { .. })));
+        drop(s);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
