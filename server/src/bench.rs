@@ -210,6 +210,8 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     use std::str::FromStr;
     let options = PgConnectOptions::from_str(&args.database_url)?.database(db);
     let pool = PgPoolOptions::new()
+        // A failed connection shows on use anyway; a ping per acquire costs a round trip.
+        .test_before_acquire(false)
         .max_connections(args.max_connections)
         .connect_with(options)
         .await?;

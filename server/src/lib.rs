@@ -123,6 +123,8 @@ impl Server {
             .clone()
             .options([("synchronous_commit", "off")]);
         let relaxed_pool = sqlx::postgres::PgPoolOptions::new()
+            // A failed connection shows on use anyway; a ping per acquire costs a round trip.
+            .test_before_acquire(false)
             .max_connections((pool.options().get_max_connections() / 2).max(2))
             .acquire_timeout(pool.options().get_acquire_timeout())
             .connect_lazy_with(relaxed_options);
