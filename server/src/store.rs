@@ -96,6 +96,11 @@ pub struct CampaignInsert<'a> {
 /// Inserts a campaign and all its units, in order, in one transaction.
 pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Campaign> {
     let total: u128 = c.units.iter().map(|u| u128::from(u.count)).sum();
+    if c.units.iter().any(|u| i64::try_from(u.count).is_err()) {
+        return Err(Error::BadRequest(
+            "a unit holds more than 2^63 arguments".into(),
+        ));
+    }
     let mut tx = pool.begin().await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
@@ -121,11 +126,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
         let neg: Vec<bool> = chunk.iter().map(|u| u.negative).collect();
         let exp: Vec<i32> = chunk.iter().map(|u| u.exponent).collect();
         let first: Vec<String> = chunk.iter().map(|u| u.first.to_string()).collect();
-        let count: Vec<i64> = chunk
-            .iter()
-            .map(|u| i64::try_from(u.count))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| Error::BadRequest("a unit holds more than 2^63 arguments".into()))?;
+        let count: Vec<i64> = chunk.iter().map(|u| u.count as i64).collect();
         sqlx::query(
             "INSERT INTO units (campaign_id, seq, negative, exponent, first, count) \
              SELECT $1, s, n, e, f::numeric, k \
@@ -179,9 +180,13 @@ pub async fn set_campaign_state(pool: &PgPool, id: i64, to: CampaignState) -> Re
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-    let current =
-        parse_state(&current.ok_or_else(|| Error::NotFound(format!("no campaign {id}")))?)?;
+    let Some(current) = current else {
+        tx.rollback().await?;
+        return Err(Error::NotFound(format!("no campaign {id}")));
+    };
+    let current = parse_state(&current)?;
     if !domain::transition_allowed(current, to) {
+        tx.rollback().await?;
         return Err(Error::Conflict(format!(
             "campaign {id} is {}; it cannot become {}",
             current.as_str(),
@@ -691,7 +696,10 @@ pub async fn release_lease(
 ) -> Result<ReleaseResponse> {
     let mut tx = pool.begin().await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
-    lease_refusal(lease.as_ref(), worker_id, fencing_token)?;
+    if let Err(e) = lease_refusal(lease.as_ref(), worker_id, fencing_token) {
+        tx.rollback().await?;
+        return Err(e);
+    }
     let rows: Vec<(String,)> = sqlx::query_as(
         "UPDATE units SET \
              attempts = attempts + CASE WHEN id = ANY($2) THEN 1 ELSE 0 END, \
@@ -851,18 +859,23 @@ pub async fn record_result(
             hr_count: r.prior_hr_count?,
         })
     });
-    match domain::judge_post(
+    let judgement = domain::judge_post(
         worker_id,
         result.fencing_token,
         lease.as_ref(),
         row.as_ref().map(|r| &r.unit),
         prior.as_ref(),
         &result.digest,
-    )? {
-        Judgement::Replay {
+    );
+    // A refusal or a replay ends the transaction at once: a dropped one keeps its row locks
+    // until the connection is next used, which would hide the lease from the expiry pass.
+    match judgement {
+        Ok(Judgement::Accept) => {}
+        Ok(Judgement::Replay {
             result_id,
             hr_cases,
-        } => {
+        }) => {
+            tx.rollback().await?;
             return Ok((
                 ResultAccepted {
                     result_id,
@@ -870,9 +883,12 @@ pub async fn record_result(
                     hr_cases,
                 },
                 true,
-            ))
+            ));
         }
-        Judgement::Accept => {}
+        Err(e) => {
+            tx.rollback().await?;
+            return Err(e);
+        }
     }
     let (Some(lease), Some(row)) = (lease, row) else {
         return Err(Error::Internal("judged rows vanished".into()));
