@@ -511,12 +511,14 @@ async fn post_result(
             }
         }
     };
-    let (accepted, replayed) =
+    let recorded =
         store::record_result(&s.pool, worker.id, lease_id, unit_id, &result, &verified).await?;
-    if replayed {
+    let accepted = recorded.accepted;
+    if recorded.replayed {
         Metrics::add(&s.metrics.results_replayed, 1);
         return Ok(Json(accepted));
     }
+    s.workers.set_speed(&worker.token_hash, recorded.speed);
     Metrics::add(&s.metrics.results_accepted, 1);
     Metrics::add(&s.metrics.hr_cases_verified, verified.len() as u64);
     tracing::debug!(

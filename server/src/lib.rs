@@ -96,6 +96,8 @@ pub struct AppState {
     pub relaxed_pool: PgPool,
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
+    /// Worker tokens seen recently.
+    pub workers: Arc<auth::WorkerCache>,
     /// When a lease request last ran an expiry pass.
     pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
@@ -133,6 +135,7 @@ impl Server {
             relaxed_pool,
             config: Arc::new(config),
             metrics: Arc::new(metrics::Metrics::default()),
+            workers: Arc::default(),
             last_expiry: Arc::default(),
         };
         let (stop, stopped) = watch::channel(false);

@@ -416,7 +416,7 @@ pub async fn authenticate_worker(
     token_hash: &[u8],
 ) -> Result<Option<(i64, Option<f64>)>> {
     // `last_seen` is written at most every 10 s per worker: a read-only statement commits
-    // without a WAL flush, which matters at thousands of requests per second.
+    // without a WAL flush. (The server also caches this answer for 10 s.)
     Ok(sqlx::query_as(
         "WITH w AS (SELECT id, speed, last_seen FROM workers WHERE token_hash = $1), \
          seen AS ( \
@@ -821,7 +821,7 @@ struct UnitForResult {
     disagree: bool,
 }
 
-/// Records a verified result in one transaction (`true` with the answer: a replay): the result row, its HR-cases, the unit's new
+/// Records a verified result in one transaction: the result row, its HR-cases, the unit's new
 /// state (done, or pending until its replicas arrive, or quarantined if replicas disagree),
 /// the worker's speed and count, and the lease's end when it was its last unit. Judges the
 /// post again under the lease's and the unit's row locks, so a retry is answered as before.
@@ -832,7 +832,7 @@ pub async fn record_result(
     unit_id: i64,
     result: &UnitResult,
     verified: &[HrCase],
-) -> Result<(ResultAccepted, bool)> {
+) -> Result<Recorded> {
     let mut tx: Transaction<'_, Postgres> = pool.begin().await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
     // Replicas that disagree with an earlier one mean someone computed wrong: the unit is
@@ -876,14 +876,15 @@ pub async fn record_result(
             hr_cases,
         }) => {
             tx.rollback().await?;
-            return Ok((
-                ResultAccepted {
+            return Ok(Recorded {
+                accepted: ResultAccepted {
                     result_id,
                     unit_id,
                     hr_cases,
                 },
-                true,
-            ));
+                replayed: true,
+                speed: None,
+            });
         }
         Err(e) => {
             tx.rollback().await?;
@@ -904,7 +905,7 @@ pub async fn record_result(
     let rounded: Vec<&str> = verified.iter().map(|c| c.rounded.as_str()).collect();
     // One statement for every write. Its parts share one snapshot, so the lease-finished
     // test excludes this unit, whose update it cannot see.
-    let result_id: i64 = sqlx::query_scalar(
+    let (result_id, speed): (i64, Option<f64>) = sqlx::query_as(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
                                   exact_cases, elapsed_seconds, hr_count) \
@@ -926,12 +927,12 @@ pub async fn record_result(
                  speed = CASE WHEN $18::float8 IS NULL THEN speed \
                               WHEN speed IS NULL THEN $18::float8 \
                               ELSE 0.7 * speed + 0.3 * $18::float8 END \
-             WHERE id = $3), \
+             WHERE id = $3 RETURNING speed), \
          l AS ( \
              UPDATE leases SET state = 'finished', ended_at = now() \
              WHERE id = $2 AND NOT EXISTS ( \
                  SELECT 1 FROM units WHERE lease_id = $2 AND id <> $1)) \
-         SELECT id FROM r",
+         SELECT r.id, (SELECT speed FROM w) FROM r",
     )
     .bind(unit_id)
     .bind(lease_id)
@@ -954,14 +955,24 @@ pub async fn record_result(
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok((
-        ResultAccepted {
+    Ok(Recorded {
+        accepted: ResultAccepted {
             result_id,
             unit_id,
             hr_cases: verified.len() as u32,
         },
-        false,
-    ))
+        replayed: false,
+        speed,
+    })
+}
+
+/// What [`record_result`] did.
+pub struct Recorded {
+    pub accepted: ResultAccepted,
+    /// The same post was recorded before; nothing changed.
+    pub replayed: bool,
+    /// The worker's speed after this result.
+    pub speed: Option<f64>,
 }
 
 /// Units per state over all campaigns, for `/metrics`.
