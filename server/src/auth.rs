@@ -92,15 +92,21 @@ const CACHE_MAX: usize = 100_000;
 /// results this server records keep current.
 #[derive(Default)]
 pub struct WorkerCache {
-    map: Mutex<HashMap<[u8; 32], (i64, Option<f64>, Instant)>>,
+    map: Mutex<HashMap<[u8; 32], Cached>>,
+}
+
+struct Cached {
+    id: i64,
+    speed: Option<f64>,
+    at: Instant,
 }
 
 impl WorkerCache {
     fn get(&self, hash: &[u8; 32]) -> Option<(i64, Option<f64>)> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.get(hash)
-            .filter(|(_, _, at)| at.elapsed() < Duration::from_secs(CACHE_SECONDS))
-            .map(|&(id, speed, _)| (id, speed))
+            .filter(|c| c.at.elapsed() < Duration::from_secs(CACHE_SECONDS))
+            .map(|c| (c.id, c.speed))
     }
 
     fn put(&self, hash: [u8; 32], id: i64, speed: Option<f64>) {
@@ -108,14 +114,21 @@ impl WorkerCache {
         if map.len() >= CACHE_MAX {
             map.clear();
         }
-        map.insert(hash, (id, speed, Instant::now()));
+        map.insert(
+            hash,
+            Cached {
+                id,
+                speed,
+                at: Instant::now(),
+            },
+        );
     }
 
     /// Records a worker's new speed after a result.
     pub fn set_speed(&self, hash: &[u8; 32], speed: Option<f64>) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = map.get_mut(hash) {
-            entry.1 = speed;
+            entry.speed = speed;
         }
     }
 }
