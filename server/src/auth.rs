@@ -7,6 +7,9 @@ use crate::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Prefix of worker tokens, so a leaked token is recognisable in logs and scanners.
 pub const WORKER_PREFIX: &str = "tmdw_";
@@ -75,15 +78,82 @@ pub struct Worker {
     pub id: i64,
     /// Measured arguments per second, if any result came in yet.
     pub speed: Option<f64>,
+    pub token_hash: [u8; 32],
+}
+
+/// How long a worker's identity is taken from memory before the database is asked again
+/// (which also refreshes its `last_seen`).
+const CACHE_SECONDS: u64 = 10;
+/// Past this many entries the cache starts over, so unbounded token churn cannot grow it.
+const CACHE_MAX: usize = 100_000;
+
+/// Known worker tokens (by hash), so most requests skip the authentication query. Tokens are
+/// never revoked or reassigned, so an entry cannot go wrong, only stale in speed, which the
+/// results this server records keep current.
+#[derive(Default)]
+pub struct WorkerCache {
+    map: Mutex<HashMap<[u8; 32], Cached>>,
+}
+
+struct Cached {
+    id: i64,
+    speed: Option<f64>,
+    at: Instant,
+}
+
+impl WorkerCache {
+    fn get(&self, hash: &[u8; 32]) -> Option<(i64, Option<f64>)> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(hash)
+            .filter(|c| c.at.elapsed() < Duration::from_secs(CACHE_SECONDS))
+            .map(|c| (c.id, c.speed))
+    }
+
+    fn put(&self, hash: [u8; 32], id: i64, speed: Option<f64>) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= CACHE_MAX {
+            map.clear();
+        }
+        map.insert(
+            hash,
+            Cached {
+                id,
+                speed,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// Records a worker's new speed after a result.
+    pub fn set_speed(&self, hash: &[u8; 32], speed: Option<f64>) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = map.get_mut(hash) {
+            entry.speed = speed;
+        }
+    }
 }
 
 impl FromRequestParts<AppState> for Worker {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
-        let token = bearer(parts)?;
-        match store::authenticate_worker(&state.pool, &hash_token(token)).await? {
-            Some((id, speed)) => Ok(Worker { id, speed }),
+        let token_hash = hash_token(bearer(parts)?);
+        if let Some((id, speed)) = state.workers.get(&token_hash) {
+            return Ok(Worker {
+                id,
+                speed,
+                token_hash,
+            });
+        }
+        match store::authenticate_worker(&state.relaxed_pool, &token_hash).await? {
+            Some((id, speed)) => {
+                state.workers.put(token_hash, id, speed);
+                Ok(Worker {
+                    id,
+                    speed,
+                    token_hash,
+                })
+            }
             None => Err(Error::Unauthorized("unknown worker token".into())),
         }
     }

@@ -210,6 +210,8 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     use std::str::FromStr;
     let options = PgConnectOptions::from_str(&args.database_url)?.database(db);
     let pool = PgPoolOptions::new()
+        // A failed connection shows on use anyway; a ping per acquire costs a round trip.
+        .test_before_acquire(false)
         .max_connections(args.max_connections)
         .connect_with(options)
         .await?;
@@ -272,7 +274,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     for c in clients {
         tasks.push(tokio::spawn(async move {
             let mut cycles = Vec::new();
-            let mut requests = Vec::new();
+            let mut requests: [Vec<f64>; 3] = Default::default();
             while Instant::now() < deadline {
                 let t0 = Instant::now();
                 let Some(lease) = c.lease(Some(1)).await?.lease else {
@@ -291,23 +293,39 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
                     .await?;
                 }
                 let t3 = Instant::now();
-                requests.extend([t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64()));
+                for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
+                    requests[i].push(d.as_secs_f64());
+                }
                 cycles.push((t3 - t0).as_secs_f64());
             }
             anyhow::Ok((cycles, requests))
         }));
     }
     let mut cycles = Vec::new();
-    let mut requests = Vec::new();
+    let mut by_kind: [Vec<f64>; 3] = Default::default();
     for t in tasks {
         let (c, r) = t.await??;
         cycles.extend(c);
-        requests.extend(r);
+        for (all, mine) in by_kind.iter_mut().zip(r) {
+            all.extend(mine);
+        }
     }
+    let mut requests: Vec<f64> = by_kind.iter().flatten().copied().collect();
     let wall = started.elapsed().as_secs_f64();
     server.shutdown().await?;
     cycles.sort_by(f64::total_cmp);
     requests.sort_by(f64::total_cmp);
+    for (name, v) in ["lease", "heartbeat", "result"]
+        .iter()
+        .zip(by_kind.iter_mut())
+    {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "{name}: p50_ms={:.2} p99_ms={:.2}",
+            percentile(v, 0.5) * 1e3,
+            percentile(v, 0.99) * 1e3
+        );
+    }
     println!(
         "workers={} seconds={:.1} cycles={} cycles_per_s={:.0} \
          cycle_p50_ms={:.2} cycle_p99_ms={:.2} request_p50_ms={:.2} request_p99_ms={:.2}",

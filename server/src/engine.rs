@@ -234,6 +234,9 @@ mod tests {
             unit_bits: None,
             ..c
         };
-        assert_eq!(plan(&default, 1000).unwrap().unit_bits, 16);
+        assert_eq!(
+            plan(&default, 1000).unwrap().unit_bits,
+            default_unit_bits(Precision::BINARY32)
+        );
     }
 }

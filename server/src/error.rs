@@ -114,7 +114,15 @@ impl IntoResponse for Error {
         if status.is_server_error() {
             tracing::error!(error = %self, code = self.code(), "request failed");
         }
-        (status, axum::Json(self.envelope())).into_response()
+        let mut response = (status, axum::Json(self.envelope())).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // Workers back off by this much before retrying.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("5"),
+            );
+        }
+        response
     }
 }
 

@@ -363,8 +363,19 @@ async fn request_lease(
         return Err(Error::BadRequest("seconds must be in 1..=604800".into()));
     }
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
-    // work is never stuck waiting for the sweeper.
-    expire(&s).await?;
+    // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy
+    // server does not pay for it on every request.
+    let due = {
+        let mut last = s.last_expiry.lock().unwrap_or_else(|e| e.into_inner());
+        let due = last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_millis(500));
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    };
+    if due {
+        expire(&s).await?;
+    }
     let max_units = policy.max_units;
     let lease = store::claim_lease(&s.pool, worker.id, policy.ttl_seconds, |unit_bits| {
         domain::lease_size(seconds, worker.speed, unit_bits, max_units)
@@ -417,7 +428,7 @@ async fn heartbeat(
     ApiJson(req): ApiJson<Heartbeat>,
 ) -> Result<Json<HeartbeatResponse>> {
     let (expires_at, campaign_state) = store::heartbeat(
-        &s.pool,
+        &s.relaxed_pool,
         worker.id,
         id,
         req.fencing_token,
@@ -447,46 +458,67 @@ async fn post_result(
     ApiJson(result): ApiJson<UnitResult>,
 ) -> Result<Json<ResultAccepted>> {
     domain::validate_result(&result, s.config.max_cases_per_result)?;
-    let ctx = store::precheck_result(&s.pool, worker.id, lease_id, unit_id, &result).await?;
-    if let Judgement::Replay {
-        result_id,
-        hr_cases,
-    } = ctx.judgement
-    {
-        Metrics::add(&s.metrics.results_replayed, 1);
-        return Ok(Json(ResultAccepted {
+    // Cases to verify need the campaign and a first judgement before the slow MPFR work,
+    // which runs outside any transaction; a result without cases goes straight to the
+    // (locked) recording, which judges it anyway.
+    let verified = if result.hr_cases.is_empty() && result.exact_cases.is_empty() {
+        Vec::new()
+    } else {
+        let ctx = store::precheck_result(&s.pool, worker.id, lease_id, unit_id, &result).await?;
+        if let Judgement::Replay {
             result_id,
-            unit_id,
             hr_cases,
-        }));
-    }
-    let started = Instant::now();
-    let cases = result.hr_cases.clone();
-    let exact = result.exact_cases.clone();
-    let verified = tokio::task::spawn_blocking(move || {
-        engine::verify_result(
-            &ctx.function,
-            ctx.precision,
-            ctx.min_bits,
-            &ctx.unit,
-            &cases,
-            &exact,
-        )
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
-    let verified = match verified {
-        Ok(v) => v,
-        Err(e) => {
-            if matches!(e, Error::ForgedCase(_)) {
-                Metrics::add(&s.metrics.forged_cases, 1);
-                tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = %e, "forged case refused");
+        } = ctx.judgement
+        {
+            Metrics::add(&s.metrics.results_replayed, 1);
+            return Ok(Json(ResultAccepted {
+                result_id,
+                unit_id,
+                hr_cases,
+            }));
+        }
+        let started = Instant::now();
+        let cases = result.hr_cases.clone();
+        let exact = result.exact_cases.clone();
+        let verified = tokio::task::spawn_blocking(move || {
+            engine::verify_result(
+                &ctx.function,
+                ctx.precision,
+                ctx.min_bits,
+                &ctx.unit,
+                &cases,
+                &exact,
+            )
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
+        match verified {
+            Ok(v) => {
+                tracing::debug!(
+                    unit.id = unit_id,
+                    hr_cases = v.len(),
+                    duration_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "cases verified"
+                );
+                v
             }
-            return Err(e);
+            Err(e) => {
+                if matches!(e, Error::ForgedCase(_)) {
+                    Metrics::add(&s.metrics.forged_cases, 1);
+                    tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = %e, "forged case refused");
+                }
+                return Err(e);
+            }
         }
     };
-    let accepted =
+    let recorded =
         store::record_result(&s.pool, worker.id, lease_id, unit_id, &result, &verified).await?;
+    let accepted = recorded.accepted;
+    if recorded.replayed {
+        Metrics::add(&s.metrics.results_replayed, 1);
+        return Ok(Json(accepted));
+    }
+    s.workers.set_speed(&worker.token_hash, recorded.speed);
     Metrics::add(&s.metrics.results_accepted, 1);
     Metrics::add(&s.metrics.hr_cases_verified, verified.len() as u64);
     tracing::debug!(
@@ -494,7 +526,6 @@ async fn post_result(
         lease.id = lease_id,
         unit.id = unit_id,
         hr_cases = verified.len(),
-        verify_ms = started.elapsed().as_secs_f64() * 1e3,
         "result recorded"
     );
     Ok(Json(accepted))

@@ -89,8 +89,17 @@ impl Config {
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
+    /// The same database with `synchronous_commit = off`, for writes whose loss in a crash is
+    /// harmless: heartbeats (a lost one only shortens a lease, and fencing keeps that safe)
+    /// and `last_seen`. Sparing them the WAL flush keeps the flush for what must survive:
+    /// lease grants and results.
+    pub relaxed_pool: PgPool,
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
+    /// Worker tokens seen recently.
+    pub workers: Arc<auth::WorkerCache>,
+    /// When a lease request last ran an expiry pass.
+    pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 /// A running server: the HTTP listener and the lease sweeper.
@@ -99,6 +108,7 @@ pub struct Server {
     stop: watch::Sender<bool>,
     http: JoinHandle<std::io::Result<()>>,
     sweeper: JoinHandle<()>,
+    relaxed_pool: PgPool,
 }
 
 impl Server {
@@ -111,13 +121,26 @@ impl Server {
     ) -> anyhow::Result<Server> {
         store::migrate(&pool).await?;
         let addr = listener.local_addr()?;
+        let relaxed_options = (*pool.connect_options())
+            .clone()
+            .options([("synchronous_commit", "off")]);
+        let relaxed_pool = sqlx::postgres::PgPoolOptions::new()
+            // A failed connection shows on use anyway; a ping per acquire costs a round trip.
+            .test_before_acquire(false)
+            .max_connections((pool.options().get_max_connections() / 2).max(2))
+            .acquire_timeout(pool.options().get_acquire_timeout())
+            .connect_lazy_with(relaxed_options);
         let state = AppState {
             pool,
+            relaxed_pool,
             config: Arc::new(config),
             metrics: Arc::new(metrics::Metrics::default()),
+            workers: Arc::default(),
+            last_expiry: Arc::default(),
         };
         let (stop, stopped) = watch::channel(false);
         let sweeper = tokio::spawn(sweep(state.clone(), stopped.clone()));
+        let relaxed_pool = state.relaxed_pool.clone();
         let app = http::router(state);
         let mut stopped_http = stopped;
         let http = tokio::spawn(async move {
@@ -133,6 +156,7 @@ impl Server {
             stop,
             http,
             sweeper,
+            relaxed_pool,
         })
     }
 
@@ -151,6 +175,8 @@ impl Server {
         let _ = self.stop.send(true);
         self.http.await??;
         self.sweeper.await?;
+        // The main pool belongs to the caller; the relaxed one is ours.
+        self.relaxed_pool.close().await;
         tracing::info!("stopped");
         Ok(())
     }

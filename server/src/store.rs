@@ -96,6 +96,11 @@ pub struct CampaignInsert<'a> {
 /// Inserts a campaign and all its units, in order, in one transaction.
 pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Campaign> {
     let total: u128 = c.units.iter().map(|u| u128::from(u.count)).sum();
+    if c.units.iter().any(|u| i64::try_from(u.count).is_err()) {
+        return Err(Error::BadRequest(
+            "a unit holds more than 2^63 arguments".into(),
+        ));
+    }
     let mut tx = pool.begin().await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
@@ -121,11 +126,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
         let neg: Vec<bool> = chunk.iter().map(|u| u.negative).collect();
         let exp: Vec<i32> = chunk.iter().map(|u| u.exponent).collect();
         let first: Vec<String> = chunk.iter().map(|u| u.first.to_string()).collect();
-        let count: Vec<i64> = chunk
-            .iter()
-            .map(|u| i64::try_from(u.count))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|_| Error::BadRequest("a unit holds more than 2^63 arguments".into()))?;
+        let count: Vec<i64> = chunk.iter().map(|u| u.count as i64).collect();
         sqlx::query(
             "INSERT INTO units (campaign_id, seq, negative, exponent, first, count) \
              SELECT $1, s, n, e, f::numeric, k \
@@ -179,9 +180,13 @@ pub async fn set_campaign_state(pool: &PgPool, id: i64, to: CampaignState) -> Re
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-    let current =
-        parse_state(&current.ok_or_else(|| Error::NotFound(format!("no campaign {id}")))?)?;
+    let Some(current) = current else {
+        tx.rollback().await?;
+        return Err(Error::NotFound(format!("no campaign {id}")));
+    };
+    let current = parse_state(&current)?;
     if !domain::transition_allowed(current, to) {
+        tx.rollback().await?;
         return Err(Error::Conflict(format!(
             "campaign {id} is {}; it cannot become {}",
             current.as_str(),
@@ -410,8 +415,15 @@ pub async fn authenticate_worker(
     pool: &PgPool,
     token_hash: &[u8],
 ) -> Result<Option<(i64, Option<f64>)>> {
+    // `last_seen` is written at most every 10 s per worker: a read-only statement commits
+    // without a WAL flush. (The server also caches this answer for 10 s.)
     Ok(sqlx::query_as(
-        "UPDATE workers SET last_seen = now() WHERE token_hash = $1 RETURNING id, speed",
+        "WITH w AS (SELECT id, speed, last_seen FROM workers WHERE token_hash = $1), \
+         seen AS ( \
+             UPDATE workers SET last_seen = now() FROM w \
+             WHERE workers.id = w.id \
+               AND (w.last_seen IS NULL OR w.last_seen < now() - interval '10 seconds')) \
+         SELECT id, speed FROM w",
     )
     .bind(token_hash)
     .fetch_optional(pool)
@@ -488,8 +500,10 @@ struct ActiveCampaign {
 
 #[derive(sqlx::FromRow)]
 struct ClaimedUnit {
+    lease_id: i64,
+    fencing_token: i64,
+    expires_at: DateTime<Utc>,
     id: i64,
-    seq: i32,
     negative: bool,
     exponent: i32,
     first: String,
@@ -500,7 +514,8 @@ struct ClaimedUnit {
 /// that has any, sized by `size(unit_bits)`. `None` when there is no work.
 ///
 /// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
-/// so a concurrent claim skips them and takes the next ones.
+/// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
+/// prefix, creating the lease and marking its units is one statement, so one transaction.
 pub async fn claim_lease(
     pool: &PgPool,
     worker_id: i64,
@@ -517,69 +532,52 @@ pub async fn claim_lease(
     .await?;
     for c in campaigns {
         let want = size(c.unit_bits as u32).max(1) as i64;
-        let mut tx = pool.begin().await?;
         // With replication, a worker must not get a unit it already computed: its replicas
         // have to come from other workers.
-        let units: Vec<ClaimedUnit> = if c.replication > 1 {
-            sqlx::query_as(
-                "SELECT id, seq, negative, exponent, first::text AS first, count FROM units \
-                 WHERE campaign_id = $1 AND state = 'pending' \
-                   AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
-                 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
-            )
-            .bind(c.id)
-            .bind(want)
-            .bind(worker_id)
-            .fetch_all(&mut *tx)
-            .await?
+        let replica_filter = if c.replication > 1 {
+            "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
         } else {
-            sqlx::query_as(
-                "SELECT id, seq, negative, exponent, first::text AS first, count FROM units \
-                 WHERE campaign_id = $1 AND state = 'pending' \
-                 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
-            )
-            .bind(c.id)
-            .bind(want)
-            .fetch_all(&mut *tx)
-            .await?
+            ""
         };
-        let Some(head) = units.first() else {
-            tx.rollback().await?;
-            continue;
-        };
-        // Keep the contiguous prefix; the rest stays pending (its locks end with the
-        // transaction).
-        let head_seq = head.seq;
-        let run: Vec<&ClaimedUnit> = units
-            .iter()
-            .enumerate()
-            .take_while(|(i, u)| i64::from(u.seq) == i64::from(head_seq) + *i as i64)
-            .map(|(_, u)| u)
-            .collect();
-        let ids: Vec<i64> = run.iter().map(|u| u.id).collect();
-        let (lease_id, fencing_token, expires_at): (i64, i64, DateTime<Utc>) = sqlx::query_as(
-            "WITH l AS ( \
+        // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
+        // is constant along a contiguous run. Locked rows not in it are released at the end
+        // of the statement.
+        let units: Vec<ClaimedUnit> = sqlx::query_as(&format!(
+            "WITH picked AS ( \
+                 SELECT id, seq FROM units \
+                 WHERE campaign_id = $1 AND state = 'pending' {replica_filter} \
+                 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), \
+             run AS ( \
+                 SELECT id, seq FROM ( \
+                     SELECT id, seq, seq - row_number() OVER (ORDER BY seq) AS g FROM picked) t \
+                 WHERE g = (SELECT min(seq) - 1 FROM picked)), \
+             l AS ( \
                  INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, expires_at) \
-                 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8)) \
+                 SELECT $3, $1, min(seq), count(*), now() + make_interval(secs => $4::float8) \
+                 FROM run HAVING count(*) > 0 \
                  RETURNING id, fencing_token, expires_at), \
              u AS ( \
                  UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
-                 FROM l WHERE units.id = ANY($6) RETURNING units.id) \
-             SELECT l.id, l.fencing_token, l.expires_at FROM l",
-        )
-        .bind(worker_id)
+                 FROM l, run WHERE units.id = run.id \
+                 RETURNING units.id, units.seq, units.negative, units.exponent, \
+                           units.first::text AS first, units.count) \
+             SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
+                    u.id, u.negative, u.exponent, u.first, u.count \
+             FROM l, u ORDER BY u.seq"
+        ))
         .bind(c.id)
-        .bind(head_seq)
-        .bind(ids.len() as i32)
+        .bind(want)
+        .bind(worker_id)
         .bind(f64::from(ttl_seconds))
-        .bind(&ids)
-        .fetch_one(&mut *tx)
+        .fetch_all(pool)
         .await?;
-        tx.commit().await?;
+        let Some(head) = units.first() else {
+            continue;
+        };
         return Ok(Some(Lease {
-            lease_id,
-            fencing_token,
-            expires_at,
+            lease_id: head.lease_id,
+            fencing_token: head.fencing_token,
+            expires_at: head.expires_at,
             heartbeat_seconds: (ttl_seconds / 3).max(1),
             task: LeaseTask {
                 campaign_id: c.id,
@@ -587,8 +585,8 @@ pub async fn claim_lease(
                 precision: c.precision as u32,
                 min_bits: c.min_bits as u32,
             },
-            units: run
-                .into_iter()
+            units: units
+                .iter()
                 .map(|u| {
                     Ok(LeasedUnit {
                         unit_id: u.id,
@@ -652,7 +650,8 @@ fn lease_refusal(lease: Option<&LeaseRow>, worker_id: i64, fencing_token: i64) -
 }
 
 /// Extends a live lease by `ttl_seconds` from now; returns the new expiry and the campaign's
-/// state.
+/// state. (The expiry test is written `expires_at - now() > 0` so the planner takes the
+/// primary key, not a scan of the active-lease index.)
 pub async fn heartbeat(
     pool: &PgPool,
     worker_id: i64,
@@ -664,7 +663,7 @@ pub async fn heartbeat(
         "UPDATE leases l SET expires_at = now() + make_interval(secs => $4::float8) \
          FROM campaigns c \
          WHERE l.id = $1 AND l.worker_id = $2 AND l.fencing_token = $3 AND l.state = 'active' \
-           AND l.expires_at > now() AND c.id = l.campaign_id \
+           AND l.expires_at - now() > interval '0' AND c.id = l.campaign_id \
          RETURNING l.expires_at, c.state",
     )
     .bind(lease_id)
@@ -697,7 +696,10 @@ pub async fn release_lease(
 ) -> Result<ReleaseResponse> {
     let mut tx = pool.begin().await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
-    lease_refusal(lease.as_ref(), worker_id, fencing_token)?;
+    if let Err(e) = lease_refusal(lease.as_ref(), worker_id, fencing_token) {
+        tx.rollback().await?;
+        return Err(e);
+    }
     let rows: Vec<(String,)> = sqlx::query_as(
         "UPDATE units SET \
              attempts = attempts + CASE WHEN id = ANY($2) THEN 1 ELSE 0 END, \
@@ -807,9 +809,22 @@ pub async fn precheck_result(
     })
 }
 
+/// A unit locked for recording, with what the judge and the write need.
+#[derive(sqlx::FromRow)]
+struct UnitForResult {
+    #[sqlx(flatten)]
+    unit: UnitRow,
+    replication: i32,
+    prior_id: Option<i64>,
+    prior_digest: Option<String>,
+    prior_hr_count: Option<i32>,
+    disagree: bool,
+}
+
 /// Records a verified result in one transaction: the result row, its HR-cases, the unit's new
 /// state (done, or pending until its replicas arrive, or quarantined if replicas disagree),
-/// the worker's speed and count, and the lease's end when it was its last unit.
+/// the worker's speed and count, and the lease's end when it was its last unit. Judges the
+/// post again under the lease's and the unit's row locks, so a retry is answered as before.
 pub async fn record_result(
     pool: &PgPool,
     worker_id: i64,
@@ -817,55 +832,107 @@ pub async fn record_result(
     unit_id: i64,
     result: &UnitResult,
     verified: &[HrCase],
-) -> Result<ResultAccepted> {
+) -> Result<Recorded> {
     let mut tx: Transaction<'_, Postgres> = pool.begin().await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
-    let unit = fetch_unit(&mut *tx, unit_id, true).await?;
-    let prior = fetch_prior(&mut *tx, unit_id, lease_id).await?;
-    match domain::judge_post(
+    // Replicas that disagree with an earlier one mean someone computed wrong: the unit is
+    // quarantined and shown rather than a winner picked.
+    let row: Option<UnitForResult> = sqlx::query_as(
+        "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
+                u.exponent, u.first::text AS first, c.replication, \
+                r.id AS prior_id, r.digest AS prior_digest, r.hr_count AS prior_hr_count, \
+                EXISTS (SELECT 1 FROM results o WHERE o.unit_id = u.id \
+                        AND o.digest <> lower($3)) AS disagree \
+         FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+              LEFT JOIN results r ON r.unit_id = u.id AND r.lease_id = $2 \
+         WHERE u.id = $1 FOR UPDATE OF u",
+    )
+    .bind(unit_id)
+    .bind(lease_id)
+    .bind(&result.digest)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let prior = row.as_ref().and_then(|r| {
+        Some(PriorResult {
+            id: r.prior_id?,
+            digest: r.prior_digest.clone()?,
+            hr_count: r.prior_hr_count?,
+        })
+    });
+    let judgement = domain::judge_post(
         worker_id,
         result.fencing_token,
         lease.as_ref(),
-        unit.as_ref(),
+        row.as_ref().map(|r| &r.unit),
         prior.as_ref(),
         &result.digest,
-    )? {
-        Judgement::Replay {
+    );
+    // A refusal or a replay ends the transaction at once: a dropped one keeps its row locks
+    // until the connection is next used, which would hide the lease from the expiry pass.
+    match judgement {
+        Ok(Judgement::Accept) => {}
+        Ok(Judgement::Replay {
             result_id,
             hr_cases,
-        } => {
-            return Ok(ResultAccepted {
-                result_id,
-                unit_id,
-                hr_cases,
-            })
+        }) => {
+            tx.rollback().await?;
+            return Ok(Recorded {
+                accepted: ResultAccepted {
+                    result_id,
+                    unit_id,
+                    hr_cases,
+                },
+                replayed: true,
+                speed: None,
+            });
         }
-        Judgement::Accept => {}
+        Err(e) => {
+            tx.rollback().await?;
+            return Err(e);
+        }
     }
-    let (Some(lease), Some(unit)) = (lease, unit) else {
+    let (Some(lease), Some(row)) = (lease, row) else {
         return Err(Error::Internal("judged rows vanished".into()));
     };
-    let replication: i32 = sqlx::query_scalar("SELECT replication FROM campaigns WHERE id = $1")
-        .bind(lease.campaign_id)
-        .fetch_one(&mut *tx)
-        .await?;
-    // Replicas that disagree with an earlier one mean someone computed wrong: stop and show
-    // the unit rather than pick a winner.
-    let disagree = if replication > 1 {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM results WHERE unit_id = $1 AND lower(digest) <> lower($2))",
-        )
-        .bind(unit_id)
-        .bind(&result.digest)
-        .fetch_one(&mut *tx)
-        .await?
-    } else {
-        false
-    };
-    let result_id: i64 = sqlx::query_scalar(
-        "INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
-         exact_cases, elapsed_seconds, hr_count) VALUES ($1, $2, $3, $4, lower($5), $6, $7, $8, $9) \
-         RETURNING id",
+    let disagree = row.replication > 1 && row.disagree;
+    // Speed is an exponential moving average of arguments per second, so one slow unit does
+    // not halve the next lease.
+    let speed = (result.elapsed > 0.0).then(|| row.unit.count as f64 / result.elapsed);
+    let xs: Vec<&str> = verified.iter().map(|c| c.x.as_str()).collect();
+    let bits: Vec<i32> = verified.iter().map(|c| c.bits as i32).collect();
+    let d: Vec<f64> = verified.iter().map(|c| c.neg_log2_d).collect();
+    let kinds: Vec<&str> = verified.iter().map(|c| c.kind.as_str()).collect();
+    let rounded: Vec<&str> = verified.iter().map(|c| c.rounded.as_str()).collect();
+    // One statement for every write. Its parts share one snapshot, so the lease-finished
+    // test excludes this unit, whose update it cannot see.
+    let (result_id, speed): (i64, Option<f64>) = sqlx::query_as(
+        "WITH r AS ( \
+             INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
+                                  exact_cases, elapsed_seconds, hr_count) \
+             VALUES ($1, $2, $3, $4, lower($5), $6, $7, $8, $9) RETURNING id), \
+         h AS ( \
+             INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, rounded) \
+             SELECT $10, $1, r.id, t.x, t.b, t.d, t.k, t.rd FROM r, \
+                    UNNEST($11::text[], $12::int4[], $13::float8[], $14::text[], $15::text[]) \
+                    AS t(x, b, d, k, rd) \
+             ON CONFLICT (campaign_id, x) DO NOTHING), \
+         u AS ( \
+             UPDATE units SET replicas_done = replicas_done + 1, lease_id = NULL, \
+                 state = CASE WHEN $16 THEN 'quarantined' \
+                              WHEN replicas_done + 1 >= $17 THEN 'done' ELSE 'pending' END, \
+                 done_at = CASE WHEN NOT $16 AND replicas_done + 1 >= $17 THEN now() END \
+             WHERE id = $1), \
+         w AS ( \
+             UPDATE workers SET units_done = units_done + 1, \
+                 speed = CASE WHEN $18::float8 IS NULL THEN speed \
+                              WHEN speed IS NULL THEN $18::float8 \
+                              ELSE 0.7 * speed + 0.3 * $18::float8 END \
+             WHERE id = $3 RETURNING speed), \
+         l AS ( \
+             UPDATE leases SET state = 'finished', ended_at = now() \
+             WHERE id = $2 AND NOT EXISTS ( \
+                 SELECT 1 FROM units WHERE lease_id = $2 AND id <> $1)) \
+         SELECT r.id, (SELECT speed FROM w) FROM r",
     )
     .bind(unit_id)
     .bind(lease_id)
@@ -876,70 +943,36 @@ pub async fn record_result(
     .bind(Json(&result.exact_cases))
     .bind(result.elapsed)
     .bind(verified.len() as i32)
+    .bind(lease.campaign_id)
+    .bind(&xs)
+    .bind(&bits)
+    .bind(&d)
+    .bind(&kinds)
+    .bind(&rounded)
+    .bind(disagree)
+    .bind(row.replication)
+    .bind(speed)
     .fetch_one(&mut *tx)
     .await?;
-    if !verified.is_empty() {
-        let xs: Vec<&str> = verified.iter().map(|c| c.x.as_str()).collect();
-        let bits: Vec<i32> = verified.iter().map(|c| c.bits as i32).collect();
-        let d: Vec<f64> = verified.iter().map(|c| c.neg_log2_d).collect();
-        let kinds: Vec<&str> = verified.iter().map(|c| c.kind.as_str()).collect();
-        let rounded: Vec<&str> = verified.iter().map(|c| c.rounded.as_str()).collect();
-        sqlx::query(
-            "INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, rounded) \
-             SELECT $1, $2, $3, x, b, d, k, r \
-             FROM UNNEST($4::text[], $5::int4[], $6::float8[], $7::text[], $8::text[]) AS t(x, b, d, k, r) \
-             ON CONFLICT (campaign_id, x) DO NOTHING",
-        )
-        .bind(lease.campaign_id)
-        .bind(unit_id)
-        .bind(result_id)
-        .bind(&xs)
-        .bind(&bits)
-        .bind(&d)
-        .bind(&kinds)
-        .bind(&rounded)
-        .execute(&mut *tx)
-        .await?;
-    }
-    sqlx::query(
-        "UPDATE units SET replicas_done = replicas_done + 1, lease_id = NULL, \
-             state = CASE WHEN $2 THEN 'quarantined' \
-                          WHEN replicas_done + 1 >= $3 THEN 'done' ELSE 'pending' END, \
-             done_at = CASE WHEN NOT $2 AND replicas_done + 1 >= $3 THEN now() END \
-         WHERE id = $1",
-    )
-    .bind(unit_id)
-    .bind(disagree)
-    .bind(replication)
-    .execute(&mut *tx)
-    .await?;
-    // Speed is an exponential moving average of arguments per second, so one slow unit does
-    // not halve the next lease.
-    let speed = (result.elapsed > 0.0).then(|| unit.count as f64 / result.elapsed);
-    sqlx::query(
-        "UPDATE workers SET units_done = units_done + 1, \
-             speed = CASE WHEN $2::float8 IS NULL THEN speed \
-                          WHEN speed IS NULL THEN $2::float8 \
-                          ELSE 0.7 * speed + 0.3 * $2::float8 END \
-         WHERE id = $1",
-    )
-    .bind(worker_id)
-    .bind(speed)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE leases SET state = 'finished', ended_at = now() \
-         WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM units WHERE lease_id = $1)",
-    )
-    .bind(lease_id)
-    .execute(&mut *tx)
-    .await?;
     tx.commit().await?;
-    Ok(ResultAccepted {
-        result_id,
-        unit_id,
-        hr_cases: verified.len() as u32,
+    Ok(Recorded {
+        accepted: ResultAccepted {
+            result_id,
+            unit_id,
+            hr_cases: verified.len() as u32,
+        },
+        replayed: false,
+        speed,
     })
+}
+
+/// What [`record_result`] did.
+pub struct Recorded {
+    pub accepted: ResultAccepted,
+    /// The same post was recorded before; nothing changed.
+    pub replayed: bool,
+    /// The worker's speed after this result.
+    pub speed: Option<f64>,
 }
 
 /// Units per state over all campaigns, for `/metrics`.

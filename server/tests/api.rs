@@ -797,6 +797,7 @@ async fn readiness_follows_the_database_and_errors_stay_json() {
     app.db.pool().close().await;
     let resp = app.http.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "5");
     assert_eq!(resp.json::<Value>().await.unwrap()["code"], "unavailable");
     let resp = app.http.get(app.url("/healthz")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK, "alive, if not ready");

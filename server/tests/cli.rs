@@ -129,3 +129,32 @@ async fn migrate_applies_the_schema_and_is_idempotent() {
     .unwrap();
     assert_eq!(tables, 7);
 }
+
+#[tokio::test]
+async fn the_bench_runs_cycles_and_reports_its_figures() {
+    let (ok, out, err) = tmd(&[
+        "bench",
+        "--database-url",
+        tmd_test_support::admin_url(),
+        "--workers",
+        "2",
+        "--seconds",
+        "1",
+        "--max-connections",
+        "4",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let summary = out.lines().last().unwrap();
+    let cycles: u64 = summary
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("cycles="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cycles > 0, "{out}");
+    for field in ["cycles_per_s=", "cycle_p99_ms=", "request_p50_ms="] {
+        assert!(summary.contains(field), "{out}");
+    }
+    assert!(out.contains("heartbeat: p50_ms="), "{out}");
+}
