@@ -274,9 +274,18 @@ pub fn judge_post(
             "the unit was leased again with a newer fencing token".into(),
         ));
     }
-    if unit.lease_id != Some(lease.id) || lease.state != "active" || lease.expired {
+    // A result is taken while no other lease can have the unit: it is still bound to this
+    // lease (even past its expiry, before the sweeper reclaims it), or it went back to the pool
+    // when this lease expired (not when the worker released it) and nobody leased it since. So a worker that was cut off from the server
+    // and spooled its results loses nothing it computed.
+    let held = unit.state == "leased" && unit.lease_id == Some(lease.id);
+    let untouched_since = lease.state != "released"
+        && unit.state == "pending"
+        && unit.lease_id.is_none()
+        && unit.fence == Some(lease.fencing_token);
+    if !(held || untouched_since) {
         return Err(Error::LeaseExpired(
-            "the lease expired or was released; its units went back to the pool".into(),
+            "the lease expired or was released and its units went back to the pool".into(),
         ));
     }
     Ok(Judgement::Accept)
@@ -379,22 +388,70 @@ mod tests {
             code(judge_post(1, 100, Some(&l), Some(&releasedto), None, &d)),
             "stale_token"
         );
+        // Back in the pool from this very lease, leased by nobody since: a late (spooled)
+        // result is still taken; quarantined or taken by a newer lease, it is not.
+        let expired = LeaseRow {
+            state: "expired".into(),
+            expired: true,
+            ..lease()
+        };
         let back_in_pool = UnitRow {
             state: "pending".into(),
             lease_id: None,
             ..unit()
         };
         assert_eq!(
-            code(judge_post(1, 100, Some(&l), Some(&back_in_pool), None, &d)),
+            judge_post(1, 100, Some(&expired), Some(&back_in_pool), None, &d).unwrap(),
+            Judgement::Accept
+        );
+        let quarantined = UnitRow {
+            state: "quarantined".into(),
+            lease_id: None,
+            ..unit()
+        };
+        assert_eq!(
+            code(judge_post(
+                1,
+                100,
+                Some(&expired),
+                Some(&quarantined),
+                None,
+                &d
+            )),
             "lease_expired"
         );
-        let expired = LeaseRow {
+        let released = LeaseRow {
+            state: "released".into(),
+            ..lease()
+        };
+        assert_eq!(
+            code(judge_post(
+                1,
+                100,
+                Some(&released),
+                Some(&back_in_pool),
+                None,
+                &d
+            )),
+            "lease_expired"
+        );
+        let leased_again = UnitRow {
+            lease_id: Some(12),
+            fence: Some(100),
+            ..unit()
+        };
+        assert_eq!(
+            code(judge_post(1, 100, Some(&l), Some(&leased_again), None, &d)),
+            "lease_expired"
+        );
+        // Past its expiry but not yet reclaimed, the unit is still this lease's.
+        let overdue = LeaseRow {
             expired: true,
             ..lease()
         };
         assert_eq!(
-            code(judge_post(1, 100, Some(&expired), Some(&u), None, &d)),
-            "lease_expired"
+            judge_post(1, 100, Some(&overdue), Some(&u), None, &d).unwrap(),
+            Judgement::Accept
         );
     }
 

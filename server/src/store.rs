@@ -930,7 +930,7 @@ pub async fn record_result(
              WHERE id = $3 RETURNING speed), \
          l AS ( \
              UPDATE leases SET state = 'finished', ended_at = now() \
-             WHERE id = $2 AND NOT EXISTS ( \
+             WHERE id = $2 AND state = 'active' AND NOT EXISTS ( \
                  SELECT 1 FROM units WHERE lease_id = $2 AND id <> $1)) \
          SELECT r.id, (SELECT speed FROM w) FROM r",
     )

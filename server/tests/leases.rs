@@ -37,12 +37,7 @@ async fn expired_leases_are_reissued_and_the_old_holder_is_fenced_off() {
 
     tokio::time::sleep(Duration::from_millis(1300)).await;
     assert_eq!(code_of(old.heartbeat(&first).await), "lease_expired");
-    // Expired but not yet reclaimed: the late result is refused all the same.
     let late = empty_result(first.fencing_token, unit, 1.0);
-    assert_eq!(
-        code_of(old.post(first.lease_id, unit, &late).await),
-        "lease_expired"
-    );
 
     // The next request reclaims it (lazily) and re-issues it with a newer fencing token.
     let second = new.lease(None).await.unwrap().lease.unwrap();
@@ -79,6 +74,48 @@ async fn expired_leases_are_reissued_and_the_old_holder_is_fenced_off() {
         .await
         .unwrap();
     assert_eq!(owner, second.lease_id);
+}
+
+/// A worker cut off from the server past its lease's expiry posts its spooled result later: it
+/// is taken while nobody else has leased the unit, and the unit is done, not computed again.
+#[tokio::test]
+async fn a_late_result_is_taken_while_nobody_else_has_the_unit() {
+    let app = TestApp::with_config(short_leases(5)).await;
+    let c = app.small_campaign(1, 4).await;
+    let cid = c["id"].as_i64().unwrap();
+    let (_, old) = app.worker("old").await;
+    let (_, other) = app.worker("other").await;
+    let first = old.lease(None).await.unwrap().lease.unwrap();
+    let unit = first.units[0].unit_id;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(code_of(old.heartbeat(&first).await), "lease_expired");
+    // The sweeper or a lease request returns the unit to the pool; nobody takes it yet.
+    sqlx::query("UPDATE units SET state = 'pending', lease_id = NULL WHERE id = $1")
+        .bind(unit)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE leases SET state = 'expired' WHERE id = $1")
+        .bind(first.lease_id)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let late = empty_result(first.fencing_token, unit, 1.0);
+    old.post(first.lease_id, unit, &late).await.unwrap();
+    let p = app.progress(cid).await;
+    assert_eq!(p["done"]["units"], 1);
+    assert!(
+        other.lease(None).await.unwrap().lease.is_none(),
+        "the unit is done: nothing to lease"
+    );
+    let state: String = sqlx::query_scalar("SELECT state FROM leases WHERE id = $1")
+        .bind(first.lease_id)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(state, "expired", "an expired lease stays expired");
+    // A retry gets the same answer.
+    old.post(first.lease_id, unit, &late).await.unwrap();
 }
 
 #[tokio::test]
