@@ -585,6 +585,49 @@ async fn campaign_watch_follows_until_the_end() {
         )),
         "{out}"
     );
+    // On a terminal it draws bars instead; `script` (util-linux) gives it one.
+    if std::path::Path::new("/usr/bin/script").exists() {
+        let command = [env!("CARGO_BIN_EXE_tmd-server").to_string()]
+            .into_iter()
+            .chain(args(&app, &["campaign", "watch", &cid]))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let out = tokio::process::Command::new("/usr/bin/script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("TMD_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        // Without the colour and cursor escapes.
+        let raw = String::from_utf8_lossy(&out.stdout);
+        let mut screen = String::new();
+        let mut chars = raw.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                // CSI: ESC [ parameters, ended by a letter.
+                for e in chars.by_ref() {
+                    if e.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                screen.push(c);
+            }
+        }
+        assert!(out.status.success(), "{screen}");
+        assert!(
+            screen.contains("2/2 units done (100.00% of arguments)"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("[========================================]"),
+            "{screen}"
+        );
+        assert!(screen.contains("; campaign complete"), "{screen}");
+    } else {
+        eprintln!("no /usr/bin/script: the terminal view of campaign watch is not checked");
+    }
     let (ok, _, err) = tmd(&args(&app, &["campaign", "watch", "999999"])).await;
     assert!(!ok && err.contains("not_found"), "{err}");
 }
