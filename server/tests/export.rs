@@ -338,6 +338,40 @@ async fn a_large_export_is_streamed_in_value_order() {
     let again = json_export(&app, id, "limit=5&sort=hardness").await;
     assert_eq!(again.len(), 5);
     assert!(again.iter().all(|c| c.bits == 31));
+
+    // The database connection dies in the middle of an export: the body breaks off with an
+    // error instead of ending like a complete (shorter) export. JSON is the largest format
+    // (about 20 MB here), far more than the channel and the sockets buffer, so the query is
+    // still running after the first chunk.
+    let mut resp = get(
+        &app,
+        &format!("/api/v1/campaigns/{id}/hr-cases?format=json"),
+    )
+    .await;
+    let mut received = resp.chunk().await.unwrap().unwrap().len();
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' \
+           AND query LIKE 'SELECT x, bits, neg_log2_d, kind, rounded, unit_id FROM hr_cases%') t",
+    )
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    // (The export abandoned above may still be running too.)
+    assert!(killed >= 1, "the export's query was running");
+    let broke = loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => received += chunk.len(),
+            Ok(None) => break false,
+            Err(_) => break true,
+        }
+    };
+    assert!(
+        broke,
+        "the export ended cleanly after {received} of {} bytes",
+        body.len()
+    );
+    assert!(received < body.len());
 }
 
 #[tokio::test]
