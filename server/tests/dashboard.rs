@@ -268,6 +268,22 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         "the hardest case comes first: {hardest}"
     );
 
+    // The kind filter, from the address.
+    let mids = cases
+        .iter()
+        .filter(|c| c.kind == tmd_wire::HrKind::Mid)
+        .count();
+    let dom = headless(
+        &bin,
+        &app.url(&format!("/?campaign={id}&kind=mid#token={ADMIN}")),
+        &["--dump-dom".into()],
+    )
+    .await;
+    check(&dom, "errors", "data-count", 0);
+    check(&dom, "hr-rows", "data-count", mids);
+    assert_eq!(dom.matches("data-kind=\"mid\"").count(), mids, "{dom}");
+    assert!(!dom.contains("data-kind=\"fp\""), "{dom}");
+
     // A screenshot for people.
     let png = target_dir().join("dashboard.png");
     let _ = std::fs::remove_file(&png);
