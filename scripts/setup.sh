@@ -4,6 +4,8 @@
 #  - NVRTC 13.0 from the pip wheel: CI compiles every CUDA kernel even without a GPU.
 #  - PostgreSQL: tests need a server; the local cluster is started if it is installed and down
 #    (otherwise the test helper initdb's a private one).
+#  - Chromium (Debian's package, never a downloaded browser): the dashboard test runs it
+#    headless. Without it that test fails in CI and is skipped elsewhere.
 set -euo pipefail
 
 need_apt=()
@@ -16,6 +18,18 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   else
     echo "setup: please install: ${need_apt[*]} (needed to build GMP/MPFR)" >&2
     exit 1
+  fi
+fi
+
+# Chromium for the dashboard test; optional here (that test says what is missing).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "setup: warning: could not install chromium; the dashboard test will fail in CI" >&2
+  else
+    echo "setup: warning: no chromium; install Debian's chromium for the dashboard test" >&2
   fi
 fi
 

@@ -169,6 +169,10 @@ pub enum CampaignCommand {
     Resume { id: i64 },
     /// Cancels the campaign for good.
     Cancel { id: i64 },
+    /// Streams the campaign's HR-cases (json, csv or wc) to stdout or a file.
+    Export(crate::follow::ExportArgs),
+    /// Shows live progress until the campaign completes or is cancelled.
+    Watch(crate::follow::WatchArgs),
 }
 
 /// `campaign create` options.
@@ -366,6 +370,9 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::Pause { id } => print_json(&client.transition(*id, "pause").await?),
         CampaignCommand::Resume { id } => print_json(&client.transition(*id, "resume").await?),
         CampaignCommand::Cancel { id } => print_json(&client.transition(*id, "cancel").await?),
+        // The commands that follow a campaign live in follow.rs.
+        CampaignCommand::Export(a) => crate::follow::run_export(api, a).await,
+        CampaignCommand::Watch(a) => crate::follow::run_watch(api, a).await,
     }
 }
 

@@ -73,6 +73,8 @@ pub fn router(state: AppState) -> Router {
                 async move { Json(api.as_ref().clone()) }
             }),
         )
+        // The dashboard page at `/` (HTML, so not in the OpenAPI document).
+        .merge(crate::dashboard::pages())
         .fallback(|| async { Error::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             (
@@ -103,7 +105,10 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(request_lease))
         .routes(routes!(heartbeat))
         .routes(routes!(post_result))
-        .routes(routes!(release_lease));
+        .routes(routes!(release_lease))
+        // Views of a campaign (exports, dashboard data): see export.rs and dashboard.rs.
+        .merge(crate::export::routes())
+        .merge(crate::dashboard::api_routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest("/api/v1", v1)
         .routes(routes!(healthz))

@@ -16,6 +16,11 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod store;
+// Views of a campaign for people (issue 8): dashboard, exports, `campaign watch`.
+pub mod dashboard;
+pub mod export;
+pub mod follow;
+pub mod store_export;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

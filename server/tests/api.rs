@@ -70,6 +70,10 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/leases/{id}/heartbeat", "post"),
         ("/api/v1/leases/{lease_id}/units/{unit_id}/result", "post"),
         ("/api/v1/leases/{id}/release", "post"),
+        // Views of a campaign (tests in export.rs and dashboard.rs).
+        ("/api/v1/campaigns/{id}/hr-cases", "get"),
+        ("/api/v1/campaigns/{id}/coverage", "get"),
+        ("/api/v1/campaigns/{id}/hardness", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),
@@ -82,7 +86,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        16,
+        19,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

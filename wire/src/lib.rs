@@ -442,6 +442,51 @@ pub struct ReleaseResponse {
     pub quarantined: u32,
 }
 
+// ---------------------------------------------------------------------------------------------
+// Views of a campaign for people: exports, coverage, hardness histogram (dashboard, CLI).
+
+/// One HR-case as `GET /api/v1/campaigns/{id}/hr-cases?format=json` lists it (the `csv` and
+/// `wc` formats carry the same cases, in the same order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ExportedHrCase {
+    /// The argument, C99 hexadecimal.
+    pub x: String,
+    /// Identical bits after the rounding bit.
+    pub bits: u32,
+    /// -log2 of the relative distance to the breakpoint.
+    pub neg_log2_d: f64,
+    pub kind: HrKind,
+    /// f(x) rounded to nearest, C99 hexadecimal.
+    pub rounded: String,
+    pub unit_id: i64,
+}
+
+/// How far one binade (sign and exponent) of a campaign is covered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct BinadeCoverage {
+    pub negative: bool,
+    /// Arguments are `±1.f × 2^exponent`.
+    pub exponent: i32,
+    pub units_total: i64,
+    pub units_done: i64,
+    pub units_leased: i64,
+    pub units_quarantined: i64,
+    /// Decimal strings, as elsewhere: a binade of binary64 holds 2^52 arguments.
+    pub arguments_total: String,
+    pub arguments_done: String,
+}
+
+/// HR-cases with exactly `bits` identical bits after the rounding bit, per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct HardnessBin {
+    pub bits: u32,
+    pub fp: i64,
+    pub mid: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

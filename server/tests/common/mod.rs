@@ -10,6 +10,9 @@ use tmd_server::bench::WorkerClient;
 use tmd_server::{Config, Server};
 use tmd_test_support::TestDb;
 
+// The seeded campaign of the dashboard and export tests.
+pub mod seed;
+
 pub const ADMIN: &str = "admin-token-for-tests-0123456789";
 
 pub struct TestApp {

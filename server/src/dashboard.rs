@@ -1,0 +1,88 @@
+//! The web dashboard: one self-contained HTML page at `/` (inline CSS and JavaScript,
+//! hand-drawn SVG charts, nothing fetched from elsewhere, so it works offline), and the two
+//! JSON routes only it needs besides the existing ones: coverage by binade and the hardness
+//! histogram.
+//!
+//! The page holds no secret: it asks for the admin token once, keeps it in `sessionStorage`
+//! and sends it as `Authorization: Bearer` to the admin API, like any other client.
+
+use crate::auth::Admin;
+use crate::error::Result;
+use crate::http::ApiPath;
+use crate::store;
+use crate::store_export;
+use crate::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use tmd_wire::{ApiError, BinadeCoverage, HardnessBin};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The page, embedded in the binary.
+const PAGE: &str = include_str!("../static/dashboard.html");
+
+/// What the page may load: only itself and the API of this server. The policy makes any
+/// accidental external resource fail loudly in the browser (and in the Chromium test).
+const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                   connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
+                   form-action 'none'; frame-ancestors 'none'";
+
+/// The page routes (not part of the OpenAPI document: they serve HTML).
+pub fn pages() -> Router<AppState> {
+    Router::new().route("/", get(page))
+}
+
+/// The JSON routes of the dashboard, with their OpenAPI operations (nested under `/api/v1`).
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(coverage))
+        .routes(routes!(hardness))
+}
+
+async fn page() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        PAGE,
+    )
+}
+
+/// Coverage of a campaign by binade: units and arguments done per (sign, exponent), in value
+/// order.
+#[utoipa::path(get, path = "/campaigns/{id}/coverage", tag = "campaigns",
+    security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = Vec<BinadeCoverage>), (status = 401, body = ApiError),
+              (status = 404, body = ApiError)))]
+async fn coverage(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Vec<BinadeCoverage>>> {
+    // A campaign always has units, so an empty answer would only hide a wrong id.
+    store::get_campaign(&s.pool, id).await?;
+    Ok(Json(store_export::coverage(&s.pool, id).await?))
+}
+
+/// Histogram of hardness: HR-cases per number of identical bits, per kind.
+#[utoipa::path(get, path = "/campaigns/{id}/hardness", tag = "campaigns",
+    security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = Vec<HardnessBin>), (status = 401, body = ApiError),
+              (status = 404, body = ApiError)))]
+async fn hardness(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Vec<HardnessBin>>> {
+    store::get_campaign(&s.pool, id).await?;
+    Ok(Json(store_export::hardness_histogram(&s.pool, id).await?))
+}

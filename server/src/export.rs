@@ -1,0 +1,421 @@
+//! Export of a campaign's HR-cases (`GET /api/v1/campaigns/{id}/hr-cases`) as JSON, CSV or a
+//! CORE-MATH style worst-case file (`wc`), streamed from PostgreSQL row by row.
+//!
+//! The rows are read by a task that owns a pool handle and feeds a small bounded channel; the
+//! response body drains the channel. The database is read only as fast as the client
+//! reads, and at most a few chunks of the export are in memory at any time.
+
+use crate::auth::Admin;
+use crate::error::{Error, Result};
+use crate::http::ApiPath;
+use crate::store;
+use crate::store_export::{self, HrFilter, HrOrder};
+use crate::AppState;
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use sqlx::PgPool;
+use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrKind};
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// A query string whose rejections become [`Error`]s (the JSON envelope).
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(Error))]
+pub struct ApiQuery<T>(pub T);
+
+/// The routes of this module, with their OpenAPI operations (nested under `/api/v1`).
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(hr_cases))
+}
+
+/// The query of an export. Every field is optional; an empty value (`min_bits=`) counts as
+/// absent, so a form or script that leaves a filter blank gets everything.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    /// Only cases with at least this many identical bits after the rounding bit.
+    #[param(value_type = Option<u32>)]
+    pub min_bits: Option<String>,
+    /// Only cases of this kind: `fp` (near a floating-point number) or `mid` (near a midpoint).
+    #[param(value_type = Option<String>, pattern = "^(fp|mid)$")]
+    pub kind: Option<String>,
+    /// `json` (default), `csv` or `wc` (one C99 hex argument per line, `#` comments).
+    #[param(value_type = Option<String>, pattern = "^(json|csv|wc)$")]
+    pub format: Option<String>,
+    /// `argument` (default: by value, negative first) or `hardness` (most identical bits
+    /// first, then smallest distance).
+    #[param(value_type = Option<String>, pattern = "^(argument|hardness)$")]
+    pub sort: Option<String>,
+    /// At most this many cases (all when absent).
+    #[param(value_type = Option<i64>, minimum = 1)]
+    pub limit: Option<String>,
+}
+
+/// The output formats of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Csv,
+    Wc,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "json" => Some(Format::Json),
+            "csv" => Some(Format::Csv),
+            "wc" => Some(Format::Wc),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Wc => "wc",
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::Json => "application/json",
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Wc => "text/plain; charset=utf-8",
+        }
+    }
+}
+
+/// A checked export request.
+#[derive(Debug, Clone)]
+pub struct ExportSpec {
+    pub filter: HrFilter,
+    pub format: Format,
+}
+
+fn present(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl ExportQuery {
+    /// Checks the query; each refusal names the field and what it accepts.
+    pub fn spec(&self, campaign_id: i64) -> Result<ExportSpec> {
+        let bad = |m: &str| Error::BadRequest(m.to_string());
+        let min_bits = match present(&self.min_bits) {
+            None => 0,
+            Some(s) => s
+                .parse::<u32>()
+                .ok()
+                .filter(|b| *b <= 256)
+                .ok_or_else(|| bad("min_bits must be an integer in 0..=256"))?,
+        };
+        let kind = match present(&self.kind) {
+            None => None,
+            Some(s) => Some(HrKind::parse(s).ok_or_else(|| bad("kind must be fp or mid"))?),
+        };
+        let format = match present(&self.format) {
+            None => Format::Json,
+            Some(s) => Format::parse(s).ok_or_else(|| bad("format must be json, csv or wc"))?,
+        };
+        let order = match present(&self.sort) {
+            None | Some("argument") => HrOrder::Argument,
+            Some("hardness") => HrOrder::Hardness,
+            Some(_) => return Err(bad("sort must be argument or hardness")),
+        };
+        let limit = match present(&self.limit) {
+            None => None,
+            Some(s) => Some(
+                s.parse::<i64>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| bad("limit must be a positive integer"))?,
+            ),
+        };
+        Ok(ExportSpec {
+            filter: HrFilter {
+                campaign_id,
+                min_bits,
+                kind,
+                order,
+                limit,
+            },
+            format,
+        })
+    }
+}
+
+/// Lists a campaign's verified HR-cases, streamed: `json` (an array of objects), `csv`
+/// (header `x,bits,neg_log2_d,kind,rounded`) or `wc` (a `#` comment header, then one C99 hex
+/// argument per line, as CORE-MATH's worst-case files). All formats list the same cases in
+/// the same order.
+#[utoipa::path(get, path = "/campaigns/{id}/hr-cases", tag = "campaigns",
+    security(("admin" = [])),
+    params(("id" = i64, Path, description = "campaign id"), ExportQuery),
+    responses(
+        (status = 200, description = "the HR-cases, in the format asked for", content(
+            (Vec<ExportedHrCase> = "application/json"),
+            (String = "text/csv"),
+            (String = "text/plain"))),
+        (status = 400, body = ApiError), (status = 401, body = ApiError),
+        (status = 404, body = ApiError)))]
+async fn hr_cases(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
+) -> Result<Response> {
+    let spec = q.spec(id)?;
+    let campaign = store::get_campaign(&s.pool, id).await?;
+    Ok(stream(s.pool.clone(), campaign, spec))
+}
+
+/// Bytes gathered before a chunk goes to the client: large enough to amortise the channel
+/// and the HTTP framing, small enough that memory stays flat.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// The streamed response of an export.
+fn stream(pool: PgPool, campaign: Campaign, spec: ExportSpec) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let format = spec.format;
+    tokio::spawn(async move {
+        let mut rows = store_export::hr_cases(&pool, &spec.filter);
+        let mut buf = Vec::with_capacity(CHUNK_BYTES + 1024);
+        write_prefix(&mut buf, &campaign, &spec);
+        let mut first = true;
+        while let Some(row) = rows.next().await {
+            match row {
+                Ok(case) => {
+                    write_row(&mut buf, format, &case, first);
+                    first = false;
+                }
+                Err(e) => {
+                    // The status line is gone already: end the body with an error, so the
+                    // client sees a broken transfer instead of a short but valid export.
+                    tracing::error!(campaign.id = campaign.id, error = %e, "export failed");
+                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                    return;
+                }
+            }
+            if buf.len() >= CHUNK_BYTES
+                && tx
+                    .send(Ok(Bytes::from(std::mem::take(&mut buf))))
+                    .await
+                    .is_err()
+            {
+                return; // The client went away; dropping `rows` ends the query.
+            }
+        }
+        write_suffix(&mut buf, format, first);
+        let _ = tx.send(Ok(Bytes::from(buf))).await;
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    (
+        [(header::CONTENT_TYPE, format.content_type())],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// The name of a precision as people write it.
+pub fn format_name(precision: u32) -> String {
+    match precision {
+        24 => "binary32".into(),
+        53 => "binary64".into(),
+        64 => "binary80 (64-bit significand)".into(),
+        p => format!("{p}-bit significand"),
+    }
+}
+
+/// A campaign's name for a comment line: control characters (a newline would end the
+/// comment) become spaces.
+fn comment_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
+    use std::io::Write;
+    match spec.format {
+        Format::Json => buf.push(b'['),
+        Format::Csv => buf.extend_from_slice(b"x,bits,neg_log2_d,kind,rounded\n"),
+        Format::Wc => {
+            let f = &spec.filter;
+            let _ = writeln!(
+                buf,
+                "# Hard-to-round cases of {} in {}, found by tmd",
+                c.function,
+                format_name(c.precision)
+            );
+            let _ = writeln!(
+                buf,
+                "# campaign {} \"{}\": {} (search threshold {} bits)",
+                c.id,
+                comment_safe(&c.name),
+                c.ranges
+                    .iter()
+                    .map(|r| format!("[{}, {})", r.from, r.to))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                c.min_bits
+            );
+            let _ = writeln!(
+                buf,
+                "# filters: bits >= {}, kind {}{}; sorted by {}",
+                f.min_bits.max(c.min_bits),
+                f.kind.map_or("fp and mid", HrKind::as_str),
+                f.limit.map_or(String::new(), |n| format!(", at most {n}")),
+                match f.order {
+                    HrOrder::Argument => "argument",
+                    HrOrder::Hardness => "hardness",
+                }
+            );
+            let _ = writeln!(buf, "# one argument per line, C99 hexadecimal");
+        }
+    }
+}
+
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+fn write_row(buf: &mut Vec<u8>, format: Format, case: &ExportedHrCase, first: bool) {
+    use std::io::Write;
+    match format {
+        Format::Json => {
+            buf.extend_from_slice(if first { b"\n" } else { b",\n" });
+            // Serialising plain strings and numbers cannot fail.
+            let _ = serde_json::to_writer(&mut *buf, case);
+        }
+        Format::Csv => {
+            let _ = writeln!(
+                buf,
+                "{},{},{},{},{}",
+                csv_field(&case.x),
+                case.bits,
+                case.neg_log2_d,
+                case.kind.as_str(),
+                csv_field(&case.rounded)
+            );
+        }
+        Format::Wc => {
+            let _ = writeln!(buf, "{}", case.x);
+        }
+    }
+}
+
+fn write_suffix(buf: &mut Vec<u8>, format: Format, empty: bool) {
+    if format == Format::Json {
+        buf.extend_from_slice(if empty { b"]\n" } else { b"\n]\n" });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> Result<ExportSpec> {
+        let mut q = ExportQuery::default();
+        for (k, v) in pairs {
+            let v = Some(v.to_string());
+            match *k {
+                "min_bits" => q.min_bits = v,
+                "kind" => q.kind = v,
+                "format" => q.format = v,
+                "sort" => q.sort = v,
+                "limit" => q.limit = v,
+                _ => unreachable!(),
+            }
+        }
+        q.spec(1)
+    }
+
+    #[test]
+    fn the_query_is_checked_and_blank_fields_mean_absent() {
+        let s = query(&[]).unwrap();
+        assert_eq!(s.format, Format::Json);
+        assert_eq!(
+            (s.filter.min_bits, s.filter.kind, s.filter.limit),
+            (0, None, None)
+        );
+        assert_eq!(s.filter.order, HrOrder::Argument);
+        let s = query(&[("min_bits", ""), ("kind", " "), ("format", "wc")]).unwrap();
+        assert_eq!(
+            (s.filter.min_bits, s.filter.kind, s.format),
+            (0, None, Format::Wc)
+        );
+        let s = query(&[
+            ("min_bits", "20"),
+            ("kind", "mid"),
+            ("sort", "hardness"),
+            ("limit", "5"),
+        ])
+        .unwrap();
+        assert_eq!(s.filter.min_bits, 20);
+        assert_eq!(s.filter.kind, Some(HrKind::Mid));
+        assert_eq!(s.filter.order, HrOrder::Hardness);
+        assert_eq!(s.filter.limit, Some(5));
+        for (k, v, needle) in [
+            ("min_bits", "-1", "min_bits"),
+            ("min_bits", "257", "min_bits"),
+            ("min_bits", "x", "min_bits"),
+            ("kind", "FP", "kind"),
+            ("format", "xml", "format"),
+            ("sort", "random", "sort"),
+            ("limit", "0", "limit"),
+        ] {
+            match query(&[(k, v)]) {
+                Err(Error::BadRequest(m)) => assert!(m.contains(needle), "{k}={v}: {m}"),
+                other => panic!("{k}={v}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn rows_are_written_in_each_format() {
+        let case = ExportedHrCase {
+            x: "-0x1.8p+0".into(),
+            bits: 21,
+            neg_log2_d: 45.25,
+            kind: HrKind::Mid,
+            rounded: "0x1.2p-2".into(),
+            unit_id: 7,
+        };
+        let mut json = b"[".to_vec();
+        write_row(&mut json, Format::Json, &case, true);
+        write_row(&mut json, Format::Json, &case, false);
+        write_suffix(&mut json, Format::Json, false);
+        let back: Vec<ExportedHrCase> = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back, vec![case.clone(), case.clone()]);
+        let mut empty = b"[".to_vec();
+        write_suffix(&mut empty, Format::Json, true);
+        assert_eq!(
+            serde_json::from_slice::<Vec<ExportedHrCase>>(&empty).unwrap(),
+            vec![]
+        );
+
+        let mut csv = Vec::new();
+        write_row(&mut csv, Format::Csv, &case, true);
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "-0x1.8p+0,21,45.25,mid,0x1.2p-2\n"
+        );
+        let mut wc = Vec::new();
+        write_row(&mut wc, Format::Wc, &case, true);
+        assert_eq!(String::from_utf8(wc).unwrap(), "-0x1.8p+0\n");
+        assert_eq!(csv_field("a,b\"c"), "\"a,b\"\"c\"");
+        assert_eq!(comment_safe("a\nb"), "a b");
+    }
+}
