@@ -116,4 +116,7 @@ Query them over REST (admin token: $ADMIN_TOKEN):
 EOF
 if [ "${KEEP:-0}" = 1 ]; then
   echo "The coordinator keeps running (pid $SERVER_PID); stop it with: kill $SERVER_PID" >&2
+  echo "Dashboard: $SERVER/?campaign=$CAMPAIGN#token=$ADMIN_TOKEN" >&2
+else
+  echo "Run with KEEP=1 to keep the coordinator running and open its dashboard at $SERVER/" >&2
 fi
