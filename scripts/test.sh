@@ -9,4 +9,7 @@ nvrtc_lib=$(find "$NVRTC_DIR" -name 'libnvrtc.so*' 2>/dev/null | head -n1 || tru
 if [ -n "$nvrtc_lib" ]; then
   export LD_LIBRARY_PATH="$(dirname "$nvrtc_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# The whole-system tests run the real binaries: cargo test builds a binary only for packages
+# with integration tests, so build them all first.
+cargo build --workspace --release --bins
 cargo test --workspace --release "$@"
