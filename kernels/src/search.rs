@@ -230,12 +230,32 @@ fn step<const L: usize>(w: &mut [Word<L>]) {
     }
 }
 
+/// The lines' offsets `eps1`, `eps2` of a piece as words: constant over the piece, so converted
+/// once rather than for each of its (many) failed domains.
+#[derive(Debug, Clone, Copy)]
+pub struct LineOffsets<const L: usize> {
+    pub eps1: Word<L>,
+    pub eps2: Word<L>,
+}
+
+impl<const L: usize> LineOffsets<L> {
+    pub fn new(g: &Generated) -> LineOffsets<L> {
+        LineOffsets {
+            eps1: fixed::from_integer::<L>(&g.bounds.eps1),
+            eps2: fixed::from_integer::<L>(&g.bounds.eps2),
+        }
+    }
+}
+
 /// The exact `r0, r1, r2` of a failed domain from its walked line data.
-pub fn domain_polynomial<const L: usize>(g: &Generated, d: &FailedDomain<L>) -> [Word<L>; 3] {
-    let eps1 = fixed::from_integer::<L>(&g.bounds.eps1);
+pub fn domain_polynomial<const L: usize>(
+    g: &Generated,
+    offsets: &LineOffsets<L>,
+    d: &FailedDomain<L>,
+) -> [Word<L>; 3] {
     let r2 = d.r2;
     let r1 = fixed::sub(&d.slope, &fixed::mul_small(&r2, g.k1));
-    let mut r0 = fixed::sub(&d.b, &eps1);
+    let mut r0 = fixed::sub(&d.b, &offsets.eps1);
     fixed::add(&mut r0, &fixed::mul_small(&r2, g.k0));
     [r0, r1, r2]
 }
@@ -244,12 +264,13 @@ pub fn domain_polynomial<const L: usize>(g: &Generated, d: &FailedDomain<L>) -> 
 pub fn phase2_domain<const L: usize>(
     g: &Generated,
     test: Test,
+    offsets: &LineOffsets<L>,
     d: &FailedDomain<L>,
     stats: &mut Stats,
     failed: &mut Vec<FailedSubdomain<L>>,
 ) {
-    let [r0, r1, r2] = domain_polynomial(g, d);
-    let eps2 = fixed::from_integer::<L>(&g.bounds.eps2);
+    let [r0, r1, r2] = domain_polynomial(g, offsets, d);
+    let eps2 = offsets.eps2;
     let n_sub = 1u64 << g.sub_bits;
     let dom_start = d.index * g.domain_size();
     let dom_len = g.domain_len(d.index);
@@ -347,13 +368,14 @@ fn search_generated_cpu_l<const L: usize>(
     out.stats.phase1_failures = failed.len() as u64;
 
     let t = Instant::now();
+    let offsets = LineOffsets::<L>::new(g);
     let (sub_stats, subs): (Stats, Vec<FailedSubdomain<L>>) = failed
         .par_chunks(256)
         .map(|chunk| {
             let mut st = Stats::default();
             let mut subs = Vec::new();
             for d in chunk {
-                phase2_domain(g, test, d, &mut st, &mut subs);
+                phase2_domain(g, test, &offsets, d, &mut st, &mut subs);
             }
             (st, subs)
         })
@@ -583,13 +605,22 @@ pub fn search_units(
         out.exact_cases.extend(r.exact_cases);
     }
     let p = cfg.precision;
-    let key = |x: &str| {
-        let v = crate::format::parse_number(x, p.bits(), rug::float::Round::Nearest)
-            .expect("our own output parses");
-        crate::format::Argument::from_float(&v, p).expect("an argument")
-    };
-    out.hr_cases.sort_by(|a, b| key(&a.x).cmp_value(&key(&b.x)));
-    out.exact_cases
-        .sort_by(|a, b| key(&a.x).cmp_value(&key(&b.x)));
+    sort_by_argument(&mut out.hr_cases, p, |c| &c.x);
+    sort_by_argument(&mut out.exact_cases, p, |c| &c.x);
     Ok(out)
+}
+
+/// Sorts cases by the value of their argument, parsing each argument once.
+fn sort_by_argument<T>(cases: &mut Vec<T>, p: Precision, x: impl Fn(&T) -> &str) {
+    let mut keyed: Vec<(crate::format::Argument, T)> = cases
+        .drain(..)
+        .map(|c| {
+            let v = crate::format::parse_number(x(&c), p.bits(), rug::float::Round::Nearest)
+                .expect("our own output parses");
+            let a = crate::format::Argument::from_float(&v, p).expect("an argument");
+            (a, c)
+        })
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp_value(&b.0));
+    cases.extend(keyed.into_iter().map(|(_, c)| c));
 }

@@ -152,8 +152,7 @@ pub fn classify_float(
                 // floor(-log2 v) for 0 < v <= 1/2
                 let e = v.get_exp().expect("nonzero");
                 // v in [2^(e-1), 2^e): -log2 v in (-e, 1-e]; floor is -e unless v is 2^(e-1).
-                let is_pow2 =
-                    Float::with_val(v.prec(), v.clone()) == (Float::with_val(64, 1) << (e - 1));
+                let is_pow2 = *v == (Float::with_val(64, 1) << (e - 1));
                 if is_pow2 {
                     (1 - e) as u32
                 } else {
