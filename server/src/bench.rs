@@ -1,6 +1,8 @@
 //! `tmd-server bench`: a load benchmark of the lease protocol. It creates a throwaway database,
 //! starts the server in this process on a loopback port, and runs simulated workers that each
 //! loop lease → heartbeat → post result (one unit per lease, no HR-cases) over real HTTP.
+//! With `--replication`, `--adaptive` and `--liars` it also measures what replication costs:
+//! the work factor (results per done unit) and how fast lying workers are quarantined.
 
 use crate::Config;
 use anyhow::{bail, Context};
@@ -36,6 +38,22 @@ pub struct BenchArgs {
     /// Connections in the server's pool.
     #[arg(long, default_value_t = 16)]
     pub max_connections: u32,
+    /// The campaign's replication (agreeing results per unit).
+    #[arg(long, default_value_t = 1)]
+    pub replication: u32,
+    /// Adaptive replication (needs --replication 2 or more).
+    #[arg(long)]
+    pub adaptive: bool,
+    /// With --adaptive: the audit rate.
+    #[arg(long, default_value_t = 0.1)]
+    pub audit_rate: f64,
+    /// With --adaptive: agreed results in a row before a worker is trusted.
+    #[arg(long, default_value_t = 20)]
+    pub trust_after: u32,
+    /// How many of the simulated workers lie (post results with wrong counters); they stop
+    /// when they are quarantined.
+    #[arg(long, default_value_t = 0)]
+    pub liars: usize,
 }
 
 /// A worker-side client of the lease protocol (the bench's simulated workers, and tests).
@@ -243,14 +261,18 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
                 to: "0x1p+1".into(),
             }],
             unit_bits: Some(6),
-            replication: None,
-            priority: None,
+            replication: Some(args.replication),
+            adaptive: args.adaptive.then_some(true),
+            audit_rate: args.adaptive.then_some(args.audit_rate),
+            trust_after: args.adaptive.then_some(args.trust_after),
+            ..Default::default()
         })
         .send()
         .await?;
     if !resp.status().is_success() {
         bail!("campaign: {}", resp.text().await?);
     }
+    let campaign: tmd_wire::Campaign = resp.json().await?;
     let token: EnrollmentToken = http
         .post(format!("{base}/api/v1/enrollment-tokens"))
         .bearer_auth(&admin_token)
@@ -271,26 +293,47 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for c in clients {
+    for (i, c) in clients.into_iter().enumerate() {
+        let liar = i < args.liars;
         tasks.push(tokio::spawn(async move {
             let mut cycles = Vec::new();
             let mut requests: [Vec<f64>; 3] = Default::default();
+            // A liar's calls fail once it is quarantined (its lease revoked, or refused
+            // outright): that ends its loop.
+            let stopped = |e: &anyhow::Error| {
+                liar && e.downcast_ref::<Refused>().is_some_and(|r| {
+                    r.error.code == tmd_wire::codes::WORKER_QUARANTINED
+                        || r.error.code == tmd_wire::codes::LEASE_EXPIRED
+                })
+            };
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                let Some(lease) = c.lease(Some(1)).await?.lease else {
+                let lease = match c.lease(Some(1)).await {
+                    Ok(r) => r.lease,
+                    Err(e) if stopped(&e) => break,
+                    Err(e) => return Err(e),
+                };
+                let Some(lease) = lease else {
                     break;
                 };
                 let t1 = Instant::now();
-                c.heartbeat(&lease).await?;
+                match c.heartbeat(&lease).await {
+                    Ok(_) => {}
+                    Err(e) if stopped(&e) => break,
+                    Err(e) => return Err(e),
+                }
                 let t2 = Instant::now();
                 for u in &lease.units {
                     // 2 s per 64 arguments keeps the measured speed at one unit per lease.
-                    c.post(
-                        lease.lease_id,
-                        u.unit_id,
-                        &empty_result(lease.fencing_token, u.unit_id, 2.0),
-                    )
-                    .await?;
+                    let mut result = empty_result(lease.fencing_token, u.unit_id, 2.0);
+                    if liar {
+                        result.stats.domains += 1;
+                    }
+                    match c.post(lease.lease_id, u.unit_id, &result).await {
+                        Ok(_) => {}
+                        Err(e) if stopped(&e) => return Ok((cycles, requests)),
+                        Err(e) => return Err(e),
+                    }
                 }
                 let t3 = Instant::now();
                 for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
@@ -312,6 +355,20 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     }
     let mut requests: Vec<f64> = by_kind.iter().flatten().copied().collect();
     let wall = started.elapsed().as_secs_f64();
+    let progress: tmd_wire::CampaignProgress = http
+        .get(format!("{base}/api/v1/campaigns/{}/progress", campaign.id))
+        .bearer_auth(&admin_token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let workers: Vec<tmd_wire::WorkerInfo> = http
+        .get(format!("{base}/api/v1/workers"))
+        .bearer_auth(&admin_token)
+        .send()
+        .await?
+        .json()
+        .await?;
     server.shutdown().await?;
     cycles.sort_by(f64::total_cmp);
     requests.sort_by(f64::total_cmp);
@@ -337,6 +394,29 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
         percentile(&cycles, 0.99) * 1e3,
         percentile(&requests, 0.5) * 1e3,
         percentile(&requests, 0.99) * 1e3,
+    );
+    let r = &progress.replication;
+    let quarantined = |liar: bool| {
+        workers
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| (*i < args.liars) == liar && w.quarantined_at.is_some())
+            .count()
+    };
+    println!(
+        "replication={} adaptive={} units_done={} results={} work_factor={:.3} outvoted={} \
+         void={} alone={} liars_quarantined={}/{} honest_quarantined={}",
+        args.replication,
+        args.adaptive,
+        progress.done.units,
+        r.results,
+        r.work_factor,
+        r.outvoted,
+        r.void,
+        r.alone,
+        quarantined(true),
+        args.liars,
+        quarantined(false),
     );
     Ok(())
 }

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tmd_wire::{
     ApiError, ArgRange, Campaign, CampaignProgress, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken,
+    EnrollmentToken, QuarantineWorker, WorkerInfo,
 };
 
 /// tmd-server: the coordinator of tmd (campaigns, leases, results in PostgreSQL).
@@ -45,6 +45,13 @@ pub enum Command {
         api: ApiArgs,
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Lists workers with their records; quarantines or reinstates one (admin token needed).
+    Worker {
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(subcommand)]
+        command: WorkerCommand,
     },
     /// Prints the OpenAPI document (the one served at /api/openapi.json).
     Openapi,
@@ -109,6 +116,16 @@ pub struct ServeArgs {
     /// Seconds between background passes that expire leases.
     #[arg(long, env = "TMD_SWEEP_INTERVAL_SECONDS", default_value_t = 5)]
     pub sweep_interval_seconds: u64,
+    /// Quarantine a worker when more than this fraction of its checked results (those a
+    /// replica confirmed or outvoted) were outvoted. A forged case quarantines at once.
+    #[arg(long, env = "TMD_MAX_INVALID_FRACTION", default_value_t = 0.05)]
+    pub max_invalid_fraction: f64,
+    /// Quarantine a worker once at least this many of its leases expired ...
+    #[arg(long, env = "TMD_MIN_EXPIRED_LEASES", default_value_t = 5)]
+    pub min_expired_leases: u32,
+    /// ... and they are more than this fraction of its leases.
+    #[arg(long, env = "TMD_MAX_EXPIRED_FRACTION", default_value_t = 0.5)]
+    pub max_expired_fraction: f64,
 }
 
 impl ServeArgs {
@@ -127,8 +144,22 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,
             sweep_interval: Duration::from_secs(self.sweep_interval_seconds.max(1)),
+            quarantine: crate::trust::QuarantineBar {
+                max_invalid_fraction: self.max_invalid_fraction,
+                min_expired_leases: self.min_expired_leases,
+                max_expired_fraction: self.max_expired_fraction,
+            },
             ..Config::default()
         };
+        let fraction = 0.0..=1.0;
+        if !fraction.contains(&self.max_invalid_fraction)
+            || !fraction.contains(&self.max_expired_fraction)
+        {
+            bail!("--max-invalid-fraction and --max-expired-fraction must be in [0, 1]");
+        }
+        if self.min_expired_leases == 0 {
+            bail!("--min-expired-leases must be at least 1");
+        }
         if let Some(t) = &self.admin_token {
             if t.len() < 16 {
                 bail!("the admin token must be at least 16 characters");
@@ -203,9 +234,23 @@ pub struct CreateArgs {
     /// log2 of arguments per unit (the engine's default when absent).
     #[arg(long)]
     pub unit_bits: Option<u32>,
-    /// Independent results needed per unit.
+    /// Agreeing results needed per unit, from different workers: 1 for a trusted farm
+    /// (default), 2 or more for volunteers.
     #[arg(long)]
     pub replication: Option<u32>,
+    /// Replicas of a unit must come from different owners too (see `token create --owner`).
+    #[arg(long)]
+    pub distinct_owners: bool,
+    /// Adaptive replication: trusted workers are replicated only at --audit-rate.
+    #[arg(long)]
+    pub adaptive: bool,
+    /// With --adaptive: probability that a trusted worker's result is replicated anyway
+    /// [default: 0.1].
+    #[arg(long, requires = "adaptive")]
+    pub audit_rate: Option<f64>,
+    /// With --adaptive: agreed results in a row after which a worker is trusted [default: 20].
+    #[arg(long, requires = "adaptive")]
+    pub trust_after: Option<u32>,
     /// Higher runs first.
     #[arg(long)]
     pub priority: Option<i32>,
@@ -227,7 +272,29 @@ pub enum TokenCommand {
         /// A note for people.
         #[arg(long)]
         note: Option<String>,
+        /// Who stands behind the workers that register with it (a lab, a volunteer)
+        /// [default: token-ID].
+        #[arg(long)]
+        owner: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCommand {
+    /// Lists workers, one per line, with their records.
+    List,
+    /// Shows one worker as JSON.
+    Show { id: i64 },
+    /// Quarantines a worker: no more work, its leases revoked, its results void, and the units
+    /// it alone vouched for redone.
+    Quarantine {
+        id: i64,
+        /// Why (kept with the worker and shown to it).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lifts a quarantine: the worker starts again with a clean record, untrusted.
+    Reinstate { id: i64 },
 }
 
 /// A client for the admin API.
@@ -306,6 +373,32 @@ impl AdminClient {
         self.call(Method::POST, "/enrollment-tokens", Some(req))
             .await
     }
+
+    pub async fn workers(&self) -> anyhow::Result<Vec<WorkerInfo>> {
+        self.call::<(), _>(Method::GET, "/workers", None).await
+    }
+
+    pub async fn worker(&self, id: i64) -> anyhow::Result<WorkerInfo> {
+        self.call::<(), _>(Method::GET, &format!("/workers/{id}"), None)
+            .await
+    }
+
+    pub async fn quarantine(&self, id: i64, reason: &str) -> anyhow::Result<WorkerInfo> {
+        let body = QuarantineWorker {
+            reason: reason.to_string(),
+        };
+        self.call(
+            Method::POST,
+            &format!("/workers/{id}/quarantine"),
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn reinstate(&self, id: i64) -> anyhow::Result<WorkerInfo> {
+        self.call::<(), _>(Method::POST, &format!("/workers/{id}/reinstate"), None)
+            .await
+    }
 }
 
 fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
@@ -338,6 +431,10 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                     .collect(),
                 unit_bits: a.unit_bits,
                 replication: a.replication,
+                distinct_owners: a.distinct_owners.then_some(true),
+                adaptive: a.adaptive.then_some(true),
+                audit_rate: a.audit_rate,
+                trust_after: a.trust_after,
                 priority: a.priority,
             };
             print_json(&client.create_campaign(&req).await?)
@@ -384,14 +481,55 @@ pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> 
             uses,
             expires_in_hours,
             note,
+            owner,
         } => {
             let req = CreateEnrollmentToken {
                 uses: *uses,
                 expires_in_seconds: expires_in_hours.map(|h| h * 3600),
                 note: note.clone(),
+                owner: owner.clone(),
             };
             print_json(&client.create_token(&req).await?)
         }
+    }
+}
+
+/// Runs `worker ...`.
+pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()> {
+    let client = AdminClient::new(api)?;
+    match cmd {
+        WorkerCommand::List => {
+            println!(
+                "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} name",
+                "id", "state", "units", "valid", "invalid", "forged", "expired", "streak", "owner"
+            );
+            for w in client.workers().await? {
+                let r = &w.reputation;
+                println!(
+                    "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} {}",
+                    w.id,
+                    if w.quarantined_at.is_some() {
+                        "quarantined"
+                    } else {
+                        "ok"
+                    },
+                    w.units_done,
+                    r.valid,
+                    r.invalid,
+                    r.forged,
+                    format!("{}/{}", r.leases_expired, r.leases_total),
+                    r.streak,
+                    w.owner,
+                    w.name
+                );
+            }
+            Ok(())
+        }
+        WorkerCommand::Show { id } => print_json(&client.worker(*id).await?),
+        WorkerCommand::Quarantine { id, reason } => {
+            print_json(&client.quarantine(*id, reason).await?)
+        }
+        WorkerCommand::Reinstate { id } => print_json(&client.reinstate(*id).await?),
     }
 }
 

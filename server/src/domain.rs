@@ -52,6 +52,10 @@ pub struct NewCampaign {
     pub ranges: Vec<tmd_wire::ArgRange>,
     pub unit_bits: Option<u32>,
     pub replication: u32,
+    pub distinct_owners: bool,
+    pub adaptive: bool,
+    pub audit_rate: f64,
+    pub trust_after: u32,
     pub priority: i32,
 }
 
@@ -100,6 +104,25 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
     if !(1..=16).contains(&replication) {
         return bad(format!("replication must be in 1..=16, got {replication}"));
     }
+    let adaptive = req.adaptive.unwrap_or(false);
+    if adaptive && replication < 2 {
+        return bad(
+            "adaptive replication needs replication >= 2 (with 1 nothing is replicated anyway)"
+                .into(),
+        );
+    }
+    let audit_rate = req.audit_rate.unwrap_or(0.1);
+    if !(audit_rate > 0.0 && audit_rate <= 1.0) {
+        return bad(format!(
+            "audit_rate must be in (0, 1], got {audit_rate}: 0 would never check a trusted worker again"
+        ));
+    }
+    let trust_after = req.trust_after.unwrap_or(20);
+    if !(1..=1_000_000).contains(&trust_after) {
+        return bad(format!(
+            "trust_after must be in 1..=1000000, got {trust_after}"
+        ));
+    }
     let priority = req.priority.unwrap_or(0);
     if !(-1_000_000..=1_000_000).contains(&priority) {
         return bad("priority must be in -1000000..=1000000".into());
@@ -127,6 +150,10 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         ranges: req.ranges.clone(),
         unit_bits: req.unit_bits,
         replication,
+        distinct_owners: req.distinct_owners.unwrap_or(false),
+        adaptive,
+        audit_rate,
+        trust_after,
         priority,
     })
 }
@@ -513,9 +540,7 @@ mod tests {
                 from: "1".into(),
                 to: "2".into(),
             }],
-            unit_bits: None,
-            replication: None,
-            priority: None,
+            ..Default::default()
         };
         let v = validate_campaign(&ok).unwrap();
         assert_eq!(v.name, "exp-binary32");
@@ -551,6 +576,30 @@ mod tests {
             ..ok.clone()
         })
         .contains("unit_bits"));
+        assert!(msg(CreateCampaign {
+            adaptive: Some(true),
+            ..ok.clone()
+        })
+        .contains("replication >= 2"));
+        assert!(msg(CreateCampaign {
+            replication: Some(2),
+            adaptive: Some(true),
+            audit_rate: Some(0.0),
+            ..ok.clone()
+        })
+        .contains("audit_rate"));
+        assert!(msg(CreateCampaign {
+            trust_after: Some(0),
+            ..ok.clone()
+        })
+        .contains("trust_after"));
+        let v = validate_campaign(&CreateCampaign {
+            replication: Some(2),
+            adaptive: Some(true),
+            ..ok.clone()
+        })
+        .unwrap();
+        assert!(v.adaptive && v.audit_rate == 0.1 && v.trust_after == 20);
     }
 
     #[test]

@@ -212,6 +212,10 @@ mod tests {
             }],
             unit_bits: Some(20),
             replication: 1,
+            distinct_owners: false,
+            adaptive: false,
+            audit_rate: 0.1,
+            trust_after: 20,
             priority: 0,
         };
         let p = plan(&c, 100).unwrap();

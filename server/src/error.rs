@@ -35,6 +35,9 @@ pub enum Error {
     ForgedCase(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The worker is quarantined: its record fell below the bar or it reported a forged case.
+    #[error("{0}")]
+    WorkerQuarantined(String),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("internal: {0}")]
@@ -59,6 +62,7 @@ impl Error {
             Error::Conflict(_) => codes::CONFLICT,
             Error::ForgedCase(_) => codes::FORGED_CASE,
             Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
+            Error::WorkerQuarantined(_) => codes::WORKER_QUARANTINED,
             Error::Database(e) if is_unavailable(e) => codes::UNAVAILABLE,
             Error::Database(_) | Error::Internal(_) => codes::INTERNAL,
         }
@@ -78,6 +82,7 @@ impl Error {
             | Error::Conflict(_) => StatusCode::CONFLICT,
             Error::ForgedCase(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::WorkerQuarantined(_) => StatusCode::FORBIDDEN,
             Error::Database(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Database(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -105,7 +110,14 @@ fn is_unavailable(e: &sqlx::Error) -> bool {
     matches!(
         e,
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
-    )
+    ) || is_transient(e)
+}
+
+/// A deadlock or serialization failure: the transaction was rolled back and may simply be run
+/// again.
+pub fn is_transient(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d)
+        if matches!(d.code().as_deref(), Some("40P01") | Some("40001")))
 }
 
 impl IntoResponse for Error {

@@ -7,6 +7,7 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::store;
+use crate::store_trust;
 use crate::AppState;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
@@ -16,8 +17,9 @@ use axum::{Json, Router};
 use std::time::Instant;
 use tmd_wire::{
     ApiError, Campaign, CampaignProgress, CampaignState, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, RegisterWorker,
-    ReleaseLease, ReleaseResponse, ResultAccepted, UnitResult, WorkerInfo, WorkerRegistered,
+    EnrollmentToken, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, QuarantineWorker,
+    RegisterWorker, ReleaseLease, ReleaseResponse, ResultAccepted, UnitResult, WorkerInfo,
+    WorkerRegistered,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -102,6 +104,9 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_enrollment_token))
         .routes(routes!(register_worker))
         .routes(routes!(list_workers))
+        .routes(routes!(get_worker))
+        .routes(routes!(quarantine_worker))
+        .routes(routes!(reinstate_worker))
         .routes(routes!(request_lease))
         .routes(routes!(heartbeat))
         .routes(routes!(post_result))
@@ -175,6 +180,10 @@ async fn create_campaign(
             ranges: &new.ranges,
             unit_bits: plan.unit_bits,
             replication: new.replication,
+            distinct_owners: new.distinct_owners,
+            adaptive: new.adaptive,
+            audit_rate: new.audit_rate,
+            trust_after: new.trust_after,
             priority: new.priority,
             units: &plan.units,
         },
@@ -297,6 +306,15 @@ async fn create_enrollment_token(
             "expires_in_seconds must be in 1..=315360000".into(),
         ));
     }
+    if req
+        .owner
+        .as_ref()
+        .is_some_and(|o| o.trim().is_empty() || o.len() > 200)
+    {
+        return Err(Error::BadRequest(
+            "owner must be 1 to 200 characters".into(),
+        ));
+    }
     let token = auth::new_token(auth::ENROLLMENT_PREFIX);
     let t = store::create_enrollment_token(
         &s.pool,
@@ -305,6 +323,7 @@ async fn create_enrollment_token(
         req.uses,
         req.expires_in_seconds,
         req.note.as_deref(),
+        req.owner.as_deref().map(str::trim),
     )
     .await?;
     tracing::info!(token.id = t.id, "enrollment token created");
@@ -342,11 +361,71 @@ async fn register_worker(
     ))
 }
 
-/// Lists workers with last seen, measured speed and units done.
+/// Lists workers with last seen, measured speed, units done, owner, record and quarantine.
 #[utoipa::path(get, path = "/workers", tag = "workers", security(("admin" = [])),
     responses((status = 200, body = Vec<WorkerInfo>), (status = 401, body = ApiError)))]
 async fn list_workers(State(s): State<AppState>, _: Admin) -> Result<Json<Vec<WorkerInfo>>> {
     Ok(Json(store::list_workers(&s.pool).await?))
+}
+
+/// One worker, with its record.
+#[utoipa::path(get, path = "/workers/{id}", tag = "workers", security(("admin" = [])),
+    params(("id" = i64, Path, description = "worker id")),
+    responses((status = 200, body = WorkerInfo), (status = 401, body = ApiError),
+              (status = 404, body = ApiError)))]
+async fn get_worker(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<WorkerInfo>> {
+    Ok(Json(store::get_worker(&s.pool, id).await?))
+}
+
+/// Quarantines a worker by hand (a machine known to be broken): it gets no more work, its
+/// leases are revoked, its results become void and the units it alone vouched for are redone.
+#[utoipa::path(post, path = "/workers/{id}/quarantine", tag = "workers",
+    security(("admin" = [])), request_body = QuarantineWorker,
+    params(("id" = i64, Path, description = "worker id")),
+    responses((status = 200, body = WorkerInfo), (status = 400, body = ApiError),
+              (status = 401, body = ApiError), (status = 404, body = ApiError),
+              (status = 409, body = ApiError)))]
+async fn quarantine_worker(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<QuarantineWorker>,
+) -> Result<Json<WorkerInfo>> {
+    let reason = req.reason.trim();
+    if reason.is_empty() || reason.len() > 500 {
+        return Err(Error::BadRequest(
+            "reason must be 1 to 500 characters".into(),
+        ));
+    }
+    store::get_worker(&s.pool, id).await?;
+    match store_trust::quarantine(&s.pool, id, &format!("by an admin: {reason}")).await? {
+        Some(q) => note_quarantine(&s, &q),
+        None => {
+            return Err(Error::Conflict(format!(
+                "worker {id} is already quarantined"
+            )))
+        }
+    }
+    Ok(Json(store::get_worker(&s.pool, id).await?))
+}
+
+/// Lifts a worker's quarantine: it starts again with a clean record, untrusted.
+#[utoipa::path(post, path = "/workers/{id}/reinstate", tag = "workers",
+    security(("admin" = [])), params(("id" = i64, Path, description = "worker id")),
+    responses((status = 200, body = WorkerInfo), (status = 401, body = ApiError),
+              (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+async fn reinstate_worker(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<WorkerInfo>> {
+    store_trust::reinstate(&s.pool, id).await?;
+    tracing::info!(worker.id = id, "worker reinstated");
+    Ok(Json(store::get_worker(&s.pool, id).await?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -405,20 +484,38 @@ async fn request_lease(
     }))
 }
 
-/// Runs one expiry pass and counts what it did.
+/// Runs one expiry pass and counts what it did; the workers whose leases expired are held to
+/// the quarantine bar.
 pub async fn expire(s: &AppState) -> Result<()> {
-    let (returned, quarantined) =
-        store::expire_leases(&s.pool, s.config.policy.max_attempts).await?;
+    let e = store::expire_leases(&s.pool, s.config.policy.max_attempts).await?;
+    let (returned, quarantined) = (e.units_returned, e.units_quarantined);
     if returned + quarantined > 0 {
         Metrics::add(&s.metrics.units_expired, returned + quarantined);
         Metrics::add(&s.metrics.units_quarantined, quarantined);
         tracing::info!(
+            leases = e.leases,
             units.returned = returned,
             units.quarantined = quarantined,
             "expired leases"
         );
     }
+    if !e.workers.is_empty() {
+        enforce(s, Some(&e.workers)).await?;
+    }
     Ok(())
+}
+
+/// Quarantines the workers (all, or `only`) whose record fell below the bar.
+pub async fn enforce(s: &AppState, only: Option<&[i64]>) -> Result<()> {
+    for q in store_trust::enforce(&s.pool, &s.config.quarantine, only).await? {
+        note_quarantine(s, &q);
+    }
+    Ok(())
+}
+
+fn note_quarantine(s: &AppState, q: &store_trust::Quarantined) {
+    Metrics::add(&s.metrics.workers_quarantined, 1);
+    Metrics::add(&s.metrics.units_reopened, q.purged.units_reopened);
 }
 
 /// Extends a lease.
@@ -508,20 +605,40 @@ async fn post_result(
                 v
             }
             Err(e) => {
-                if matches!(e, Error::ForgedCase(_)) {
+                if let Error::ForgedCase(why) = &e {
                     Metrics::add(&s.metrics.forged_cases, 1);
                     tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = %e, "forged case refused");
+                    // No honest engine reports a case MPFR refutes: the worker is quarantined
+                    // at once and what it alone vouched for is redone.
+                    store_trust::record_forgery(&s.pool, worker.id).await?;
+                    let reason = format!("reported a case MPFR refutes: {why}");
+                    if let Some(q) = store_trust::quarantine(&s.pool, worker.id, &reason).await? {
+                        note_quarantine(&s, &q);
+                    }
+                    return Err(Error::ForgedCase(format!(
+                        "{why}; this worker is now quarantined"
+                    )));
                 }
                 return Err(e);
             }
         }
     };
-    let recorded =
-        store::record_result(&s.pool, worker.id, lease_id, unit_id, &result, &verified).await?;
+    let audit_roll: f64 = rand::random();
+    let recorded = store::record_result(
+        &s.pool, worker.id, lease_id, unit_id, &result, &verified, audit_roll,
+    )
+    .await?;
     let accepted = recorded.accepted;
     if recorded.replayed {
         Metrics::add(&s.metrics.results_replayed, 1);
         return Ok(Json(accepted));
+    }
+    if !recorded.outvoted_workers.is_empty() {
+        Metrics::add(
+            &s.metrics.results_outvoted,
+            recorded.outvoted_workers.len() as u64,
+        );
+        enforce(&s, Some(&recorded.outvoted_workers)).await?;
     }
     s.workers.set_speed(&worker.token_hash, recorded.speed);
     Metrics::add(&s.metrics.results_accepted, 1);

@@ -16,6 +16,8 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod store;
+pub mod store_trust;
+pub mod trust;
 // Views of a campaign for people (issue 8): dashboard, exports, `campaign watch`.
 pub mod dashboard;
 pub mod export;
@@ -49,6 +51,8 @@ pub struct Config {
     pub sweep_interval: Duration,
     /// What a worker told "no work" should wait.
     pub retry_after_seconds: u32,
+    /// When a worker's record puts it in quarantine.
+    pub quarantine: trust::QuarantineBar,
 }
 
 impl std::fmt::Debug for Config {
@@ -64,6 +68,7 @@ impl std::fmt::Debug for Config {
             .field("max_units_per_campaign", &self.max_units_per_campaign)
             .field("sweep_interval", &self.sweep_interval)
             .field("retry_after_seconds", &self.retry_after_seconds)
+            .field("quarantine", &self.quarantine)
             .finish()
     }
 }
@@ -78,6 +83,7 @@ impl Default for Config {
             max_units_per_campaign: 2_000_000,
             sweep_interval: Duration::from_secs(5),
             retry_after_seconds: 30,
+            quarantine: trust::QuarantineBar::default(),
         }
     }
 }
@@ -216,7 +222,8 @@ async fn shutdown_signal() {
 }
 
 /// Expires leases every `sweep_interval`, so units return to the pool even when no worker
-/// asks for work.
+/// asks for work; and holds every worker to the quarantine bar (which also finishes a purge a
+/// crash interrupted).
 async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(state.config.sweep_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -230,6 +237,9 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
             _ = tick.tick() => {
                 if let Err(e) = http::expire(&state).await {
                     tracing::warn!(error = %e, "lease sweep failed");
+                }
+                if let Err(e) = http::enforce(&state, None).await {
+                    tracing::warn!(error = %e, "quarantine sweep failed");
                 }
             }
             _ = &mut stop => return,

@@ -33,6 +33,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Campaign { api, command } => cli::run_campaign(api, command).await,
         Command::Token { api, command } => cli::run_token(api, command).await,
+        Command::Worker { api, command } => cli::run_worker(api, command).await,
         Command::Openapi => {
             println!(
                 "{}",

@@ -32,6 +32,9 @@ pub struct Metrics {
     pub units_expired: AtomicU64,
     pub units_quarantined: AtomicU64,
     pub leases_released: AtomicU64,
+    pub results_outvoted: AtomicU64,
+    pub workers_quarantined: AtomicU64,
+    pub units_reopened: AtomicU64,
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
 }
 
@@ -59,7 +62,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the unit counts given.
     pub fn render(&self, units_by_state: &[(String, i64)]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 11] = [
+        let counters: [(&str, &str, &AtomicU64); 14] = [
             (
                 "tmd_leases_granted_total",
                 "Leases handed out.",
@@ -99,6 +102,21 @@ impl Metrics {
                 "tmd_forged_cases_total",
                 "Reported HR-cases that failed re-verification.",
                 &self.forged_cases,
+            ),
+            (
+                "tmd_results_outvoted_total",
+                "Results the majority of a unit's replicas disagreed with.",
+                &self.results_outvoted,
+            ),
+            (
+                "tmd_workers_quarantined_total",
+                "Workers quarantined (forged case, outvoted or expired too often, or by an admin).",
+                &self.workers_quarantined,
+            ),
+            (
+                "tmd_units_reopened_total",
+                "Done units reopened because a quarantined worker was part of their quorum.",
+                &self.units_reopened,
             ),
             (
                 "tmd_units_expired_total",

@@ -7,13 +7,15 @@
 
 use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
 use crate::error::{Error, Result};
+use crate::store_trust;
+use crate::trust::{self, ReplicationPolicy, Verdict};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgPool, Postgres, Transaction};
 use tmd_wire::{
     ArgRange, Campaign, CampaignProgress, CampaignState, EnrollmentToken, HrCase, HrKind, Lease,
-    LeaseTask, LeasedUnit, QuarantinedUnit, ReleaseResponse, ResultAccepted, StateCount,
-    StoredHrCase, UnitResult, UnitSpec, WorkerInfo,
+    LeaseTask, LeasedUnit, QuarantinedUnit, ReleaseResponse, ReplicationReport, ResultAccepted,
+    StateCount, StoredHrCase, UnitResult, UnitSpec, WorkerInfo, WorkerReputation,
 };
 
 /// The migrations in `migrations/`, embedded in the binary.
@@ -46,6 +48,10 @@ struct CampaignDb {
     ranges: Json<Vec<ArgRange>>,
     unit_bits: i32,
     replication: i32,
+    distinct_owners: bool,
+    adaptive: bool,
+    audit_rate: f64,
+    trust_after: i32,
     priority: i32,
     state: String,
     units_total: i64,
@@ -54,7 +60,7 @@ struct CampaignDb {
 }
 
 const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, min_bits, ranges, unit_bits, \
-     replication, priority, state, units_total, arguments_total::text AS arguments_total, created_at";
+     replication, distinct_owners, adaptive, audit_rate, trust_after, priority, state, units_total, arguments_total::text AS arguments_total, created_at";
 
 impl CampaignDb {
     fn into_wire(self) -> Result<Campaign> {
@@ -67,6 +73,10 @@ impl CampaignDb {
             ranges: self.ranges.0,
             unit_bits: self.unit_bits as u32,
             replication: self.replication as u32,
+            distinct_owners: self.distinct_owners,
+            adaptive: self.adaptive,
+            audit_rate: self.audit_rate,
+            trust_after: self.trust_after as u32,
             priority: self.priority,
             state: parse_state(&self.state)?,
             created_at: self.created_at,
@@ -89,6 +99,10 @@ pub struct CampaignInsert<'a> {
     pub ranges: &'a [ArgRange],
     pub unit_bits: u32,
     pub replication: u32,
+    pub distinct_owners: bool,
+    pub adaptive: bool,
+    pub audit_rate: f64,
+    pub trust_after: u32,
     pub priority: i32,
     pub units: &'a [UnitSpec],
 }
@@ -104,8 +118,9 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     let mut tx = pool.begin().await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
-         replication, priority, units_total, arguments_total) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric) RETURNING id",
+         replication, priority, units_total, arguments_total, distinct_owners, adaptive, \
+         audit_rate, trust_after) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12, $13, $14) RETURNING id",
     )
     .bind(c.name)
     .bind(c.function)
@@ -117,6 +132,10 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     .bind(c.priority)
     .bind(c.units.len() as i64)
     .bind(total.to_string())
+    .bind(c.distinct_owners)
+    .bind(c.adaptive)
+    .bind(c.audit_rate)
+    .bind(c.trust_after as i32)
     .fetch_one(&mut *tx)
     .await?;
     // Bulk insert in chunks: one round trip per 10k units instead of one per unit.
@@ -263,6 +282,16 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     .bind(id)
     .fetch_all(pool)
     .await?;
+    let (results, void, outvoted, alone, computed): (i64, i64, i64, i64, f64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE r.void), \
+                count(*) FILTER (WHERE r.verdict = 'outvoted'), \
+                count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void), \
+                COALESCE(sum(u.count), 0)::float8 \
+         FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?;
     let total_args = parse_u128(&campaign.arguments_total);
     let done_args = parse_u128(&done.arguments);
     let remaining = total_args
@@ -305,6 +334,17 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
                 },
             )
             .collect(),
+        replication: ReplicationReport {
+            results,
+            void,
+            outvoted,
+            alone,
+            work_factor: if done_args == 0 {
+                0.0
+            } else {
+                computed / done_args as f64
+            },
+        },
     })
 }
 
@@ -360,15 +400,17 @@ pub async fn create_enrollment_token(
     uses: Option<u32>,
     expires_in_seconds: Option<u64>,
     note: Option<&str>,
+    owner: Option<&str>,
 ) -> Result<EnrollmentToken> {
     let (id, expires_at): (i64, Option<DateTime<Utc>>) = sqlx::query_as(
-        "INSERT INTO enrollment_tokens (token_hash, uses_left, expires_at, note) \
-         VALUES ($1, $2, now() + make_interval(secs => $3::float8), $4) RETURNING id, expires_at",
+        "INSERT INTO enrollment_tokens (token_hash, uses_left, expires_at, note, owner) \
+         VALUES ($1, $2, now() + make_interval(secs => $3::float8), $4, $5) RETURNING id, expires_at",
     )
     .bind(token_hash)
     .bind(uses.map(|u| u as i32))
     .bind(expires_in_seconds.map(|s| s as f64))
     .bind(note)
+    .bind(owner)
     .fetch_one(pool)
     .await?;
     Ok(EnrollmentToken {
@@ -379,7 +421,8 @@ pub async fn create_enrollment_token(
     })
 }
 
-/// Spends one use of an enrollment token and records the worker, in one transaction.
+/// Spends one use of an enrollment token and records the worker, in one transaction. The
+/// worker's owner is the token's (`token-{id}` when the token names none).
 pub async fn register_worker(
     pool: &PgPool,
     enrollment_hash: &[u8],
@@ -387,23 +430,26 @@ pub async fn register_worker(
     worker_hash: &[u8],
 ) -> Result<i64> {
     let mut tx = pool.begin().await?;
-    let enrollment: Option<i64> = sqlx::query_scalar(
+    let enrollment: Option<(i64, String)> = sqlx::query_as(
         "UPDATE enrollment_tokens SET uses_left = uses_left - 1 \
          WHERE token_hash = $1 AND (expires_at IS NULL OR expires_at > now()) \
-           AND (uses_left IS NULL OR uses_left > 0) RETURNING id",
+           AND (uses_left IS NULL OR uses_left > 0) \
+         RETURNING id, COALESCE(owner, 'token-' || id)",
     )
     .bind(enrollment_hash)
     .fetch_optional(&mut *tx)
     .await?;
-    let enrollment = enrollment.ok_or_else(|| {
+    let (enrollment, owner): (i64, String) = enrollment.ok_or_else(|| {
         Error::Unauthorized("unknown, expired or used-up enrollment token".into())
     })?;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO workers (name, token_hash, enrollment_token_id) VALUES ($1, $2, $3) RETURNING id",
+        "INSERT INTO workers (name, token_hash, enrollment_token_id, owner) \
+         VALUES ($1, $2, $3, $4) RETURNING id",
     )
     .bind(name)
     .bind(worker_hash)
     .bind(enrollment)
+    .bind(owner)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -430,25 +476,29 @@ pub async fn authenticate_worker(
     .await?)
 }
 
-/// All workers with last seen, speed and units done.
+/// All workers with last seen, speed, units done and their record.
 pub async fn list_workers(pool: &PgPool) -> Result<Vec<WorkerInfo>> {
-    let rows: Vec<WorkerRow> = sqlx::query_as(
-        "SELECT id, name, created_at, last_seen, speed, units_done FROM workers ORDER BY id",
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| WorkerInfo {
-            id: r.id,
-            name: r.name,
-            created_at: r.created_at,
-            last_seen: r.last_seen,
-            arguments_per_second: r.speed,
-            units_done: r.units_done,
-        })
-        .collect())
+    let rows: Vec<WorkerRow> =
+        sqlx::query_as(&format!("SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"))
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().map(WorkerRow::into_wire).collect())
 }
+
+/// One worker.
+pub async fn get_worker(pool: &PgPool, id: i64) -> Result<WorkerInfo> {
+    let row: Option<WorkerRow> = sqlx::query_as(&format!(
+        "SELECT {WORKER_COLUMNS} FROM workers WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    row.map(WorkerRow::into_wire)
+        .ok_or_else(|| Error::NotFound(format!("no worker {id}")))
+}
+
+const WORKER_COLUMNS: &str = "id, name, created_at, last_seen, speed, units_done, owner, valid, \
+     invalid, forged, leases_total, leases_expired, streak, quarantined_at, quarantine_reason";
 
 #[derive(sqlx::FromRow)]
 struct WorkerRow {
@@ -458,6 +508,39 @@ struct WorkerRow {
     last_seen: Option<DateTime<Utc>>,
     speed: Option<f64>,
     units_done: i64,
+    owner: String,
+    valid: i64,
+    invalid: i64,
+    forged: i64,
+    leases_total: i64,
+    leases_expired: i64,
+    streak: i64,
+    quarantined_at: Option<DateTime<Utc>>,
+    quarantine_reason: Option<String>,
+}
+
+impl WorkerRow {
+    fn into_wire(self) -> WorkerInfo {
+        WorkerInfo {
+            id: self.id,
+            name: self.name,
+            created_at: self.created_at,
+            last_seen: self.last_seen,
+            arguments_per_second: self.speed,
+            units_done: self.units_done,
+            owner: self.owner,
+            reputation: WorkerReputation {
+                valid: self.valid,
+                invalid: self.invalid,
+                forged: self.forged,
+                leases_total: self.leases_total,
+                leases_expired: self.leases_expired,
+                streak: self.streak,
+            },
+            quarantined_at: self.quarantined_at,
+            quarantine_reason: self.quarantine_reason,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,26 +549,62 @@ struct WorkerRow {
 /// Expires the leases past their expiry: their unfinished units go back to the pool with one
 /// more attempt, or to quarantine at `max_attempts`. One statement, so one transaction; leases
 /// another transaction holds (a result being posted) are skipped and caught next time.
-/// Returns (units returned to the pool, units quarantined).
-pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<(u64, u64)> {
-    let rows: Vec<(String,)> = sqlx::query_as(
+/// The expired leases count against their workers (in a second statement, so the worker rows
+/// are not locked with the units; a crash between the two loses only that count).
+pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<Expired> {
+    let (returned, quarantined, workers): (i64, i64, Option<Vec<i64>>) = sqlx::query_as(
         "WITH due AS ( \
              SELECT id FROM leases WHERE state = 'active' AND expires_at <= now() \
              ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), \
          ended AS ( \
              UPDATE leases l SET state = 'expired', ended_at = now() FROM due \
-             WHERE l.id = due.id RETURNING l.id) \
-         UPDATE units u SET \
-             state = CASE WHEN u.attempts + 1 >= $1 THEN 'quarantined' ELSE 'pending' END, \
-             attempts = u.attempts + 1, lease_id = NULL \
-         FROM ended WHERE u.lease_id = ended.id AND u.state = 'leased' \
-         RETURNING u.state",
+             WHERE l.id = due.id RETURNING l.id, l.worker_id), \
+         back AS ( \
+             UPDATE units u SET \
+                 state = CASE WHEN u.attempts + 1 >= $1 THEN 'quarantined' ELSE 'pending' END, \
+                 attempts = u.attempts + 1, lease_id = NULL \
+             FROM ended WHERE u.lease_id = ended.id AND u.state = 'leased' \
+             RETURNING u.state) \
+         SELECT (SELECT count(*) FROM back WHERE state = 'pending'), \
+                (SELECT count(*) FROM back WHERE state = 'quarantined'), \
+                (SELECT array_agg(worker_id) FROM ended)",
     )
     .bind(max_attempts as i32)
-    .fetch_all(pool)
+    .fetch_one(pool)
     .await?;
-    let quarantined = rows.iter().filter(|(s,)| s == "quarantined").count() as u64;
-    Ok((rows.len() as u64 - quarantined, quarantined))
+    let workers = workers.unwrap_or_default();
+    let mut per_worker: std::collections::BTreeMap<i64, i64> = Default::default();
+    for w in &workers {
+        *per_worker.entry(*w).or_default() += 1;
+    }
+    if !per_worker.is_empty() {
+        let ids: Vec<i64> = per_worker.keys().copied().collect();
+        let counts: Vec<i64> = per_worker.values().copied().collect();
+        sqlx::query(
+            "UPDATE workers w SET leases_expired = w.leases_expired + t.n \
+             FROM UNNEST($1::int8[], $2::int8[]) AS t(id, n) WHERE w.id = t.id",
+        )
+        .bind(&ids)
+        .bind(&counts)
+        .execute(pool)
+        .await?;
+    }
+    Ok(Expired {
+        units_returned: returned as u64,
+        units_quarantined: quarantined as u64,
+        leases: workers.len() as u64,
+        workers: per_worker.into_keys().collect(),
+    })
+}
+
+/// What one expiry pass did.
+#[derive(Debug, Default)]
+pub struct Expired {
+    pub units_returned: u64,
+    pub units_quarantined: u64,
+    pub leases: u64,
+    /// The workers whose leases expired.
+    pub workers: Vec<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -496,6 +615,7 @@ struct ActiveCampaign {
     min_bits: i32,
     unit_bits: i32,
     replication: i32,
+    distinct_owners: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -511,7 +631,8 @@ struct ClaimedUnit {
 }
 
 /// Leases a contiguous run of pending units of the active campaign with the highest priority
-/// that has any, sized by `size(unit_bits)`. `None` when there is no work.
+/// that has any, sized by `size(unit_bits)`. `None` when there is no work. A quarantined worker
+/// is refused.
 ///
 /// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
 /// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
@@ -522,8 +643,18 @@ pub async fn claim_lease(
     ttl_seconds: u32,
     size: impl Fn(u32) -> u32,
 ) -> Result<Option<Lease>> {
+    let standing: Option<(bool, Option<String>)> = sqlx::query_as(
+        "SELECT quarantined_at IS NOT NULL, quarantine_reason FROM workers WHERE id = $1",
+    )
+    .bind(worker_id)
+    .fetch_optional(pool)
+    .await?;
+    if let Some((true, reason)) = standing {
+        return Err(store_trust::quarantined(worker_id, reason.as_deref()));
+    }
     let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
-        "SELECT id, function, precision, min_bits, unit_bits, replication FROM campaigns c \
+        "SELECT id, function, precision, min_bits, unit_bits, replication, distinct_owners \
+         FROM campaigns c \
          WHERE state = 'active' \
            AND EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state = 'pending') \
          ORDER BY priority DESC, id LIMIT 32",
@@ -533,11 +664,18 @@ pub async fn claim_lease(
     for c in campaigns {
         let want = size(c.unit_bits as u32).max(1) as i64;
         // With replication, a worker must not get a unit it already computed: its replicas
-        // have to come from other workers.
-        let replica_filter = if c.replication > 1 {
-            "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
-        } else {
-            ""
+        // have to come from other workers (and other owners, where the campaign asks).
+        let replica_filter = match (c.replication > 1, c.distinct_owners) {
+            (false, _) => "",
+            (true, false) => {
+                "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
+            }
+            (true, true) => {
+                "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
+                 AND NOT EXISTS (SELECT 1 FROM results r JOIN workers w ON w.id = r.worker_id \
+                     WHERE r.unit_id = units.id AND NOT r.void \
+                       AND w.owner = (SELECT owner FROM workers WHERE id = $3))"
+            }
         };
         // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
         // is constant along a contiguous run. Locked rows not in it are released at the end
@@ -560,7 +698,9 @@ pub async fn claim_lease(
                  UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
                  FROM l, run WHERE units.id = run.id \
                  RETURNING units.id, units.seq, units.negative, units.exponent, \
-                           units.first::text AS first, units.count) \
+                           units.first::text AS first, units.count), \
+             w AS ( \
+                 UPDATE workers SET leases_total = leases_total + 1 FROM l WHERE workers.id = $3) \
              SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
                     u.id, u.negative, u.exponent, u.first, u.count \
              FROM l, u ORDER BY u.seq"
@@ -809,22 +949,45 @@ pub async fn precheck_result(
     })
 }
 
-/// A unit locked for recording, with what the judge and the write need.
+/// A unit locked for recording, with what the judge, the replication rule and the write need.
 #[derive(sqlx::FromRow)]
 struct UnitForResult {
     #[sqlx(flatten)]
     unit: UnitRow,
     replication: i32,
+    adaptive: bool,
+    audit_rate: f64,
+    trust_after: i32,
+    replicas_needed: Option<i32>,
     prior_id: Option<i64>,
     prior_digest: Option<String>,
     prior_hr_count: Option<i32>,
-    disagree: bool,
+    own_streak: i64,
+    own_quarantined: bool,
+    own_quarantine_reason: Option<String>,
 }
 
-/// Records a verified result in one transaction: the result row, its HR-cases, the unit's new
-/// state (done, or pending until its replicas arrive, or quarantined if replicas disagree),
-/// the worker's speed and count, and the lease's end when it was its last unit. Judges the
-/// post again under the lease's and the unit's row locks, so a retry is answered as before.
+/// One live (not void) result of a unit.
+#[derive(sqlx::FromRow)]
+pub struct LiveResult {
+    pub id: i64,
+    pub unit_id: i64,
+    pub worker_id: i64,
+    pub claim: String,
+    pub verdict: String,
+}
+
+/// Records a verified result in one transaction: the result row, its HR-cases, the verdicts of
+/// the unit's replicas (`trust::settle`) and the records of their workers, the unit's new state
+/// (done, pending for another replica, or quarantined when replicas never reach a majority),
+/// the worker's speed, and the lease's end when it was its last unit. Judges the post again
+/// under the lease's and the unit's row locks, so a retry is answered as before. Replicas are
+/// compared by the server's own digest of what is recorded (`trust::claim_digest`);
+/// `audit_roll` is a fresh uniform draw in [0, 1).
+///
+/// A deadlock with a concurrent quarantine is retried here (twice) before it reaches the
+/// worker as "unavailable".
+#[allow(clippy::too_many_arguments)]
 pub async fn record_result(
     pool: &PgPool,
     worker_id: i64,
@@ -832,24 +995,51 @@ pub async fn record_result(
     unit_id: i64,
     result: &UnitResult,
     verified: &[HrCase],
+    audit_roll: f64,
+) -> Result<Recorded> {
+    let mut tries = 0;
+    loop {
+        let r = record_result_once(
+            pool, worker_id, lease_id, unit_id, result, verified, audit_roll,
+        )
+        .await;
+        match r {
+            Err(Error::Database(e)) if crate::error::is_transient(&e) && tries < 2 => {
+                tries += 1;
+                tracing::debug!(unit.id = unit_id, error = %e, "retrying a result after a deadlock");
+            }
+            other => return other,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn record_result_once(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    unit_id: i64,
+    result: &UnitResult,
+    verified: &[HrCase],
+    audit_roll: f64,
 ) -> Result<Recorded> {
     let mut tx: Transaction<'_, Postgres> = pool.begin().await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
-    // Replicas that disagree with an earlier one mean someone computed wrong: the unit is
-    // quarantined and shown rather than a winner picked.
     let row: Option<UnitForResult> = sqlx::query_as(
         "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
-                u.exponent, u.first::text AS first, c.replication, \
+                u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
+                c.trust_after, u.replicas_needed, \
                 r.id AS prior_id, r.digest AS prior_digest, r.hr_count AS prior_hr_count, \
-                EXISTS (SELECT 1 FROM results o WHERE o.unit_id = u.id \
-                        AND o.digest <> lower($3)) AS disagree \
+                w.streak AS own_streak, w.quarantined_at IS NOT NULL AS own_quarantined, \
+                w.quarantine_reason AS own_quarantine_reason \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+              JOIN workers w ON w.id = $3 \
               LEFT JOIN results r ON r.unit_id = u.id AND r.lease_id = $2 \
          WHERE u.id = $1 FOR UPDATE OF u",
     )
     .bind(unit_id)
     .bind(lease_id)
-    .bind(&result.digest)
+    .bind(worker_id)
     .fetch_optional(&mut *tx)
     .await?;
     let prior = row.as_ref().and_then(|r| {
@@ -884,6 +1074,7 @@ pub async fn record_result(
                 },
                 replayed: true,
                 speed: None,
+                outvoted_workers: Vec::new(),
             });
         }
         Err(e) => {
@@ -894,7 +1085,40 @@ pub async fn record_result(
     let (Some(lease), Some(row)) = (lease, row) else {
         return Err(Error::Internal("judged rows vanished".into()));
     };
-    let disagree = row.replication > 1 && row.disagree;
+    if row.own_quarantined {
+        tx.rollback().await?;
+        return Err(crate::store_trust::quarantined(
+            worker_id,
+            row.own_quarantine_reason.as_deref(),
+        ));
+    }
+    let spec = UnitSpec {
+        negative: row.unit.negative,
+        exponent: row.unit.exponent,
+        first: row.unit.first.parse().map_err(|_| {
+            Error::Internal(format!("unit {} has first {}", unit_id, row.unit.first))
+        })?,
+        count: row.unit.count as u64,
+    };
+    let claim = trust::claim_digest(&spec, &result.stats, verified, &result.exact_cases);
+    let live: Vec<LiveResult> = sqlx::query_as(
+        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
+         WHERE unit_id = $1 AND NOT void ORDER BY id",
+    )
+    .bind(unit_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let policy = ReplicationPolicy {
+        quorum: row.replication.max(1) as u32,
+        adaptive: row.adaptive,
+        audit_rate: row.audit_rate,
+        trust_after: row.trust_after.max(1) as u32,
+    };
+    // The number of agreeing results is fixed by the unit's first result, after it was posted.
+    let needed = match row.replicas_needed {
+        Some(n) => n.max(1) as u32,
+        None => trust::replicas_needed(&policy, row.own_streak, audit_roll),
+    };
     // Speed is an exponential moving average of arguments per second, so one slow unit does
     // not halve the next lease.
     let speed = (result.elapsed > 0.0).then(|| row.unit.count as f64 / result.elapsed);
@@ -903,36 +1127,18 @@ pub async fn record_result(
     let d: Vec<f64> = verified.iter().map(|c| c.neg_log2_d).collect();
     let kinds: Vec<&str> = verified.iter().map(|c| c.kind.as_str()).collect();
     let rounded: Vec<&str> = verified.iter().map(|c| c.rounded.as_str()).collect();
-    // One statement for every write. Its parts share one snapshot, so the lease-finished
-    // test excludes this unit, whose update it cannot see.
-    let (result_id, speed): (i64, Option<f64>) = sqlx::query_as(
+    let result_id: i64 = sqlx::query_scalar(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
-                                  exact_cases, elapsed_seconds, hr_count) \
-             VALUES ($1, $2, $3, $4, lower($5), $6, $7, $8, $9) RETURNING id), \
+                                  exact_cases, elapsed_seconds, hr_count, claim) \
+             VALUES ($1, $2, $3, $4, lower($5), $6, $7, $8, $9, $16) RETURNING id), \
          h AS ( \
              INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, rounded) \
              SELECT $10, $1, r.id, t.x, t.b, t.d, t.k, t.rd FROM r, \
                     UNNEST($11::text[], $12::int4[], $13::float8[], $14::text[], $15::text[]) \
                     AS t(x, b, d, k, rd) \
-             ON CONFLICT (campaign_id, x) DO NOTHING), \
-         u AS ( \
-             UPDATE units SET replicas_done = replicas_done + 1, lease_id = NULL, \
-                 state = CASE WHEN $16 THEN 'quarantined' \
-                              WHEN replicas_done + 1 >= $17 THEN 'done' ELSE 'pending' END, \
-                 done_at = CASE WHEN NOT $16 AND replicas_done + 1 >= $17 THEN now() END \
-             WHERE id = $1), \
-         w AS ( \
-             UPDATE workers SET units_done = units_done + 1, \
-                 speed = CASE WHEN $18::float8 IS NULL THEN speed \
-                              WHEN speed IS NULL THEN $18::float8 \
-                              ELSE 0.7 * speed + 0.3 * $18::float8 END \
-             WHERE id = $3 RETURNING speed), \
-         l AS ( \
-             UPDATE leases SET state = 'finished', ended_at = now() \
-             WHERE id = $2 AND state = 'active' AND NOT EXISTS ( \
-                 SELECT 1 FROM units WHERE lease_id = $2 AND id <> $1)) \
-         SELECT r.id, (SELECT speed FROM w) FROM r",
+             ON CONFLICT (campaign_id, x) DO NOTHING) \
+         SELECT id FROM r",
     )
     .bind(unit_id)
     .bind(lease_id)
@@ -949,10 +1155,46 @@ pub async fn record_result(
     .bind(&d)
     .bind(&kinds)
     .bind(&rounded)
-    .bind(disagree)
-    .bind(row.replication)
-    .bind(speed)
+    .bind(&claim)
     .fetch_one(&mut *tx)
+    .await?;
+    let mut replicas = live;
+    replicas.push(LiveResult {
+        id: result_id,
+        unit_id,
+        worker_id,
+        claim,
+        verdict: Verdict::Pending.as_str().into(),
+    });
+    let mut changes = store_trust::Changes::default();
+    let settlement = changes.settle(&replicas, needed, policy.quorum)?;
+    changes.worker(worker_id).done += 1;
+    changes.worker(worker_id).speed = speed;
+    store_trust::apply_verdicts(&mut tx, &changes).await?;
+    let own = store_trust::apply_records(&mut tx, &changes).await?;
+    let Some((speed, false)) = own.get(&worker_id).copied() else {
+        tx.rollback().await?;
+        return Err(crate::store_trust::quarantined(worker_id, None));
+    };
+    // The lease-finished test runs in the same snapshot as the unit's update, which it cannot
+    // see: so it excludes this unit by id.
+    sqlx::query(
+        "WITH u AS ( \
+             UPDATE units SET replicas_done = $2, replicas_needed = $3, lease_id = NULL, \
+                 state = $4, done_at = CASE WHEN $4 = 'done' THEN COALESCE(done_at, now()) END \
+             WHERE id = $1), \
+         l AS ( \
+             UPDATE leases SET state = 'finished', ended_at = now() \
+             WHERE id = $5 AND state = 'active' AND NOT EXISTS ( \
+                 SELECT 1 FROM units WHERE lease_id = $5 AND id <> $1)) \
+         SELECT 1",
+    )
+    .bind(unit_id)
+    .bind(replicas.len() as i32)
+    .bind(needed as i32)
+    .bind(store_trust::unit_state(&settlement))
+    .bind(lease_id)
+    .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(Recorded {
@@ -963,6 +1205,7 @@ pub async fn record_result(
         },
         replayed: false,
         speed,
+        outvoted_workers: changes.outvoted_workers(),
     })
 }
 
@@ -973,6 +1216,8 @@ pub struct Recorded {
     pub replayed: bool,
     /// The worker's speed after this result.
     pub speed: Option<f64>,
+    /// Workers whose results this one outvoted: their records must be checked against the bar.
+    pub outvoted_workers: Vec<i64>,
 }
 
 /// Units per state over all campaigns, for `/metrics`.

@@ -77,6 +77,9 @@ async fn openapi_document_lists_every_route() {
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),
+        ("/api/v1/workers/{id}", "get"),
+        ("/api/v1/workers/{id}/quarantine", "post"),
+        ("/api/v1/workers/{id}/reinstate", "post"),
     ];
     for (path, method) in expected {
         assert!(
@@ -86,7 +89,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        19,
+        22,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

@@ -145,7 +145,12 @@ async fn the_bench_runs_cycles_and_reports_its_figures() {
     ])
     .await;
     assert!(ok, "{err}");
-    let summary = out.lines().last().unwrap();
+    let summary = out.lines().find(|l| l.contains(" cycles=")).unwrap();
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("replication=1 ") && l.contains("work_factor=")),
+        "{out}"
+    );
     let cycles: u64 = summary
         .split_whitespace()
         .find_map(|f| f.strip_prefix("cycles="))

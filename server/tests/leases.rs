@@ -274,7 +274,8 @@ async fn replicated_units_need_agreeing_results_from_different_workers() {
         "two agreeing replicas"
     );
 
-    // Disagreeing replicas quarantine the unit instead of picking a winner.
+    // Disagreeing replicas take another replica from a third worker; the majority wins and
+    // the loser is recorded against its worker.
     let u1 = la2.units[0].unit_id;
     a.post(la2.lease_id, u1, &empty_result(la2.fencing_token, u1, 1.0))
         .await
@@ -282,11 +283,59 @@ async fn replicated_units_need_agreeing_results_from_different_workers() {
     let lb2 = b.lease(None).await.unwrap().lease.unwrap();
     assert_eq!(lb2.units[0].unit_id, u1);
     let mut other = empty_result(lb2.fencing_token, u1, 1.0);
-    other.digest = "0".repeat(64);
+    other.stats.phase1_failures = 3;
     b.post(lb2.lease_id, u1, &other).await.unwrap();
     let p = app.progress(cid).await;
-    assert_eq!(p["quarantined"]["units"], 1);
-    assert_eq!(p["quarantined_units"][0]["unit_id"], u1);
+    assert_eq!(
+        (p["done"]["units"].as_i64(), p["pending"]["units"].as_i64()),
+        (Some(1), Some(1)),
+        "a dispute needs another replica"
+    );
+    let (_, c) = app.worker("c").await;
+    let lc = c.lease(None).await.unwrap().lease.unwrap();
+    assert_eq!(lc.units[0].unit_id, u1);
+    c.post(lc.lease_id, u1, &empty_result(lc.fencing_token, u1, 1.0))
+        .await
+        .unwrap();
+    // b is outvoted on half its checked results, far over the bar: it is quarantined, its
+    // results become void, and u0, which it vouched for with a, needs another replica.
+    let p = app.progress(cid).await;
+    assert_eq!(
+        (p["done"]["units"].as_i64(), p["pending"]["units"].as_i64()),
+        (Some(1), Some(1)),
+        "{p}"
+    );
+    let (_, workers) = app.admin(Method::GET, "/api/v1/workers", None).await;
+    let rec = |w: &serde_json::Value, i: usize| w[i]["reputation"].clone();
+    assert_eq!(rec(&workers, 0)["valid"], 1, "u0 no longer counts for a");
+    assert_eq!(rec(&workers, 0)["streak"], 1);
+    assert_eq!(rec(&workers, 1)["invalid"], 1);
+    assert_eq!(rec(&workers, 1)["streak"], 0);
+    assert!(workers[1]["quarantined_at"].is_string(), "{workers}");
+    assert!(workers[0]["quarantined_at"].is_null() && workers[2]["quarantined_at"].is_null());
+    assert_eq!(code_of(b.lease(None).await), "worker_quarantined");
+    let lc2 = c.lease(None).await.unwrap().lease.unwrap();
+    assert_eq!(lc2.units[0].unit_id, u0);
+    c.post(lc2.lease_id, u0, &empty_result(lc2.fencing_token, u0, 1.0))
+        .await
+        .unwrap();
+    let p = app.progress(cid).await;
+    assert_eq!(p["complete"], true, "{p}");
+    let r = &p["replication"];
+    assert_eq!(
+        (
+            r["results"].as_i64(),
+            r["void"].as_i64(),
+            r["outvoted"].as_i64()
+        ),
+        (Some(6), Some(2), Some(1)),
+        "{p}"
+    );
+    assert_eq!(r["work_factor"], 3.0);
+    let (_, workers) = app.admin(Method::GET, "/api/v1/workers", None).await;
+    assert_eq!(rec(&workers, 0)["valid"], 2);
+    assert_eq!(rec(&workers, 0)["streak"], 2);
+    assert_eq!(rec(&workers, 2)["valid"], 2);
 
     let (status, _) = app
         .admin(Method::GET, &format!("/api/v1/campaigns/{cid}"), None)

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{code_of, TestApp};
+use reqwest::Method;
 use serde_json::json;
 use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::verify::{classify, Verdict};
@@ -50,18 +51,17 @@ async fn forged_cases_are_rejected_and_real_ones_recorded_as_verified() {
         }))
         .await;
     let cid = c["id"].as_i64().unwrap();
-    let (_, w) = app.worker("w").await;
-    let lease = w.lease(None).await.unwrap().lease.unwrap();
-    let u = &lease.units[0];
+    // The first unit, which every worker below leases in turn.
     let spec = UnitSpec {
-        negative: u.spec.negative,
-        exponent: u.spec.exponent,
-        first: u.spec.first,
-        count: u.spec.count,
+        negative: false,
+        exponent: 0,
+        first: 1 << 23,
+        count: 1 << 10,
     };
     let (hard, easy) = hard_and_easy(Function::Exp, Precision::BINARY32, &spec, 8);
-    let post = |cases: Vec<HrCase>| {
-        let mut r = empty_result(lease.fencing_token, u.unit_id, 1.0);
+    let post = |lease: &tmd_wire::Lease, cases: Vec<HrCase>| {
+        assert_eq!(lease.units[0].spec.first, spec.first);
+        let mut r = empty_result(lease.fencing_token, lease.units[0].unit_id, 1.0);
         r.hr_cases = cases;
         r
     };
@@ -84,13 +84,33 @@ async fn forged_cases_are_rejected_and_real_ones_recorded_as_verified() {
             ..hard.clone()
         },
     ];
-    for f in forged {
+    // Each forger is quarantined at once: its lease is revoked, the unit goes back to the pool
+    // for the next worker, and the forger gets no more work.
+    for (i, f) in forged.into_iter().enumerate() {
         let x = f.x.clone();
-        let result = post(vec![hard.clone(), f]);
+        let (id, w) = app.worker(&format!("forger-{i}")).await;
+        let lease = w.lease(None).await.unwrap().lease.unwrap();
+        let result = post(&lease, vec![hard.clone(), f]);
         assert_eq!(
-            code_of(w.post(lease.lease_id, u.unit_id, &result).await),
+            code_of(
+                w.post(lease.lease_id, lease.units[0].unit_id, &result)
+                    .await
+            ),
             "forged_case",
             "{x}"
+        );
+        assert_eq!(code_of(w.lease(None).await), "worker_quarantined");
+        let (_, info) = app
+            .admin(Method::GET, &format!("/api/v1/workers/{id}"), None)
+            .await;
+        assert_eq!(info["reputation"]["forged"], 1, "{info}");
+        assert!(info["quarantined_at"].is_string(), "{info}");
+        assert!(
+            info["quarantine_reason"]
+                .as_str()
+                .unwrap()
+                .contains("refutes"),
+            "{info}"
         );
     }
     let p = app.progress(cid).await;
@@ -98,7 +118,17 @@ async fn forged_cases_are_rejected_and_real_ones_recorded_as_verified() {
         (p["hr_cases"].as_i64(), p["done"]["units"].as_i64()),
         (Some(0), Some(0))
     );
-    assert_eq!(p["leased"]["units"], 1, "a refused post changes nothing");
+    assert_eq!(
+        (
+            p["leased"]["units"].as_i64(),
+            p["pending"]["units"].as_i64()
+        ),
+        (Some(0), Some(1)),
+        "a refused post records nothing, and the forger's lease is revoked"
+    );
+    let (_, w) = app.worker("honest").await;
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let u = &lease.units[0];
 
     // A real case with understated figures is stored as the server computed it.
     let understated = HrCase {
@@ -107,7 +137,7 @@ async fn forged_cases_are_rejected_and_real_ones_recorded_as_verified() {
         ..hard.clone()
     };
     let accepted = w
-        .post(lease.lease_id, u.unit_id, &post(vec![understated]))
+        .post(lease.lease_id, u.unit_id, &post(&lease, vec![understated]))
         .await
         .unwrap();
     assert_eq!(accepted.hr_cases, 1);
@@ -151,6 +181,9 @@ async fn exact_cases_must_be_exact() {
         code_of(w.post(lease.lease_id, unit, &r).await),
         "forged_case"
     );
+    let (_, w) = app.worker("w2").await;
+    let lease = w.lease(None).await.unwrap().lease.unwrap();
+    let mut r = empty_result(lease.fencing_token, unit, 1.0);
     r.exact_cases = vec!["0x1p+2".into()];
     w.post(lease.lease_id, unit, &r).await.unwrap();
     let stored: serde_json::Value = sqlx::query_scalar("SELECT exact_cases FROM results")

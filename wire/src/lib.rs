@@ -46,6 +46,9 @@ pub mod codes {
     pub const CONFLICT: &str = "conflict";
     /// A reported hard case failed the server's MPFR re-verification.
     pub const FORGED_CASE: &str = "forged_case";
+    /// The worker is quarantined (outvoted too often, a forged case, leases left to expire):
+    /// it gets no more work until an admin reinstates it. The message says why.
+    pub const WORKER_QUARANTINED: &str = "worker_quarantined";
     /// The request body exceeds the server's limit.
     pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
     /// The database is unreachable or another transient failure: retry later.
@@ -63,7 +66,7 @@ pub struct ArgRange {
 }
 
 /// `POST /api/v1/campaigns`: a new campaign. Exactly one of `format` and `precision`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateCampaign {
@@ -85,9 +88,26 @@ pub struct CreateCampaign {
     /// log2 of the arguments per unit; the engine's default when absent.
     #[serde(default)]
     pub unit_bits: Option<u32>,
-    /// How many independent results each unit needs (from different workers); default 1.
+    /// How many agreeing results each unit needs, from different workers; default 1 (a
+    /// trusted farm). 2 or more for volunteers: a disagreement then takes more replicas and
+    /// the majority wins.
     #[serde(default)]
     pub replication: Option<u32>,
+    /// Replicas of a unit must also come from different owners (enrollment tokens' owners);
+    /// default false.
+    #[serde(default)]
+    pub distinct_owners: Option<bool>,
+    /// Adaptive replication: a worker with `trust_after` agreed results in a row is replicated
+    /// only at `audit_rate`; its first outvoted result ends that. Needs replication >= 2;
+    /// default false.
+    #[serde(default)]
+    pub adaptive: Option<bool>,
+    /// Probability in (0, 1] that a trusted worker's result is replicated anyway; default 0.1.
+    #[serde(default)]
+    pub audit_rate: Option<f64>,
+    /// Agreed results in a row after which a worker is trusted; default 20.
+    #[serde(default)]
+    pub trust_after: Option<u32>,
     /// Higher first; default 0.
     #[serde(default)]
     pub priority: Option<i32>,
@@ -133,7 +153,12 @@ pub struct Campaign {
     pub min_bits: u32,
     pub ranges: Vec<ArgRange>,
     pub unit_bits: u32,
+    /// Agreeing results a unit needs from workers not trusted.
     pub replication: u32,
+    pub distinct_owners: bool,
+    pub adaptive: bool,
+    pub audit_rate: f64,
+    pub trust_after: u32,
     pub priority: i32,
     pub state: CampaignState,
     pub created_at: DateTime<Utc>,
@@ -198,6 +223,25 @@ pub struct CampaignProgress {
     pub hardest: Vec<StoredHrCase>,
     /// Quarantined units (at most 100).
     pub quarantined_units: Vec<QuarantinedUnit>,
+    /// What replication cost and caught.
+    pub replication: ReplicationReport,
+}
+
+/// The work a campaign spent on replication, and what it caught.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ReplicationReport {
+    /// Results recorded (every replica, void ones included).
+    pub results: i64,
+    /// Results of quarantined workers, which count for nothing.
+    pub void: i64,
+    /// Results the majority outvoted.
+    pub outvoted: i64,
+    /// Results accepted without a replica (unaudited trusted workers).
+    pub alone: i64,
+    /// Arguments computed over all results divided by the arguments of the done units: 1.0
+    /// means no replica was spent; 2.0 means every unit was computed twice.
+    pub work_factor: f64,
 }
 
 /// `POST /api/v1/enrollment-tokens` (admin): a token with which workers register.
@@ -213,6 +257,10 @@ pub struct CreateEnrollmentToken {
     pub expires_in_seconds: Option<u64>,
     #[serde(default)]
     pub note: Option<String>,
+    /// Who stands behind the workers registered with it (a lab, a volunteer): replicas of a
+    /// unit can be required to come from different owners. Default: `token-{id}`.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// The enrollment token, shown once: the server keeps only its hash.
@@ -254,6 +302,38 @@ pub struct WorkerInfo {
     /// Measured arguments per second (moving average over its results).
     pub arguments_per_second: Option<f64>,
     pub units_done: i64,
+    /// The owner of the enrollment token it registered with.
+    pub owner: String,
+    pub reputation: WorkerReputation,
+    /// When it was quarantined; it gets no work while this is set.
+    pub quarantined_at: Option<DateTime<Utc>>,
+    pub quarantine_reason: Option<String>,
+}
+
+/// A worker's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct WorkerReputation {
+    /// Results other workers' results agree with.
+    pub valid: i64,
+    /// Results the majority outvoted.
+    pub invalid: i64,
+    /// Posts with a case MPFR refuted.
+    pub forged: i64,
+    pub leases_total: i64,
+    /// Leases that expired before the worker returned them.
+    pub leases_expired: i64,
+    /// Agreed results since the last outvoted one; trusted at a campaign's `trust_after`.
+    pub streak: i64,
+}
+
+/// `POST /api/v1/workers/{id}/quarantine` (admin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct QuarantineWorker {
+    /// Why, for the worker's operator and the log.
+    pub reason: String,
 }
 
 /// `POST /api/v1/leases`: a worker asks for work.

@@ -1,0 +1,408 @@
+//! Storage of trust: results' verdicts and workers' records, quarantining a worker and redoing
+//! what it alone vouched for, and the admin's quarantine and reinstatement.
+//!
+//! Lock order, as in `store`: leases, then units (in id order when several), then worker rows
+//! in id order. A deadlock with a concurrent post is still possible in principle (Postgres
+//! detects it and aborts one side); both sides retry it.
+
+use crate::error::{is_transient, Error, Result};
+use crate::store::LiveResult;
+use crate::trust::{self, QuarantineBar, RecordDelta, Reputation, Settlement, Verdict};
+use sqlx::{PgPool, Postgres, Transaction};
+use std::collections::{BTreeMap, HashMap};
+
+/// The refusal a quarantined worker gets.
+pub fn quarantined(worker_id: i64, reason: Option<&str>) -> Error {
+    Error::WorkerQuarantined(format!(
+        "worker {worker_id} is quarantined ({}); it gets no work and its results are refused \
+         until an admin reinstates it (`tmd-server worker reinstate {worker_id}`)",
+        reason.unwrap_or("see the server's log")
+    ))
+}
+
+/// What one transaction changes in workers' rows.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WorkerChange {
+    pub record: RecordDelta,
+    /// Units computed.
+    pub done: i64,
+    /// A new speed measurement (arguments per second).
+    pub speed: Option<f64>,
+}
+
+/// Verdicts that changed and the workers' rows to update, gathered before writing.
+#[derive(Debug, Default)]
+pub struct Changes {
+    verdicts: Vec<(i64, Verdict)>,
+    workers: BTreeMap<i64, WorkerChange>,
+}
+
+impl Changes {
+    pub fn worker(&mut self, id: i64) -> &mut WorkerChange {
+        self.workers.entry(id).or_default()
+    }
+
+    /// Settles one unit from its live results (in arrival order) and notes what changed.
+    pub fn settle(
+        &mut self,
+        replicas: &[LiveResult],
+        needed: u32,
+        quorum: u32,
+    ) -> Result<Settlement> {
+        let claims: Vec<&str> = replicas.iter().map(|r| r.claim.as_str()).collect();
+        let (settlement, verdicts) = trust::settle(&claims, needed, quorum);
+        for (r, new) in replicas.iter().zip(verdicts) {
+            let old = Verdict::parse(&r.verdict).ok_or_else(|| {
+                Error::Internal(format!("result {} has verdict {}", r.id, r.verdict))
+            })?;
+            if old != new {
+                self.verdicts.push((r.id, new));
+                let w = self.worker(r.worker_id);
+                w.record = w.record.then(RecordDelta::of(old, new));
+            }
+        }
+        Ok(settlement)
+    }
+
+    /// Workers that gained an outvoted result.
+    pub fn outvoted_workers(&self) -> Vec<i64> {
+        self.workers
+            .iter()
+            .filter(|(_, c)| c.record.invalid > 0)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+/// The unit state a settlement leads to (for a unit no other lease holds).
+pub fn unit_state(s: &Settlement) -> &'static str {
+    match s {
+        Settlement::Done(_) => "done",
+        Settlement::Open => "pending",
+        Settlement::Undecidable => "quarantined",
+    }
+}
+
+/// Writes the changed verdicts.
+pub async fn apply_verdicts(tx: &mut Transaction<'_, Postgres>, c: &Changes) -> Result<()> {
+    if c.verdicts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = c.verdicts.iter().map(|(id, _)| *id).collect();
+    let verdicts: Vec<&str> = c.verdicts.iter().map(|(_, v)| v.as_str()).collect();
+    sqlx::query(
+        "UPDATE results SET verdict = t.v FROM UNNEST($1::int8[], $2::text[]) AS t(id, v) \
+         WHERE results.id = t.id",
+    )
+    .bind(&ids)
+    .bind(&verdicts)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Updates the workers' rows, locked in id order. Returns each one's speed and whether it is
+/// quarantined, as of under the lock.
+pub async fn apply_records(
+    tx: &mut Transaction<'_, Postgres>,
+    c: &Changes,
+) -> Result<HashMap<i64, (Option<f64>, bool)>> {
+    if c.workers.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids: Vec<i64> = c.workers.keys().copied().collect();
+    sqlx::query("SELECT id FROM workers WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        .bind(&ids)
+        .execute(&mut **tx)
+        .await?;
+    let w: Vec<&WorkerChange> = c.workers.values().collect();
+    let valid: Vec<i64> = w.iter().map(|c| c.record.valid).collect();
+    let invalid: Vec<i64> = w.iter().map(|c| c.record.invalid).collect();
+    let reset: Vec<bool> = w.iter().map(|c| c.record.streak_reset).collect();
+    let add: Vec<i64> = w.iter().map(|c| c.record.streak_add).collect();
+    let done: Vec<i64> = w.iter().map(|c| c.done).collect();
+    let speed: Vec<Option<f64>> = w.iter().map(|c| c.speed).collect();
+    let rows: Vec<(i64, Option<f64>, bool)> = sqlx::query_as(
+        "UPDATE workers w SET valid = w.valid + t.dv, invalid = w.invalid + t.di, \
+             streak = GREATEST(0, CASE WHEN t.reset THEN 0 ELSE w.streak END + t.add), \
+             units_done = w.units_done + t.done, \
+             speed = CASE WHEN t.speed IS NULL THEN w.speed \
+                          WHEN w.speed IS NULL THEN t.speed \
+                          ELSE 0.7 * w.speed + 0.3 * t.speed END \
+         FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::bool[], $5::int8[], $6::int8[], \
+                     $7::float8[]) AS t(id, dv, di, reset, add, done, speed) \
+         WHERE w.id = t.id \
+         RETURNING w.id, w.speed, w.quarantined_at IS NOT NULL",
+    )
+    .bind(&ids)
+    .bind(&valid)
+    .bind(&invalid)
+    .bind(&reset)
+    .bind(&add)
+    .bind(&done)
+    .bind(&speed)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().map(|(id, s, q)| (id, (s, q))).collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct RecordRow {
+    id: i64,
+    valid: i64,
+    invalid: i64,
+    forged: i64,
+    leases_total: i64,
+    leases_expired: i64,
+    streak: i64,
+}
+
+impl RecordRow {
+    fn reputation(&self) -> Reputation {
+        Reputation {
+            valid: self.valid,
+            invalid: self.invalid,
+            forged: self.forged,
+            leases_total: self.leases_total,
+            leases_expired: self.leases_expired,
+            streak: self.streak,
+        }
+    }
+}
+
+/// Counts a post with a refuted case against the worker.
+pub async fn record_forgery(pool: &PgPool, worker_id: i64) -> Result<()> {
+    sqlx::query("UPDATE workers SET forged = forged + 1 WHERE id = $1")
+        .bind(worker_id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// A worker put in quarantine, and what that undid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub worker_id: i64,
+    pub reason: String,
+    pub purged: Purged,
+}
+
+/// Quarantines the workers (all, or those in `only`) whose record is below `bar`, and finishes
+/// the purge of any quarantined worker whose purge a crash interrupted. The sweeper runs this
+/// on every pass; the post and expiry paths run it for the workers they just marked.
+pub async fn enforce(
+    pool: &PgPool,
+    bar: &QuarantineBar,
+    only: Option<&[i64]>,
+) -> Result<Vec<Quarantined>> {
+    let rows: Vec<RecordRow> = sqlx::query_as(
+        "SELECT id, valid, invalid, forged, leases_total, leases_expired, streak FROM workers \
+         WHERE quarantined_at IS NULL AND (forged > 0 OR invalid > 0 OR leases_expired >= $1) \
+           AND ($2::int8[] IS NULL OR id = ANY($2)) ORDER BY id",
+    )
+    .bind(i64::from(bar.min_expired_leases))
+    .bind(only)
+    .fetch_all(pool)
+    .await?;
+    let mut out = Vec::new();
+    for r in rows {
+        if let Some(reason) = trust::quarantine_reason(&r.reputation(), bar) {
+            if let Some(q) = quarantine(pool, r.id, &reason).await? {
+                out.push(q);
+            }
+        }
+    }
+    if only.is_none() {
+        let unfinished: Vec<(i64,)> = sqlx::query_as(
+            "SELECT w.id FROM workers w WHERE w.quarantined_at IS NOT NULL AND ( \
+                 EXISTS (SELECT 1 FROM results r WHERE r.worker_id = w.id AND NOT r.void) \
+                 OR EXISTS (SELECT 1 FROM leases l WHERE l.worker_id = w.id AND l.state = 'active'))",
+        )
+        .fetch_all(pool)
+        .await?;
+        for (id,) in unfinished {
+            let purged = purge(pool, id).await?;
+            tracing::warn!(
+                worker.id = id,
+                ?purged,
+                "finished purging a quarantined worker"
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Quarantines a worker (`None` if it already is) and purges it: first the mark, in its own
+/// short transaction so the worker is refused at once, then [`purge`].
+pub async fn quarantine(
+    pool: &PgPool,
+    worker_id: i64,
+    reason: &str,
+) -> Result<Option<Quarantined>> {
+    let marked: Option<(i64,)> = sqlx::query_as(
+        "UPDATE workers SET quarantined_at = now(), quarantine_reason = $2 \
+         WHERE id = $1 AND quarantined_at IS NULL RETURNING id",
+    )
+    .bind(worker_id)
+    .bind(reason)
+    .fetch_optional(pool)
+    .await?;
+    if marked.is_none() {
+        return Ok(None);
+    }
+    let purged = purge(pool, worker_id).await?;
+    tracing::warn!(
+        worker.id = worker_id,
+        reason,
+        leases_revoked = purged.leases_revoked,
+        results_voided = purged.results_voided,
+        units_reopened = purged.units_reopened,
+        "worker quarantined"
+    );
+    Ok(Some(Quarantined {
+        worker_id,
+        reason: reason.to_string(),
+        purged,
+    }))
+}
+
+/// What a purge undid.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub leases_revoked: u64,
+    /// Units of revoked leases put back in the pool.
+    pub units_returned: u64,
+    pub results_voided: u64,
+    /// Done units that are no longer done: the worker was needed for their quorum.
+    pub units_reopened: u64,
+}
+
+/// Takes everything from a quarantined worker, in one transaction: its active leases are
+/// revoked and their units go back to the pool; its results become void; every unit it had a
+/// result for is settled again from the remaining results with the full quorum (no adaptive
+/// discount), so the units it alone vouched for are redone.
+pub async fn purge(pool: &PgPool, worker_id: i64) -> Result<Purged> {
+    let mut tries = 0;
+    loop {
+        match purge_once(pool, worker_id).await {
+            Err(Error::Database(e)) if is_transient(&e) && tries < 5 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct TouchedUnit {
+    id: i64,
+    state: String,
+    replication: i32,
+}
+
+async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
+    let mut tx = pool.begin().await?;
+    let revoked: Vec<(i64,)> = sqlx::query_as(
+        "UPDATE leases SET state = 'revoked', ended_at = now() \
+         WHERE worker_id = $1 AND state = 'active' RETURNING id",
+    )
+    .bind(worker_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let revoked: Vec<i64> = revoked.into_iter().map(|(id,)| id).collect();
+    let returned = sqlx::query(
+        "UPDATE units SET state = 'pending', lease_id = NULL \
+         WHERE lease_id = ANY($1) AND state = 'leased'",
+    )
+    .bind(&revoked)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let units: Vec<TouchedUnit> = sqlx::query_as(
+        "SELECT u.id, u.state, c.replication FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+         WHERE u.id IN (SELECT unit_id FROM results WHERE worker_id = $1 AND NOT void) \
+         ORDER BY u.id FOR UPDATE OF u",
+    )
+    .bind(worker_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let voided = sqlx::query("UPDATE results SET void = true WHERE worker_id = $1 AND NOT void")
+        .bind(worker_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    let ids: Vec<i64> = units.iter().map(|u| u.id).collect();
+    let live: Vec<LiveResult> = sqlx::query_as(
+        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
+         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut by_unit: HashMap<i64, Vec<LiveResult>> = HashMap::new();
+    for r in live {
+        by_unit.entry(r.unit_id).or_default().push(r);
+    }
+    let mut changes = Changes::default();
+    let (mut states, mut needed, mut counts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut reopened = 0;
+    for u in &units {
+        let quorum = u.replication.max(1) as u32;
+        let replicas = by_unit.remove(&u.id).unwrap_or_default();
+        let settlement = changes.settle(&replicas, quorum, quorum)?;
+        // A unit another lease holds stays with it unless it is settled now.
+        let state = match (&settlement, u.state.as_str()) {
+            (Settlement::Open, "leased") => "leased",
+            _ => unit_state(&settlement),
+        };
+        if u.state == "done" && state != "done" {
+            reopened += 1;
+        }
+        states.push(state);
+        needed.push(quorum as i32);
+        counts.push(replicas.len() as i32);
+    }
+    sqlx::query(
+        "UPDATE units u SET state = t.state, \
+             lease_id = CASE WHEN t.state = 'leased' THEN u.lease_id END, \
+             done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END, \
+             replicas_needed = t.needed, replicas_done = t.live \
+         FROM UNNEST($1::int8[], $2::text[], $3::int4[], $4::int4[]) AS t(id, state, needed, live) \
+         WHERE u.id = t.id",
+    )
+    .bind(&ids)
+    .bind(&states)
+    .bind(&needed)
+    .bind(&counts)
+    .execute(&mut *tx)
+    .await?;
+    apply_verdicts(&mut tx, &changes).await?;
+    apply_records(&mut tx, &changes).await?;
+    tx.commit().await?;
+    Ok(Purged {
+        leases_revoked: revoked.len() as u64,
+        units_returned: returned,
+        results_voided: voided,
+        units_reopened: reopened,
+    })
+}
+
+/// Lifts a quarantine (admin): the worker starts again with a clean record, untrusted. Its
+/// void results stay void: their units were redone by others.
+pub async fn reinstate(pool: &PgPool, worker_id: i64) -> Result<()> {
+    let row: Option<(bool,)> = sqlx::query_as(
+        "WITH w AS (SELECT id, quarantined_at IS NOT NULL AS q FROM workers WHERE id = $1 FOR UPDATE), \
+         u AS (UPDATE workers SET quarantined_at = NULL, quarantine_reason = NULL, valid = 0, \
+                   invalid = 0, forged = 0, leases_total = 0, leases_expired = 0, streak = 0 \
+               FROM w WHERE workers.id = w.id AND w.q) \
+         SELECT q FROM w",
+    )
+    .bind(worker_id)
+    .fetch_optional(pool)
+    .await?;
+    match row {
+        None => Err(Error::NotFound(format!("no worker {worker_id}"))),
+        Some((false,)) => Err(Error::Conflict(format!(
+            "worker {worker_id} is not quarantined"
+        ))),
+        Some((true,)) => Ok(()),
+    }
+}

@@ -1,0 +1,538 @@
+//! Trust rules with no I/O: when a unit's replicas settle it and who lost, how many replicas a
+//! unit needs (adaptive replication), and when a worker's record puts it in quarantine.
+//!
+//! The contract (see `docs/trust.md`): a unit is done when `needed` results agree and, if any
+//! disagree, when at least two agree and they are a strict majority of the live results. Live
+//! means not void: a quarantined worker's results count for nothing.
+
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use tmd_wire::{HrCase, UnitSpec, UnitStats};
+
+/// The server's digest of what a result claims: the unit, the engine's counters, the HR-cases
+/// as the server verified them (canonical argument, bits, kind) and the exact cases, each set
+/// sorted. Replicas agree when these agree. The worker's own digest is not used for that: it
+/// cannot be checked against what was posted, so a worker could send an honest digest with
+/// cases left out.
+pub fn claim_digest(
+    unit: &UnitSpec,
+    stats: &UnitStats,
+    verified: &[HrCase],
+    exact: &[String],
+) -> String {
+    let mut cases: Vec<(&str, u32, &str)> = verified
+        .iter()
+        .map(|c| (c.x.as_str(), c.bits, c.kind.as_str()))
+        .collect();
+    cases.sort_unstable();
+    cases.dedup();
+    let mut exact: Vec<&str> = exact.iter().map(String::as_str).collect();
+    exact.sort_unstable();
+    exact.dedup();
+    let claim = serde_json::json!({
+        "unit": [unit.negative, unit.exponent, unit.first.to_string(), unit.count.to_string()],
+        "stats": stats,
+        "hr_cases": cases,
+        "exact_cases": exact,
+    });
+    hex::encode(Sha256::digest(claim.to_string().as_bytes()))
+}
+
+/// A campaign's replication policy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplicationPolicy {
+    /// Agreeing results a unit needs from workers not (yet) trusted.
+    pub quorum: u32,
+    /// Trusted workers' results are replicated only at `audit_rate`.
+    pub adaptive: bool,
+    /// Probability that a trusted worker's result is replicated anyway.
+    pub audit_rate: f64,
+    /// Agreed results in a row after which a worker is trusted.
+    pub trust_after: u32,
+}
+
+/// Live results beyond which a unit whose replicas still have no majority is quarantined for a
+/// person to look at: something is wrong beyond one bad worker.
+pub fn max_replicas(quorum: u32) -> usize {
+    quorum as usize + 4
+}
+
+/// Whether a worker with `streak` agreed results in a row is trusted under `policy`.
+pub fn trusted(policy: &ReplicationPolicy, streak: i64) -> bool {
+    policy.adaptive && streak >= i64::from(policy.trust_after)
+}
+
+/// Agreeing results a unit needs, decided when its first result arrives. `audit_roll` is a
+/// fresh uniform draw in [0, 1) made by the server after the result was posted, so a worker
+/// cannot know whether its result will be checked.
+pub fn replicas_needed(
+    policy: &ReplicationPolicy,
+    first_worker_streak: i64,
+    audit_roll: f64,
+) -> u32 {
+    if trusted(policy, first_worker_streak) && audit_roll >= policy.audit_rate {
+        1
+    } else {
+        policy.quorum.max(1)
+    }
+}
+
+/// What the replicas say about a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// No decision yet.
+    Pending,
+    /// Part of a winning group of at least two agreeing results.
+    Agreed,
+    /// Accepted on its own: an unaudited trusted worker's result.
+    Alone,
+    /// The majority disagrees with it.
+    Outvoted,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pending => "pending",
+            Verdict::Agreed => "agreed",
+            Verdict::Alone => "alone",
+            Verdict::Outvoted => "outvoted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Verdict> {
+        match s {
+            "pending" => Some(Verdict::Pending),
+            "agreed" => Some(Verdict::Agreed),
+            "alone" => Some(Verdict::Alone),
+            "outvoted" => Some(Verdict::Outvoted),
+            _ => None,
+        }
+    }
+}
+
+/// Where a unit stands after its live results are counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// Done; the winning claim.
+    Done(String),
+    /// Needs another replica.
+    Open,
+    /// Too many replicas without a majority: quarantined.
+    Undecidable,
+}
+
+/// Settles a unit from its live results' claims (in arrival order); returns the settlement and
+/// each result's verdict, in the same order.
+pub fn settle(claims: &[&str], needed: u32, quorum: u32) -> (Settlement, Vec<Verdict>) {
+    let mut groups: HashMap<&str, usize> = HashMap::new();
+    for c in claims {
+        *groups.entry(c).or_default() += 1;
+    }
+    // The largest group; ties go to the claim seen first, which only matters when the
+    // group cannot win anyway.
+    let mut top: Option<(&str, usize)> = None;
+    for c in claims {
+        let n = groups[c];
+        if top.is_none_or(|(_, m)| n > m) {
+            top = Some((c, n));
+        }
+    }
+    let n = claims.len();
+    let pending = vec![Verdict::Pending; n];
+    let Some((winner, size)) = top else {
+        return (Settlement::Open, pending);
+    };
+    let unanimous = groups.len() == 1;
+    let done = if unanimous {
+        size >= needed.max(1) as usize
+    } else {
+        // A dispute needs at least two agreeing results and a strict majority; the adaptive
+        // discount (needed = 1) never settles one.
+        size >= (needed.max(quorum).max(2)) as usize && 2 * size > n
+    };
+    if done {
+        let verdicts = claims
+            .iter()
+            .map(|c| match (*c == winner, size) {
+                (true, 1) => Verdict::Alone,
+                (true, _) => Verdict::Agreed,
+                (false, _) => Verdict::Outvoted,
+            })
+            .collect();
+        (Settlement::Done(winner.to_string()), verdicts)
+    } else if n >= max_replicas(quorum) {
+        (Settlement::Undecidable, pending)
+    } else {
+        (Settlement::Open, pending)
+    }
+}
+
+/// The change a verdict's move makes to its worker's record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordDelta {
+    pub valid: i64,
+    pub invalid: i64,
+    /// Agreed results to add to the streak (negative when an agreement is taken back; the
+    /// streak never goes below zero).
+    pub streak_add: i64,
+    /// The streak starts again from zero (before `streak_add`).
+    pub streak_reset: bool,
+}
+
+impl RecordDelta {
+    /// What moving one result from `old` to `new` changes. `valid` and `invalid` count the
+    /// results currently agreed and outvoted, so a verdict taken back is taken off; the streak
+    /// only grows on a new agreement and breaks on a new defeat.
+    pub fn of(old: Verdict, new: Verdict) -> RecordDelta {
+        let mut d = RecordDelta::default();
+        if old == new {
+            return d;
+        }
+        // An agreement taken back (its partner was a liar) no longer counts towards the
+        // streak either.
+        match old {
+            Verdict::Agreed => {
+                d.valid -= 1;
+                d.streak_add = -1;
+            }
+            Verdict::Outvoted => d.invalid -= 1,
+            _ => {}
+        }
+        match new {
+            Verdict::Agreed => {
+                d.valid += 1;
+                d.streak_add += 1;
+            }
+            Verdict::Outvoted => {
+                d.invalid += 1;
+                d.streak_reset = true;
+            }
+            _ => {}
+        }
+        d
+    }
+
+    /// Both changes, `self` first.
+    pub fn then(self, o: RecordDelta) -> RecordDelta {
+        RecordDelta {
+            valid: self.valid + o.valid,
+            invalid: self.invalid + o.invalid,
+            streak_add: if o.streak_reset {
+                o.streak_add
+            } else {
+                self.streak_add + o.streak_add
+            },
+            streak_reset: self.streak_reset || o.streak_reset,
+        }
+    }
+}
+
+/// A worker's record, as kept by the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reputation {
+    pub valid: i64,
+    pub invalid: i64,
+    pub forged: i64,
+    pub leases_total: i64,
+    pub leases_expired: i64,
+    pub streak: i64,
+}
+
+/// When a worker's record puts it in quarantine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuarantineBar {
+    /// Quarantine when more than this fraction of its checked results were outvoted.
+    pub max_invalid_fraction: f64,
+    /// ... or when at least this many of its leases expired,
+    pub min_expired_leases: u32,
+    /// ... and they are more than this fraction of its leases.
+    pub max_expired_fraction: f64,
+}
+
+impl Default for QuarantineBar {
+    fn default() -> Self {
+        QuarantineBar {
+            max_invalid_fraction: 0.05,
+            min_expired_leases: 5,
+            max_expired_fraction: 0.5,
+        }
+    }
+}
+
+/// Why `r` must be quarantined under `bar`, or `None`. A forged case is enough on its own:
+/// MPFR refuted it, so no honest engine produced it.
+pub fn quarantine_reason(r: &Reputation, bar: &QuarantineBar) -> Option<String> {
+    if r.forged > 0 {
+        return Some(format!(
+            "reported {} result(s) with a case MPFR refutes",
+            r.forged
+        ));
+    }
+    let checked = r.valid + r.invalid;
+    if r.invalid > 0 && r.invalid as f64 > bar.max_invalid_fraction * checked as f64 {
+        return Some(format!(
+            "{} of its {} checked results were outvoted by other workers (the bar is {}%)",
+            r.invalid,
+            checked,
+            bar.max_invalid_fraction * 100.0
+        ));
+    }
+    if r.leases_expired >= i64::from(bar.min_expired_leases)
+        && r.leases_expired as f64 > bar.max_expired_fraction * r.leases_total as f64
+    {
+        return Some(format!(
+            "{} of its {} leases expired before it returned their results",
+            r.leases_expired, r.leases_total
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use Verdict::*;
+
+    fn policy(adaptive: bool) -> ReplicationPolicy {
+        ReplicationPolicy {
+            quorum: 2,
+            adaptive,
+            audit_rate: 0.25,
+            trust_after: 10,
+        }
+    }
+
+    #[test]
+    fn the_claim_covers_counters_and_cases_but_not_their_order() {
+        let unit = UnitSpec {
+            negative: false,
+            exponent: 0,
+            first: 1 << 23,
+            count: 16,
+        };
+        let stats = UnitStats {
+            units: 1,
+            domains: 4,
+            ..Default::default()
+        };
+        let case = |x: &str| HrCase {
+            x: x.into(),
+            bits: 20,
+            neg_log2_d: 44.0,
+            kind: tmd_wire::HrKind::Fp,
+            rounded: "0x1p+1".into(),
+        };
+        let a = claim_digest(&unit, &stats, &[case("0x1.8p+0"), case("0x1.4p+0")], &[]);
+        let b = claim_digest(&unit, &stats, &[case("0x1.4p+0"), case("0x1.8p+0")], &[]);
+        assert_eq!(a, b);
+        assert_ne!(a, claim_digest(&unit, &stats, &[case("0x1.4p+0")], &[]));
+        let flipped = UnitStats {
+            domains: 5,
+            ..stats
+        };
+        assert_ne!(
+            a,
+            claim_digest(&unit, &flipped, &[case("0x1.8p+0"), case("0x1.4p+0")], &[])
+        );
+        let other_unit = UnitSpec {
+            first: (1 << 23) + 16,
+            ..unit
+        };
+        assert_ne!(
+            claim_digest(&unit, &stats, &[], &[]),
+            claim_digest(&other_unit, &stats, &[], &[])
+        );
+        assert_ne!(
+            claim_digest(&unit, &stats, &[], &[]),
+            claim_digest(&unit, &stats, &[], &["0x1p+0".into()])
+        );
+    }
+
+    #[test]
+    fn agreeing_replicas_settle_a_unit_at_its_quorum() {
+        assert_eq!(settle(&["a"], 2, 2), (Settlement::Open, vec![Pending]));
+        assert_eq!(
+            settle(&["a", "a"], 2, 2),
+            (Settlement::Done("a".into()), vec![Agreed, Agreed])
+        );
+        assert_eq!(
+            settle(&["a"], 1, 2),
+            (Settlement::Done("a".into()), vec![Alone])
+        );
+        assert_eq!(
+            settle(&["a"], 1, 1),
+            (Settlement::Done("a".into()), vec![Alone])
+        );
+        assert_eq!(settle(&[], 1, 1).0, Settlement::Open);
+    }
+
+    #[test]
+    fn a_dispute_takes_another_replica_and_the_majority_wins() {
+        assert_eq!(settle(&["a", "b"], 2, 2).0, Settlement::Open);
+        assert_eq!(
+            settle(&["a", "b", "a"], 2, 2),
+            (Settlement::Done("a".into()), vec![Agreed, Outvoted, Agreed])
+        );
+        assert_eq!(
+            settle(&["b", "a", "a"], 2, 2),
+            (Settlement::Done("a".into()), vec![Outvoted, Agreed, Agreed])
+        );
+        // Three different answers: no majority yet, and 2 of 4 is not one either.
+        assert_eq!(settle(&["a", "b", "c"], 2, 2).0, Settlement::Open);
+        assert_eq!(settle(&["a", "b", "c", "a"], 2, 2).0, Settlement::Open);
+        assert_eq!(
+            settle(&["a", "b", "c", "a", "a"], 2, 2).0,
+            Settlement::Done("a".into())
+        );
+        // The adaptive discount does not settle a dispute: two must agree.
+        assert_eq!(settle(&["a", "b"], 1, 2).0, Settlement::Open);
+        // With quorum 3 a dispute needs three agreeing results.
+        assert_eq!(settle(&["a", "a", "b"], 3, 3).0, Settlement::Open);
+        assert_eq!(
+            settle(&["a", "a", "b", "a"], 3, 3).0,
+            Settlement::Done("a".into())
+        );
+    }
+
+    #[test]
+    fn endless_disputes_are_quarantined() {
+        assert_eq!(
+            settle(&["a", "b", "c", "d", "e", "f"], 2, 2).0,
+            Settlement::Undecidable
+        );
+        assert_eq!(
+            settle(&["a", "b", "a", "b", "a", "b"], 2, 2).0,
+            Settlement::Undecidable
+        );
+    }
+
+    #[test]
+    fn only_trusted_workers_skip_replicas_and_only_when_not_audited() {
+        let p = policy(true);
+        assert_eq!(replicas_needed(&p, 9, 0.99), 2);
+        assert_eq!(replicas_needed(&p, 10, 0.99), 1);
+        assert_eq!(replicas_needed(&p, 10, 0.25), 1);
+        assert_eq!(replicas_needed(&p, 10, 0.2499), 2);
+        assert_eq!(replicas_needed(&policy(false), 1000, 0.99), 2);
+    }
+
+    #[test]
+    fn records_count_current_verdicts_and_streaks_break_on_defeat() {
+        assert_eq!(
+            RecordDelta::of(Pending, Agreed),
+            RecordDelta {
+                valid: 1,
+                streak_add: 1,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            RecordDelta::of(Pending, Outvoted),
+            RecordDelta {
+                invalid: 1,
+                streak_reset: true,
+                ..Default::default()
+            }
+        );
+        // Taken back when the partner turned out to be a liar.
+        assert_eq!(
+            RecordDelta::of(Agreed, Pending),
+            RecordDelta {
+                valid: -1,
+                streak_add: -1,
+                ..Default::default()
+            }
+        );
+        assert_eq!(RecordDelta::of(Alone, Alone), RecordDelta::default());
+        let d = RecordDelta::of(Pending, Agreed)
+            .then(RecordDelta::of(Pending, Outvoted))
+            .then(RecordDelta::of(Pending, Agreed));
+        assert_eq!(
+            d,
+            RecordDelta {
+                valid: 2,
+                invalid: 1,
+                streak_add: 1,
+                streak_reset: true
+            }
+        );
+    }
+
+    #[test]
+    fn the_bar_quarantines_forgers_liars_and_no_shows_but_not_honest_workers() {
+        let bar = QuarantineBar::default();
+        let honest = Reputation {
+            valid: 500,
+            leases_total: 40,
+            leases_expired: 2,
+            streak: 500,
+            ..Default::default()
+        };
+        assert_eq!(quarantine_reason(&honest, &bar), None);
+        let forger = Reputation {
+            forged: 1,
+            ..honest
+        };
+        assert!(quarantine_reason(&forger, &bar)
+            .unwrap()
+            .contains("refutes"));
+        let liar = Reputation {
+            valid: 0,
+            invalid: 1,
+            ..Default::default()
+        };
+        assert!(quarantine_reason(&liar, &bar).unwrap().contains("outvoted"));
+        // One bad result in a hundred is under a 5% bar.
+        let unlucky = Reputation {
+            valid: 99,
+            invalid: 1,
+            ..Default::default()
+        };
+        assert_eq!(quarantine_reason(&unlucky, &bar), None);
+        let late = Reputation {
+            leases_total: 6,
+            leases_expired: 5,
+            ..Default::default()
+        };
+        assert!(quarantine_reason(&late, &bar).unwrap().contains("expired"));
+        let crashed_once = Reputation {
+            leases_total: 1,
+            leases_expired: 1,
+            ..Default::default()
+        };
+        assert_eq!(quarantine_reason(&crashed_once, &bar), None);
+    }
+
+    proptest! {
+        /// A settled unit's winner is a strict majority of at least the quorum when results
+        /// disagree, every loser is outvoted, and adding an agreeing result never unsettles it.
+        #[test]
+        fn settlements_are_majorities(claims in proptest::collection::vec(0u8..3, 0..8),
+                                      quorum in 1u32..4, discount in proptest::bool::ANY) {
+            let names: Vec<String> = claims.iter().map(|c| format!("c{c}")).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let needed = if discount { 1 } else { quorum };
+            let (s, v) = settle(&refs, needed, quorum);
+            prop_assert_eq!(v.len(), refs.len());
+            if let Settlement::Done(w) = &s {
+                let size = refs.iter().filter(|c| *c == w).count();
+                let distinct: std::collections::HashSet<_> = refs.iter().collect();
+                if distinct.len() > 1 {
+                    prop_assert!(2 * size > refs.len() && size >= quorum.max(2) as usize);
+                } else {
+                    prop_assert!(size >= needed as usize);
+                }
+                for (c, v) in refs.iter().zip(&v) {
+                    prop_assert_eq!(*v == Outvoted, c != w);
+                }
+                let mut more = refs.clone();
+                more.push(w.as_str());
+                prop_assert_eq!(settle(&more, needed, quorum).0, Settlement::Done(w.clone()));
+            } else {
+                prop_assert!(v.iter().all(|v| *v == Pending));
+            }
+        }
+    }
+}

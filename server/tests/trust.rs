@@ -1,0 +1,325 @@
+//! Trust over real HTTP and PostgreSQL: adaptive replication, quarantine by the bar and by an
+//! admin with the units a worker vouched for redone, owners, expiries, reinstatement.
+
+mod common;
+
+use common::{code_of, config, TestApp};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tmd_server::bench::{empty_result, WorkerClient};
+use tmd_server::trust::QuarantineBar;
+use tmd_server::{Config, LeasePolicy};
+
+/// exp in binary32 on [1, 1 + units * 16 ulps) in units of 16 arguments, with `policy` merged
+/// into the request.
+async fn campaign(app: &TestApp, units: u64, policy: Value) -> i64 {
+    let to = format!("0x{:x}p-23", (1u64 << 23) + units * 16);
+    let mut body = json!({
+        "function": "exp", "format": "binary32", "min_bits": 12, "unit_bits": 4,
+        "ranges": [{"from": "0x1p+0", "to": to}]
+    });
+    for (k, v) in policy.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    app.campaign(body).await["id"].as_i64().unwrap()
+}
+
+/// Leases one unit and posts the honest (empty) result for it; returns the unit.
+async fn compute_one(w: &WorkerClient) -> i64 {
+    let lease = w.lease(Some(1)).await.unwrap().lease.expect("work");
+    assert_eq!(lease.units.len(), 1);
+    let u = lease.units[0].unit_id;
+    w.post(
+        lease.lease_id,
+        u,
+        &empty_result(lease.fencing_token, u, 1.0),
+    )
+    .await
+    .unwrap();
+    u
+}
+
+async fn worker_info(app: &TestApp, id: i64) -> Value {
+    let (status, v) = app
+        .admin(Method::GET, &format!("/api/v1/workers/{id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v
+}
+
+#[tokio::test]
+async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_redone() {
+    let app = TestApp::new().await;
+    // An audit rate this small never audits in a test: what is measured is the mechanism.
+    let cid = campaign(
+        &app,
+        6,
+        json!({"replication": 2, "adaptive": true, "trust_after": 2, "audit_rate": 1e-9}),
+    )
+    .await;
+    let (a_id, a) = app.worker("a").await;
+    let (b_id, b) = app.worker("b").await;
+    for _ in 0..2 {
+        let u = compute_one(&a).await;
+        assert_eq!(compute_one(&b).await, u, "b replicates a's unit");
+    }
+    assert_eq!(worker_info(&app, a_id).await["reputation"]["streak"], 2);
+    // a is trusted now: its next result settles a unit on its own.
+    compute_one(&a).await;
+    let p = app.progress(cid).await;
+    assert_eq!(p["done"]["units"], 3, "{p}");
+    assert_eq!(p["replication"]["alone"], 1, "{p}");
+    assert_eq!(p["replication"]["results"], 5, "{p}");
+
+    // An admin learns a's GPU is broken: every unit a counted for (all three: the two it
+    // shared with b need a quorum of 2) goes back to the pool, and its lease is revoked.
+    let lease = a.lease(Some(1)).await.unwrap().lease.unwrap();
+    let (status, info) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/workers/{a_id}/quarantine"),
+            Some(json!({"reason": "fan failure"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert!(info["quarantine_reason"]
+        .as_str()
+        .unwrap()
+        .contains("fan failure"));
+    let p = app.progress(cid).await;
+    assert_eq!(
+        (
+            p["done"]["units"].as_i64(),
+            p["leased"]["units"].as_i64(),
+            p["replication"]["void"].as_i64()
+        ),
+        (Some(0), Some(0), Some(3)),
+        "{p}"
+    );
+    let u = lease.units[0].unit_id;
+    assert_eq!(
+        code_of(
+            a.post(
+                lease.lease_id,
+                u,
+                &empty_result(lease.fencing_token, u, 1.0)
+            )
+            .await
+        ),
+        "worker_quarantined"
+    );
+    assert_eq!(code_of(a.lease(Some(1)).await), "worker_quarantined");
+    let (status, again) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/workers/{a_id}/quarantine"),
+            Some(json!({"reason": "twice"})),
+        )
+        .await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict"))
+    );
+    // b's agreements with a no longer count.
+    let rb = worker_info(&app, b_id).await;
+    assert_eq!(
+        (
+            rb["reputation"]["valid"].as_i64(),
+            rb["reputation"]["streak"].as_i64()
+        ),
+        (Some(0), Some(0)),
+        "{rb}"
+    );
+
+    // b and a new worker finish the campaign, every unit with two agreeing results.
+    let (_, c) = app.worker("c").await;
+    for _ in 0..12 {
+        for w in [&b, &c] {
+            if let Some(lease) = w.lease(Some(1)).await.unwrap().lease {
+                let u = lease.units[0].unit_id;
+                w.post(
+                    lease.lease_id,
+                    u,
+                    &empty_result(lease.fencing_token, u, 1.0),
+                )
+                .await
+                .unwrap();
+            }
+        }
+    }
+    let p = app.progress(cid).await;
+    assert_eq!(p["complete"], true, "{p}");
+    assert_eq!(p["replication"]["void"], 3, "{p}");
+
+    // Reinstated, a starts again with a clean record.
+    let (status, info) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/workers/{a_id}/reinstate"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert!(info["quarantined_at"].is_null(), "{info}");
+    assert_eq!(info["reputation"]["streak"], 0);
+    let (status, _) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/workers/{a_id}/reinstate"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = app
+        .admin(Method::POST, "/api/v1/workers/999999/reinstate", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        a.lease(Some(1)).await.unwrap().lease.is_none(),
+        "no work left"
+    );
+}
+
+#[tokio::test]
+async fn replicas_come_from_other_owners_when_the_campaign_asks() {
+    let app = TestApp::new().await;
+    campaign(&app, 1, json!({"replication": 2, "distinct_owners": true})).await;
+    let token = |owner: &str| {
+        let app = &app;
+        let owner = owner.to_string();
+        async move {
+            let (status, t) = app
+                .admin(
+                    Method::POST,
+                    "/api/v1/enrollment-tokens",
+                    Some(json!({"owner": owner})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{t}");
+            t["token"].as_str().unwrap().to_string()
+        }
+    };
+    let lab = token("lab").await;
+    let volunteer = token("volunteer").await;
+    let register = |t: String, name: &str| {
+        let app = &app;
+        let name = name.to_string();
+        async move {
+            let (status, w) = app
+                .call(
+                    Method::POST,
+                    "/api/v1/workers/register",
+                    None,
+                    Some(json!({"enrollment_token": t, "name": name})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{w}");
+            (
+                w["worker_id"].as_i64().unwrap(),
+                WorkerClient::new(&app.base, w["token"].as_str().unwrap(), app.http.clone()),
+            )
+        }
+    };
+    let (lab1_id, lab1) = register(lab.clone(), "lab-1").await;
+    let (_, lab2) = register(lab, "lab-2").await;
+    let (_, vol) = register(volunteer, "vol").await;
+    assert_eq!(worker_info(&app, lab1_id).await["owner"], "lab");
+    compute_one(&lab1).await;
+    assert!(
+        lab2.lease(Some(1)).await.unwrap().lease.is_none(),
+        "the same owner may not replicate its own unit"
+    );
+    compute_one(&vol).await;
+    let (status, bad) = app
+        .admin(
+            Method::POST,
+            "/api/v1/enrollment-tokens",
+            Some(json!({"owner": " "})),
+        )
+        .await;
+    assert_eq!(
+        (status, bad["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+}
+
+#[tokio::test]
+async fn a_worker_whose_leases_keep_expiring_is_quarantined() {
+    let app = TestApp::with_config(Config {
+        policy: LeasePolicy {
+            ttl_seconds: 1,
+            ..LeasePolicy::default()
+        },
+        quarantine: QuarantineBar {
+            min_expired_leases: 2,
+            ..QuarantineBar::default()
+        },
+        ..config()
+    })
+    .await;
+    campaign(&app, 2, json!({})).await;
+    let (id, w) = app.worker("sleepy").await;
+    let (_, other) = app.worker("other").await;
+    w.lease(Some(1)).await.unwrap().lease.unwrap();
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    // The next lease request expires the first lease: one expiry is not over the bar.
+    w.lease(Some(1)).await.unwrap().lease.unwrap();
+    assert!(worker_info(&app, id).await["quarantined_at"].is_null());
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    // Another worker's request runs the expiry pass: two of two leases expired.
+    other.lease(Some(1)).await.unwrap().lease.unwrap();
+    let info = worker_info(&app, id).await;
+    assert_eq!(info["reputation"]["leases_expired"], 2, "{info}");
+    assert!(
+        info["quarantine_reason"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{info}"
+    );
+    assert_eq!(code_of(w.lease(Some(1)).await), "worker_quarantined");
+}
+
+#[tokio::test]
+async fn bad_policies_are_refused_with_the_field_named() {
+    let app = TestApp::new().await;
+    for (policy, field) in [
+        (json!({"adaptive": true}), "replication"),
+        (
+            json!({"replication": 2, "adaptive": true, "audit_rate": 0}),
+            "audit_rate",
+        ),
+        (
+            json!({"replication": 2, "adaptive": true, "audit_rate": 1.5}),
+            "audit_rate",
+        ),
+        (json!({"replication": 2, "trust_after": 0}), "trust_after"),
+    ] {
+        let mut body = json!({
+            "function": "exp", "format": "binary32", "min_bits": 12,
+            "ranges": [{"from": "1", "to": "2"}]
+        });
+        for (k, v) in policy.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, e) = app
+            .admin(Method::POST, "/api/v1/campaigns", Some(body))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
+        assert!(e["message"].as_str().unwrap().contains(field), "{e}");
+    }
+    let cid = campaign(&app, 1, json!({"replication": 3, "adaptive": true})).await;
+    let (_, c) = app
+        .admin(Method::GET, &format!("/api/v1/campaigns/{cid}"), None)
+        .await;
+    assert_eq!(
+        (
+            c["replication"].as_i64(),
+            c["adaptive"].as_bool(),
+            c["audit_rate"].as_f64(),
+            c["trust_after"].as_i64()
+        ),
+        (Some(3), Some(true), Some(0.1), Some(20))
+    );
+}
