@@ -281,3 +281,48 @@ pub async fn units_done(server: &str, campaign: i64) -> Option<i64> {
     let p = get(server, &format!("/campaigns/{campaign}/progress")).await?;
     p["done"]["units"].as_i64()
 }
+
+/// Waits until `campaign` has at least `units` done units; fails after `limit`.
+pub async fn wait_for_units(server: &str, campaign: i64, units: i64, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        if units_done(server, campaign).await.unwrap_or(0) >= units {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "campaign stuck below {units} units done"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The HR-cases `(x, bits, kind)` of `tmd-worker search` with these arguments (function,
+/// format, range, ...; `--output json --quiet` are added): the reference a campaign must equal.
+pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, String)> {
+    let out = Command::new(bin("tmd-worker"))
+        .arg("search")
+        .args(args)
+        .args(["--output", "json", "--quiet"])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run tmd-worker search");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    v["hr_cases"]
+        .as_array()
+        .expect("hr_cases")
+        .iter()
+        .map(|c| {
+            (
+                c["x"].as_str().unwrap().to_string(),
+                c["bits"].as_i64().unwrap(),
+                c["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}

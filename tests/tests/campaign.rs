@@ -3,12 +3,10 @@
 //! server outage). At the end every unit is done exactly once and the HR-cases are those of a
 //! local search over the same range.
 
-use serde_json::Value;
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, bin, scratch, units_done, Server, Worker};
+use tmd_tests::{admin, scratch, Server, Worker};
 
 /// exp in binary64 on 24 units of 2^36 arguments just above 1: each unit takes a noticeable
 /// fraction of a second, so the failures below land in the middle of leases.
@@ -48,59 +46,24 @@ fn create_campaign(server: &str) -> (i64, String) {
 
 /// The HR-cases of a local search over the campaign's range: the reference.
 fn local_search() -> BTreeSet<(String, i64, String)> {
-    let out = Command::new(bin("tmd-worker"))
-        .args([
-            "search",
-            "--function",
-            "exp",
-            "--format",
-            "binary64",
-            "--min-bits",
-            MIN_BITS,
-            "--from",
-            FROM,
-            "--to",
-            TO,
-            "--unit-bits",
-            UNIT_BITS,
-            "--output",
-            "json",
-            "--quiet",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["hr_cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["x"].as_str().unwrap().to_string(),
-                c["bits"].as_i64().unwrap(),
-                c["kind"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    tmd_tests::local_search(&[
+        "--function",
+        "exp",
+        "--format",
+        "binary64",
+        "--min-bits",
+        MIN_BITS,
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--unit-bits",
+        UNIT_BITS,
+    ])
 }
 
 async fn wait_for(server: &str, campaign: i64, units: i64, limit: Duration) {
-    let start = Instant::now();
-    loop {
-        if units_done(server, campaign).await.unwrap_or(0) >= units {
-            return;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "campaign stuck below {units} units done"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    tmd_tests::wait_for_units(server, campaign, units, limit).await
 }
 
 async fn check_database(db: &TestDb, campaign: i64) -> BTreeSet<(String, i64, String)> {

@@ -5,6 +5,7 @@
 
 use crate::client::{Client, ClientError};
 use crate::local::BackendArg;
+use crate::misbehave::{self, Misbehave};
 use crate::state::{Credentials, LeaseState, SpoolEntry, StateDir};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -68,6 +69,10 @@ pub struct RunArgs {
     /// CUDA devices to use, e.g. 0,1 [default: every device].
     #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
     pub devices: Vec<usize>,
+    /// For the trust tests only: misbehave (lazy, forge, flip, late) so they can check the
+    /// server catches it. See misbehave.rs.
+    #[arg(long, value_enum, env = "TMD_MISBEHAVE", hide = true)]
+    pub misbehave: Option<Misbehave>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +102,7 @@ pub struct Settings {
     pub status_every: Duration,
     pub backend: BackendArg,
     pub devices: Vec<usize>,
+    pub misbehave: Option<Misbehave>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -113,6 +119,7 @@ impl std::fmt::Debug for Settings {
             .field("lease_seconds", &self.lease_seconds)
             .field("backend", &self.backend)
             .field("devices", &self.devices)
+            .field("misbehave", &self.misbehave)
             .finish()
     }
 }
@@ -166,6 +173,7 @@ impl Settings {
             max_units: a.max_units,
             exit_when_idle: a.exit_when_idle,
             status_every: Duration::from_secs(a.status_seconds.max(1)),
+            misbehave: a.misbehave,
         })
     }
 }
@@ -305,6 +313,9 @@ async fn daemon(settings: Settings) -> Result<()> {
                 let wait = backoff.next(retry_after);
                 warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable");
                 shared.sleep(wait).await;
+            }
+            Err(e) if e.code() == Some(codes::WORKER_QUARANTINED) => {
+                bail!("the coordinator quarantined this worker; ask its admin. {e}")
             }
             Err(e) => bail!("the server refused to lease: {e}"),
         }
@@ -463,6 +474,10 @@ async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool
                 error!(error = %err, "the server does not know this worker's token");
                 return false;
             }
+            if code == codes::WORKER_QUARANTINED {
+                error!(error = %err, "the coordinator quarantined this worker; the result stays in the spool");
+                return false;
+            }
             warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, error = %err, "result refused; dropping it");
             if let Err(err) = state.spool_remove(e.lease_id, e.unit_id) {
                 error!(error = %err, "cannot remove a refused result from the spool");
@@ -541,7 +556,8 @@ async fn work_lease(
     let precision = Precision::new(task.precision)?;
     let cfg = SearchConfig::new(function, precision, task.min_bits);
     let flags = Arc::new(LeaseFlags::default());
-    let heartbeat = spawn_heartbeat(client.clone(), &lease, flags.clone());
+    let late = settings.misbehave == Some(Misbehave::Late);
+    let heartbeat = (!late).then(|| spawn_heartbeat(client.clone(), &lease, flags.clone()));
     let mut failed = Vec::new();
     for unit in &lease.units {
         if ls.done.contains(&unit.unit_id) {
@@ -561,22 +577,34 @@ async fn work_lease(
             count: unit.spec.count,
         };
         let t = Instant::now();
-        let engine = backend.clone();
-        let computed =
-            tokio::task::spawn_blocking(move || search_unit(&cfg, spec, engine.as_ref())).await?;
-        let r = match computed {
-            Ok(r) => r,
-            Err(e) => {
-                error!(unit.id = unit.unit_id, error = %e, "the engine failed on this unit");
-                failed.push(unit.unit_id);
-                continue;
+        let result = if settings.misbehave == Some(Misbehave::Lazy) {
+            misbehave::lazy_result(lease.fencing_token, &spec)
+        } else {
+            let engine = backend.clone();
+            let computed =
+                tokio::task::spawn_blocking(move || search_unit(&cfg, spec, engine.as_ref()))
+                    .await?;
+            match computed {
+                Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
+                Err(e) => {
+                    error!(unit.id = unit.unit_id, error = %e, "the engine failed on this unit");
+                    failed.push(unit.unit_id);
+                    continue;
+                }
             }
         };
+        let mut result = result;
+        match settings.misbehave {
+            Some(Misbehave::Forge) => misbehave::forge(&mut result, &spec, precision),
+            Some(Misbehave::Flip) => misbehave::flip(&mut result),
+            _ => {}
+        }
         let elapsed = t.elapsed().as_secs_f64();
+        let hr_cases = result.hr_cases.len();
         let entry = SpoolEntry {
             lease_id: lease.lease_id,
             unit_id: unit.unit_id,
-            result: to_wire(&r, lease.fencing_token, elapsed),
+            result,
         };
         // Disk first: once spooled, the result survives a crash and is posted later.
         state.spool_put(&entry)?;
@@ -589,12 +617,18 @@ async fn work_lease(
         info!(
             unit.id = unit.unit_id,
             duration_ms = (elapsed * 1e3) as u64,
-            hr_cases = r.hr_cases.len(),
+            hr_cases,
             "unit computed"
         );
+        if late {
+            let overdue = (lease.expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
+            tokio::time::sleep(Duration::from_millis(overdue.max(0) as u64)).await;
+        }
         post_spooled(client, state, &entry).await;
     }
-    heartbeat.abort();
+    if let Some(h) = heartbeat {
+        h.abort();
+    }
     let remaining = lease
         .units
         .iter()

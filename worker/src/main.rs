@@ -3,6 +3,7 @@
 mod client;
 mod daemon;
 mod local;
+mod misbehave;
 mod state;
 
 use anyhow::Result;

@@ -1,0 +1,216 @@
+//! Results we can trust from machines we do not: a replicated, adaptive campaign run by three
+//! honest `tmd-worker`s and four bad ones (lazy, forging, bit-flipping, late), each from its
+//! own owner. At the end the HR-cases equal a local search, every bad worker is quarantined,
+//! no honest one is, and the work spent on replication is reported.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use tmd_test_support::TestDb;
+use tmd_tests::{admin, get, local_search, scratch, wait_for_units, Server, Worker};
+
+/// exp in binary64 on 24 units of 2^36 arguments just above 1 (as in campaign.rs).
+const FROM: &str = "0x1p+0";
+const TO: &str = "0x1.0018p+0";
+const UNIT_BITS: &str = "36";
+const MIN_BITS: &str = "36";
+const UNITS: i64 = 24;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
+    let db = TestDb::new().await;
+    let dir = scratch("trust");
+    // Short leases so the late worker's expire quickly; for this test one expired lease (of
+    // one) is over the bar, so it is caught while the campaign still runs.
+    let server = Server::start(
+        db.url(),
+        &dir,
+        &[
+            "--lease-ttl-seconds",
+            "4",
+            "--sweep-interval-seconds",
+            "1",
+            "--max-units-per-lease",
+            "2",
+            "--min-expired-leases",
+            "1",
+        ],
+    );
+    let url = server.url();
+    let c = admin(
+        &url,
+        &[
+            "campaign",
+            "create",
+            "--function",
+            "exp",
+            "--format",
+            "binary64",
+            "--min-bits",
+            MIN_BITS,
+            "--from",
+            FROM,
+            "--to",
+            TO,
+            "--unit-bits",
+            UNIT_BITS,
+            "--replication",
+            "2",
+            "--distinct-owners",
+            "--adaptive",
+            "--trust-after",
+            "4",
+            "--audit-rate",
+            "0.25",
+        ],
+    );
+    assert_eq!(c["units_total"], UNITS, "{c}");
+    assert_eq!(c["adaptive"], true, "{c}");
+    let campaign = c["id"].as_i64().unwrap();
+    let token = |owner: &str| {
+        admin(&url, &["token", "create", "--owner", owner])["token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let common = [
+        "--threads",
+        "1",
+        "--lease-seconds",
+        "2",
+        "--status-seconds",
+        "5",
+    ];
+    let mut workers = Vec::new();
+    for i in 0..3 {
+        let name = format!("honest-{i}");
+        let mut args = common.to_vec();
+        args.extend(["--name", &name]);
+        workers.push((
+            name.clone(),
+            Worker::start(&url, &token(&name), &dir.join(&name), &args),
+        ));
+    }
+    for mode in ["lazy", "forge", "flip", "late"] {
+        let mut args = common.to_vec();
+        args.extend(["--name", mode, "--misbehave", mode]);
+        workers.push((
+            mode.to_string(),
+            Worker::start(&url, &token(mode), &dir.join(mode), &args),
+        ));
+    }
+
+    wait_for_units(&url, campaign, UNITS, Duration::from_secs(300)).await;
+    // The bad workers were refused work as soon as they were caught; wait for the last
+    // quarantine (the late worker's) if the campaign outran it.
+    let start = Instant::now();
+    let by_name = loop {
+        let list = get(&url, "/workers").await.expect("workers");
+        let by_name: Vec<(String, Value)> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| (w["name"].as_str().unwrap().to_string(), w.clone()))
+            .collect();
+        let bad_left = by_name
+            .iter()
+            .filter(|(n, w)| !n.starts_with("honest") && w["quarantined_at"].is_null())
+            .count();
+        if bad_left == 0 || start.elapsed() > Duration::from_secs(30) {
+            break by_name;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for (name, w) in &by_name {
+        let quarantined = !w["quarantined_at"].is_null();
+        if name.starts_with("honest") {
+            assert!(!quarantined, "honest worker quarantined: {w}");
+            assert_eq!(w["reputation"]["invalid"], 0, "{w}");
+        } else {
+            assert!(quarantined, "{name} was not caught: {w}");
+            eprintln!("{name}: {}", w["quarantine_reason"]);
+        }
+    }
+    let reason = |name: &str| {
+        by_name.iter().find(|(n, _)| n == name).unwrap().1["quarantine_reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(reason("forge").contains("refutes"), "{}", reason("forge"));
+    assert!(reason("lazy").contains("outvoted"), "{}", reason("lazy"));
+    assert!(reason("flip").contains("outvoted"), "{}", reason("flip"));
+    assert!(reason("late").contains("expired"), "{}", reason("late"));
+
+    let progress = get(&url, &format!("/campaigns/{campaign}/progress"))
+        .await
+        .unwrap();
+    assert_eq!(progress["complete"], true, "{progress}");
+    let r = &progress["replication"];
+    eprintln!(
+        "replication: results={} void={} outvoted={} alone={} work_factor={:.3}",
+        r["results"], r["void"], r["outvoted"], r["alone"], r["work_factor"]
+    );
+    assert!(r["work_factor"].as_f64().unwrap() >= 1.0, "{r}");
+    assert!(r["outvoted"].as_i64().unwrap() >= 1, "{r}");
+
+    // Every done unit stands on live results of honest workers only.
+    let vouched: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT u.id, count(r.id) FILTER (WHERE NOT r.void AND r.verdict IN ('agreed', 'alone')) \
+         FROM units u LEFT JOIN results r ON r.unit_id = u.id \
+         WHERE u.campaign_id = $1 GROUP BY u.id",
+    )
+    .bind(campaign)
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(vouched.len() as i64, UNITS);
+    assert!(vouched.iter().all(|(_, n)| *n >= 1), "{vouched:?}");
+    let bad_live: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM results r JOIN workers w ON w.id = r.worker_id \
+         WHERE NOT r.void AND w.quarantined_at IS NOT NULL",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(bad_live, 0, "a quarantined worker's results are all void");
+
+    let rows: Vec<(String, i32, String)> =
+        sqlx::query_as("SELECT x, bits, kind FROM hr_cases WHERE campaign_id = $1")
+            .bind(campaign)
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    let got: BTreeSet<(String, i64, String)> = rows
+        .into_iter()
+        .map(|(x, b, k)| (x, i64::from(b), k))
+        .collect();
+    let want = local_search(&[
+        "--function",
+        "exp",
+        "--format",
+        "binary64",
+        "--min-bits",
+        MIN_BITS,
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--unit-bits",
+        UNIT_BITS,
+    ]);
+    assert!(!want.is_empty());
+    assert_eq!(got, want, "the HR-cases equal an all-honest search's");
+
+    for (name, w) in &mut workers {
+        if name.starts_with("honest") {
+            assert!(w.stop(), "{name} stops cleanly");
+        } else {
+            w.kill();
+        }
+    }
+    drop(workers);
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
