@@ -50,8 +50,8 @@ pub struct BenchArgs {
     /// With --adaptive: agreed results in a row before a worker is trusted.
     #[arg(long, default_value_t = 20)]
     pub trust_after: u32,
-    /// How many of the simulated workers lie (post results with wrong counters); they stop
-    /// when they are quarantined.
+    /// How many of the simulated workers lie (post results with wrong counters, each liar
+    /// differently); they stop when they are quarantined.
     #[arg(long, default_value_t = 0)]
     pub liars: usize,
 }
@@ -327,7 +327,9 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
                     // 2 s per 64 arguments keeps the measured speed at one unit per lease.
                     let mut result = empty_result(lease.fencing_token, u.unit_id, 2.0);
                     if liar {
-                        result.stats.domains += 1;
+                        // Each liar lies its own way (broken hardware, not a conspiracy): two
+                        // identical lies on both replicas of a unit would win its vote.
+                        result.stats.domains += 1 + i as u64;
                     }
                     match c.post(lease.lease_id, u.unit_id, &result).await {
                         Ok(_) => {}

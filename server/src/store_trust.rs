@@ -101,7 +101,9 @@ pub async fn apply_verdicts(tx: &mut Transaction<'_, Postgres>, c: &Changes) -> 
     Ok(())
 }
 
-/// Updates the workers' rows, locked in id order. Returns each one's speed and whether it is
+/// Updates the workers' rows, locked in id order. `NO KEY UPDATE`, not `UPDATE`: inserting a
+/// result holds a key-share lock on its worker's row (the foreign key), which `FOR UPDATE` would
+/// wait on, so two posts each holding their own worker's key share would deadlock. Returns each one's speed and whether it is
 /// quarantined, as of under the lock.
 pub async fn apply_records(
     tx: &mut Transaction<'_, Postgres>,
@@ -111,7 +113,7 @@ pub async fn apply_records(
         return Ok(HashMap::new());
     }
     let ids: Vec<i64> = c.workers.keys().copied().collect();
-    sqlx::query("SELECT id FROM workers WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+    sqlx::query("SELECT id FROM workers WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
         .bind(&ids)
         .execute(&mut **tx)
         .await?;
