@@ -303,10 +303,11 @@ pub fn judge_post(
     }
     // A result is taken while no other lease can have the unit: it is still bound to this
     // lease (even past its expiry, before the sweeper reclaims it), or it went back to the pool
-    // when this lease expired (not when the worker released it) and nobody leased it since. So a worker that was cut off from the server
-    // and spooled its results loses nothing it computed.
+    // when this lease expired (not when the worker released it, nor when the server revoked it
+    // from a quarantined worker) and nobody leased it since. So a worker that was cut off from
+    // the server and spooled its results loses nothing it computed.
     let held = unit.state == "leased" && unit.lease_id == Some(lease.id);
-    let untouched_since = lease.state != "released"
+    let untouched_since = lease.state == "expired"
         && unit.state == "pending"
         && unit.lease_id.is_none()
         && unit.fence == Some(lease.fencing_token);
@@ -447,21 +448,23 @@ mod tests {
             )),
             "lease_expired"
         );
-        let released = LeaseRow {
-            state: "released".into(),
-            ..lease()
-        };
-        assert_eq!(
-            code(judge_post(
-                1,
-                100,
-                Some(&released),
-                Some(&back_in_pool),
-                None,
-                &d
-            )),
-            "lease_expired"
-        );
+        for ended in ["released", "revoked"] {
+            let ended = LeaseRow {
+                state: ended.into(),
+                ..lease()
+            };
+            assert_eq!(
+                code(judge_post(
+                    1,
+                    100,
+                    Some(&ended),
+                    Some(&back_in_pool),
+                    None,
+                    &d
+                )),
+                "lease_expired"
+            );
+        }
         let leased_again = UnitRow {
             lease_id: Some(12),
             fence: Some(100),
