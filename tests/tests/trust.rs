@@ -202,6 +202,12 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
     assert!(!want.is_empty());
     assert_eq!(got, want, "the HR-cases equal an all-honest search's");
 
+    let forger = &workers.iter().find(|(n, _)| n == "forge").unwrap().1;
+    assert!(
+        forger.log().contains("quarantined this worker"),
+        "the forger is told why it gets no work: {}",
+        forger.log()
+    );
     for (name, w) in &mut workers {
         if name.starts_with("honest") {
             assert!(w.stop(), "{name} stops cleanly");

@@ -178,6 +178,15 @@ impl Settings {
     }
 }
 
+/// The coordinator quarantined this worker: restarting will not help (exit status
+/// [`QUARANTINED_EXIT`], which the systemd unit does not restart on).
+#[derive(Debug, thiserror::Error)]
+#[error("the coordinator quarantined this worker; ask its admin to look and reinstate it. {0}")]
+pub struct Quarantined(String);
+
+/// Exit status of `tmd-worker run` when quarantined.
+pub const QUARANTINED_EXIT: i32 = 3;
+
 const RUNNING: u8 = 0;
 const FINISHING: u8 = 1;
 
@@ -315,7 +324,7 @@ async fn daemon(settings: Settings) -> Result<()> {
                 shared.sleep(wait).await;
             }
             Err(e) if e.code() == Some(codes::WORKER_QUARANTINED) => {
-                bail!("the coordinator quarantined this worker; ask its admin. {e}")
+                return Err(Quarantined(e.to_string()).into())
             }
             Err(e) => bail!("the server refused to lease: {e}"),
         }

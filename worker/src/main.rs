@@ -56,7 +56,13 @@ fn main() -> Result<()> {
         Command::Search(a) => local::search(a),
         Command::Bench(a) => local::bench(a),
         Command::Eval(a) => local::eval(a),
-        Command::Run(a) => daemon::run(a),
+        Command::Run(a) => match daemon::run(a) {
+            Err(e) if e.downcast_ref::<daemon::Quarantined>().is_some() => {
+                eprintln!("Error: {e}");
+                std::process::exit(daemon::QUARANTINED_EXIT)
+            }
+            other => other,
+        },
         Command::Selftest(a) => local::selftest(a),
     }
 }
