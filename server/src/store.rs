@@ -919,14 +919,17 @@ pub async fn precheck_result(
     let lease = fetch_lease(pool, lease_id, false).await?;
     let unit = fetch_unit(pool, unit_id, false).await?;
     let prior = fetch_prior(pool, unit_id, lease_id).await?;
-    let judgement = domain::judge_post(
+    let judgement = match domain::judge_post(
         worker_id,
         result.fencing_token,
         lease.as_ref(),
         unit.as_ref(),
         prior.as_ref(),
         &result.digest,
-    )?;
+    ) {
+        Ok(j) => j,
+        Err(e) => return Err(store_trust::refusal(pool, worker_id, e).await),
+    };
     let unit = unit.ok_or_else(|| Error::Internal("judged unit vanished".into()))?;
     let (function, precision, min_bits): (String, i32, i32) =
         sqlx::query_as("SELECT function, precision, min_bits FROM campaigns WHERE id = $1")
@@ -1079,7 +1082,14 @@ async fn record_result_once(
         }
         Err(e) => {
             tx.rollback().await?;
-            return Err(e);
+            // A quarantined worker is told that, rather than why this one post is refused
+            // (its leases were revoked).
+            return Err(match &row {
+                Some(r) if r.own_quarantined => {
+                    store_trust::quarantined(worker_id, r.own_quarantine_reason.as_deref())
+                }
+                _ => e,
+            });
         }
     }
     let (Some(lease), Some(row)) = (lease, row) else {

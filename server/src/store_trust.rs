@@ -20,6 +20,21 @@ pub fn quarantined(worker_id: i64, reason: Option<&str>) -> Error {
     ))
 }
 
+/// `e`, or the quarantine refusal when the worker is quarantined (its leases were revoked, so
+/// every post of it is refused; it should learn why). Only asked on the refusal path.
+pub async fn refusal(pool: &PgPool, worker_id: i64, e: Error) -> Error {
+    let standing: std::result::Result<Option<(Option<String>,)>, _> = sqlx::query_as(
+        "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
+    )
+    .bind(worker_id)
+    .fetch_optional(pool)
+    .await;
+    match standing {
+        Ok(Some((reason,))) => quarantined(worker_id, reason.as_deref()),
+        _ => e,
+    }
+}
+
 /// What one transaction changes in workers' rows.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WorkerChange {
@@ -297,6 +312,7 @@ pub async fn purge(pool: &PgPool, worker_id: i64) -> Result<Purged> {
 struct TouchedUnit {
     id: i64,
     state: String,
+    lease_id: Option<i64>,
     replication: i32,
 }
 
@@ -319,7 +335,8 @@ async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
     .await?
     .rows_affected();
     let units: Vec<TouchedUnit> = sqlx::query_as(
-        "SELECT u.id, u.state, c.replication FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+        "SELECT u.id, u.state, u.lease_id, c.replication \
+         FROM units u JOIN campaigns c ON c.id = u.campaign_id \
          WHERE u.id IN (SELECT unit_id FROM results WHERE worker_id = $1 AND NOT void) \
          ORDER BY u.id FOR UPDATE OF u",
     )
@@ -346,6 +363,8 @@ async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
     let mut changes = Changes::default();
     let (mut states, mut needed, mut counts) = (Vec::new(), Vec::new(), Vec::new());
     let mut reopened = 0;
+    // Leases of other workers that lose a unit settled here.
+    let mut settled_under: Vec<i64> = Vec::new();
     for u in &units {
         let quorum = u.replication.max(1) as u32;
         let replicas = by_unit.remove(&u.id).unwrap_or_default();
@@ -357,6 +376,9 @@ async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
         };
         if u.state == "done" && state != "done" {
             reopened += 1;
+        }
+        if state != "leased" {
+            settled_under.extend(u.lease_id);
         }
         states.push(state);
         needed.push(quorum as i32);
@@ -376,6 +398,18 @@ async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
     .bind(&counts)
     .execute(&mut *tx)
     .await?;
+    // A lease left with no unit is finished, as when its last result is posted: otherwise it
+    // would expire and count against a worker that did nothing wrong.
+    if !settled_under.is_empty() {
+        sqlx::query(
+            "UPDATE leases l SET state = 'finished', ended_at = now() \
+             WHERE l.id = ANY($1) AND l.state = 'active' \
+               AND NOT EXISTS (SELECT 1 FROM units WHERE lease_id = l.id)",
+        )
+        .bind(&settled_under)
+        .execute(&mut *tx)
+        .await?;
+    }
     apply_verdicts(&mut tx, &changes).await?;
     apply_records(&mut tx, &changes).await?;
     tx.commit().await?;

@@ -323,3 +323,53 @@ async fn bad_policies_are_refused_with_the_field_named() {
         (Some(3), Some(true), Some(0.1), Some(20))
     );
 }
+
+#[tokio::test]
+async fn a_dispute_settled_by_a_quarantine_ends_the_lease_that_held_the_unit() {
+    let app = TestApp::new().await;
+    let cid = campaign(&app, 1, json!({"replication": 2})).await;
+    let post = |w: WorkerClient, domains: u64| async move {
+        let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
+        let u = lease.units[0].unit_id;
+        let mut r = empty_result(lease.fencing_token, u, 1.0);
+        r.stats.domains = domains;
+        w.post(lease.lease_id, u, &r).await.unwrap();
+    };
+    let (_, a) = app.worker("a").await;
+    let (x_id, x) = app.worker("x").await;
+    let (_, y) = app.worker("y").await;
+    let (_, b) = app.worker("b").await;
+    let (_, z) = app.worker("z").await;
+    // a and b agree; x and y each say something else: 2 of 4 is no majority yet.
+    post(a, 1).await;
+    post(x, 7).await;
+    post(y, 9).await;
+    post(b, 1).await;
+    assert_eq!(app.progress(cid).await["pending"]["units"], 1);
+    let held = z.lease(Some(1)).await.unwrap().lease.unwrap();
+    let (status, _) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/workers/{x_id}/quarantine"),
+            Some(json!({"reason": "known bad"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // Without x, a and b are 2 of 3: the unit is done, and z's lease ends with it.
+    let p = app.progress(cid).await;
+    assert_eq!(p["complete"], true, "{p}");
+    let state: String = sqlx::query_scalar("SELECT state FROM leases WHERE id = $1")
+        .bind(held.lease_id)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(state, "finished");
+    let u = held.units[0].unit_id;
+    assert_eq!(
+        code_of(
+            z.post(held.lease_id, u, &empty_result(held.fencing_token, u, 1.0))
+                .await
+        ),
+        "unit_done"
+    );
+}
