@@ -235,6 +235,7 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         units_total - units_done - 1,
     );
     check(&dom, "units-quarantined", "data-value", 0);
+    check(&dom, "outvoted", "data-value", 0);
     check(&dom, "hr-count", "data-value", cases.len());
     check(
         &dom,
