@@ -326,3 +326,24 @@ pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, S
         })
         .collect()
 }
+
+/// The campaign of the whole-system tests: exp in binary64 on 24 units of 2^36 arguments just
+/// above 1. Each unit takes a noticeable fraction of a second, so failures land in the middle
+/// of leases. The same flags serve `campaign create` and `tmd-worker search`.
+pub const EXP_BINARY64_24_UNITS: [&str; 12] = [
+    "--function",
+    "exp",
+    "--format",
+    "binary64",
+    "--min-bits",
+    "36",
+    "--from",
+    "0x1p+0",
+    "--to",
+    "0x1.0018p+0",
+    "--unit-bits",
+    "36",
+];
+
+/// Units in [`EXP_BINARY64_24_UNITS`].
+pub const EXP_BINARY64_UNITS: i64 = 24;

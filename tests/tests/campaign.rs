@@ -6,36 +6,14 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, scratch, Server, Worker};
+use tmd_tests::{admin, scratch, Server, Worker, EXP_BINARY64_24_UNITS, EXP_BINARY64_UNITS};
 
-/// exp in binary64 on 24 units of 2^36 arguments just above 1: each unit takes a noticeable
-/// fraction of a second, so the failures below land in the middle of leases.
-const FROM: &str = "0x1p+0";
-const TO: &str = "0x1.0018p+0";
-const UNIT_BITS: &str = "36";
-const MIN_BITS: &str = "36";
-const UNITS: i64 = 24;
+const UNITS: i64 = EXP_BINARY64_UNITS;
 
 fn create_campaign(server: &str) -> (i64, String) {
-    let c = admin(
-        server,
-        &[
-            "campaign",
-            "create",
-            "--function",
-            "exp",
-            "--format",
-            "binary64",
-            "--min-bits",
-            MIN_BITS,
-            "--from",
-            FROM,
-            "--to",
-            TO,
-            "--unit-bits",
-            UNIT_BITS,
-        ],
-    );
+    let mut args = vec!["campaign", "create"];
+    args.extend(EXP_BINARY64_24_UNITS);
+    let c = admin(server, &args);
     assert_eq!(c["units_total"], UNITS, "{c}");
     let t = admin(server, &["token", "create"]);
     (
@@ -46,20 +24,7 @@ fn create_campaign(server: &str) -> (i64, String) {
 
 /// The HR-cases of a local search over the campaign's range: the reference.
 fn local_search() -> BTreeSet<(String, i64, String)> {
-    tmd_tests::local_search(&[
-        "--function",
-        "exp",
-        "--format",
-        "binary64",
-        "--min-bits",
-        MIN_BITS,
-        "--from",
-        FROM,
-        "--to",
-        TO,
-        "--unit-bits",
-        UNIT_BITS,
-    ])
+    tmd_tests::local_search(&EXP_BINARY64_24_UNITS)
 }
 
 async fn wait_for(server: &str, campaign: i64, units: i64, limit: Duration) {

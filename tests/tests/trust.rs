@@ -7,14 +7,12 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, get, local_search, scratch, wait_for_units, Server, Worker};
+use tmd_tests::{
+    admin, get, local_search, scratch, wait_for_units, Server, Worker, EXP_BINARY64_24_UNITS,
+    EXP_BINARY64_UNITS,
+};
 
-/// exp in binary64 on 24 units of 2^36 arguments just above 1 (as in campaign.rs).
-const FROM: &str = "0x1p+0";
-const TO: &str = "0x1.0018p+0";
-const UNIT_BITS: &str = "36";
-const MIN_BITS: &str = "36";
-const UNITS: i64 = 24;
+const UNITS: i64 = EXP_BINARY64_UNITS;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
@@ -37,33 +35,19 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
         ],
     );
     let url = server.url();
-    let c = admin(
-        &url,
-        &[
-            "campaign",
-            "create",
-            "--function",
-            "exp",
-            "--format",
-            "binary64",
-            "--min-bits",
-            MIN_BITS,
-            "--from",
-            FROM,
-            "--to",
-            TO,
-            "--unit-bits",
-            UNIT_BITS,
-            "--replication",
-            "2",
-            "--distinct-owners",
-            "--adaptive",
-            "--trust-after",
-            "4",
-            "--audit-rate",
-            "0.25",
-        ],
-    );
+    let mut args = vec!["campaign", "create"];
+    args.extend(EXP_BINARY64_24_UNITS);
+    args.extend([
+        "--replication",
+        "2",
+        "--distinct-owners",
+        "--adaptive",
+        "--trust-after",
+        "4",
+        "--audit-rate",
+        "0.25",
+    ]);
+    let c = admin(&url, &args);
     assert_eq!(c["units_total"], UNITS, "{c}");
     assert_eq!(c["adaptive"], true, "{c}");
     let campaign = c["id"].as_i64().unwrap();
@@ -185,20 +169,7 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
         .into_iter()
         .map(|(x, b, k)| (x, i64::from(b), k))
         .collect();
-    let want = local_search(&[
-        "--function",
-        "exp",
-        "--format",
-        "binary64",
-        "--min-bits",
-        MIN_BITS,
-        "--from",
-        FROM,
-        "--to",
-        TO,
-        "--unit-bits",
-        UNIT_BITS,
-    ]);
+    let want = local_search(&EXP_BINARY64_24_UNITS);
     assert!(!want.is_empty());
     assert_eq!(got, want, "the HR-cases equal an all-honest search's");
 
