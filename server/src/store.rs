@@ -15,7 +15,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use tmd_wire::{
     ArgRange, Campaign, CampaignProgress, CampaignState, EnrollmentToken, HrCase, HrKind, Lease,
     LeaseTask, LeasedUnit, QuarantinedUnit, ReleaseResponse, ReplicationReport, ResultAccepted,
-    StateCount, StoredHrCase, UnitResult, UnitSpec, WorkerInfo, WorkerReputation,
+    StateCount, StoredHrCase, UnitResult, UnitSpec, WorkerInfo,
 };
 
 /// The migrations in `migrations/`, embedded in the binary.
@@ -509,12 +509,8 @@ struct WorkerRow {
     speed: Option<f64>,
     units_done: i64,
     owner: String,
-    valid: i64,
-    invalid: i64,
-    forged: i64,
-    leases_total: i64,
-    leases_expired: i64,
-    streak: i64,
+    #[sqlx(flatten)]
+    record: store_trust::RecordRow,
     quarantined_at: Option<DateTime<Utc>>,
     quarantine_reason: Option<String>,
 }
@@ -529,14 +525,7 @@ impl WorkerRow {
             arguments_per_second: self.speed,
             units_done: self.units_done,
             owner: self.owner,
-            reputation: WorkerReputation {
-                valid: self.valid,
-                invalid: self.invalid,
-                forged: self.forged,
-                leases_total: self.leases_total,
-                leases_expired: self.leases_expired,
-                streak: self.streak,
-            },
+            reputation: self.record.reputation(),
             quarantined_at: self.quarantined_at,
             quarantine_reason: self.quarantine_reason,
         }
@@ -1000,16 +989,27 @@ pub async fn record_result(
     verified: &[HrCase],
     audit_roll: f64,
 ) -> Result<Recorded> {
-    let mut tries = 0;
-    loop {
-        let r = record_result_once(
+    retry_transient(2, || {
+        record_result_once(
             pool, worker_id, lease_id, unit_id, result, verified, audit_roll,
         )
-        .await;
-        match r {
-            Err(Error::Database(e)) if crate::error::is_transient(&e) && tries < 2 => {
+    })
+    .await
+}
+
+/// Runs `attempt` again, at most `retries` more times, while it fails with a deadlock or a
+/// serialization failure: the transaction was rolled back, so running it again is safe.
+pub(crate) async fn retry_transient<T, F, Fut>(retries: u32, mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(Error::Database(e)) if crate::error::is_transient(&e) && tries < retries => {
                 tries += 1;
-                tracing::debug!(unit.id = unit_id, error = %e, "retrying a result after a deadlock");
+                tracing::debug!(error = %e, "retrying a transaction after a deadlock");
             }
             other => return other,
         }

@@ -5,11 +5,12 @@
 //! in id order. A deadlock with a concurrent post is still possible in principle (Postgres
 //! detects it and aborts one side); both sides retry it.
 
-use crate::error::{is_transient, Error, Result};
+use crate::error::{Error, Result};
 use crate::store::LiveResult;
-use crate::trust::{self, QuarantineBar, RecordDelta, Reputation, Settlement, Verdict};
+use crate::trust::{self, QuarantineBar, RecordDelta, Settlement, Verdict};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashMap};
+use tmd_wire::WorkerReputation;
 
 /// The refusal a quarantined worker gets.
 pub fn quarantined(worker_id: i64, reason: Option<&str>) -> Error {
@@ -163,9 +164,9 @@ pub async fn apply_records(
     Ok(rows.into_iter().map(|(id, s, q)| (id, (s, q))).collect())
 }
 
+/// A worker's record as stored; `WorkerRow` in `store` flattens it too.
 #[derive(sqlx::FromRow)]
-struct RecordRow {
-    id: i64,
+pub struct RecordRow {
     valid: i64,
     invalid: i64,
     forged: i64,
@@ -175,8 +176,8 @@ struct RecordRow {
 }
 
 impl RecordRow {
-    fn reputation(&self) -> Reputation {
-        Reputation {
+    pub fn reputation(&self) -> WorkerReputation {
+        WorkerReputation {
             valid: self.valid,
             invalid: self.invalid,
             forged: self.forged,
@@ -212,7 +213,13 @@ pub async fn enforce(
     bar: &QuarantineBar,
     only: Option<&[i64]>,
 ) -> Result<Vec<Quarantined>> {
-    let rows: Vec<RecordRow> = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct Candidate {
+        id: i64,
+        #[sqlx(flatten)]
+        record: RecordRow,
+    }
+    let rows: Vec<Candidate> = sqlx::query_as(
         "SELECT id, valid, invalid, forged, leases_total, leases_expired, streak FROM workers \
          WHERE quarantined_at IS NULL AND (forged > 0 OR invalid > 0 OR leases_expired >= $1) \
            AND ($2::int8[] IS NULL OR id = ANY($2)) ORDER BY id",
@@ -223,7 +230,7 @@ pub async fn enforce(
     .await?;
     let mut out = Vec::new();
     for r in rows {
-        if let Some(reason) = trust::quarantine_reason(&r.reputation(), bar) {
+        if let Some(reason) = trust::quarantine_reason(&r.record.reputation(), bar) {
             if let Some(q) = quarantine(pool, r.id, &reason).await? {
                 out.push(q);
             }
@@ -299,13 +306,7 @@ pub struct Purged {
 /// result for is settled again from the remaining results with the full quorum (no adaptive
 /// discount), so the units it alone vouched for are redone.
 pub async fn purge(pool: &PgPool, worker_id: i64) -> Result<Purged> {
-    let mut tries = 0;
-    loop {
-        match purge_once(pool, worker_id).await {
-            Err(Error::Database(e)) if is_transient(&e) && tries < 5 => tries += 1,
-            other => return other,
-        }
-    }
+    crate::store::retry_transient(5, || purge_once(pool, worker_id)).await
 }
 
 #[derive(sqlx::FromRow)]

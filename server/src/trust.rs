@@ -7,7 +7,7 @@
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use tmd_wire::{HrCase, UnitSpec, UnitStats};
+use tmd_wire::{HrCase, UnitSpec, UnitStats, WorkerReputation};
 
 /// The server's digest of what a result claims: the unit, the engine's counters, the HR-cases
 /// as the server verified them (canonical argument, bits, kind) and the exact cases, each set
@@ -228,17 +228,6 @@ impl RecordDelta {
     }
 }
 
-/// A worker's record, as kept by the server.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Reputation {
-    pub valid: i64,
-    pub invalid: i64,
-    pub forged: i64,
-    pub leases_total: i64,
-    pub leases_expired: i64,
-    pub streak: i64,
-}
-
 /// When a worker's record puts it in quarantine.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QuarantineBar {
@@ -262,7 +251,7 @@ impl Default for QuarantineBar {
 
 /// Why `r` must be quarantined under `bar`, or `None`. A forged case is enough on its own:
 /// MPFR refuted it, so no honest engine produced it.
-pub fn quarantine_reason(r: &Reputation, bar: &QuarantineBar) -> Option<String> {
+pub fn quarantine_reason(r: &WorkerReputation, bar: &QuarantineBar) -> Option<String> {
     if r.forged > 0 {
         return Some(format!(
             "reported {} result(s) with a case MPFR refutes",
@@ -463,7 +452,7 @@ mod tests {
     #[test]
     fn the_bar_quarantines_forgers_liars_and_no_shows_but_not_honest_workers() {
         let bar = QuarantineBar::default();
-        let honest = Reputation {
+        let honest = WorkerReputation {
             valid: 500,
             leases_total: 40,
             leases_expired: 2,
@@ -471,33 +460,33 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(quarantine_reason(&honest, &bar), None);
-        let forger = Reputation {
+        let forger = WorkerReputation {
             forged: 1,
             ..honest
         };
         assert!(quarantine_reason(&forger, &bar)
             .unwrap()
             .contains("refutes"));
-        let liar = Reputation {
+        let liar = WorkerReputation {
             valid: 0,
             invalid: 1,
             ..Default::default()
         };
         assert!(quarantine_reason(&liar, &bar).unwrap().contains("outvoted"));
         // One bad result in a hundred is under a 5% bar.
-        let unlucky = Reputation {
+        let unlucky = WorkerReputation {
             valid: 99,
             invalid: 1,
             ..Default::default()
         };
         assert_eq!(quarantine_reason(&unlucky, &bar), None);
-        let late = Reputation {
+        let late = WorkerReputation {
             leases_total: 6,
             leases_expired: 5,
             ..Default::default()
         };
         assert!(quarantine_reason(&late, &bar).unwrap().contains("expired"));
-        let crashed_once = Reputation {
+        let crashed_once = WorkerReputation {
             leases_total: 1,
             leases_expired: 1,
             ..Default::default()

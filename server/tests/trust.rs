@@ -25,9 +25,10 @@ async fn campaign(app: &TestApp, units: u64, policy: Value) -> i64 {
     app.campaign(body).await["id"].as_i64().unwrap()
 }
 
-/// Leases one unit and posts the honest (empty) result for it; returns the unit.
-async fn compute_one(w: &WorkerClient) -> i64 {
-    let lease = w.lease(Some(1)).await.unwrap().lease.expect("work");
+/// Leases one unit and posts the honest (empty) result for it; returns the unit, or `None`
+/// when there is no work for this worker.
+async fn try_one(w: &WorkerClient) -> Option<i64> {
+    let lease = w.lease(Some(1)).await.unwrap().lease?;
     assert_eq!(lease.units.len(), 1);
     let u = lease.units[0].unit_id;
     w.post(
@@ -37,7 +38,12 @@ async fn compute_one(w: &WorkerClient) -> i64 {
     )
     .await
     .unwrap();
-    u
+    Some(u)
+}
+
+/// [`try_one`] where there must be work.
+async fn compute_one(w: &WorkerClient) -> i64 {
+    try_one(w).await.expect("work")
 }
 
 async fn worker_info(app: &TestApp, id: i64) -> Value {
@@ -136,16 +142,7 @@ async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_red
     let (_, c) = app.worker("c").await;
     for _ in 0..12 {
         for w in [&b, &c] {
-            if let Some(lease) = w.lease(Some(1)).await.unwrap().lease {
-                let u = lease.units[0].unit_id;
-                w.post(
-                    lease.lease_id,
-                    u,
-                    &empty_result(lease.fencing_token, u, 1.0),
-                )
-                .await
-                .unwrap();
-            }
+            try_one(w).await;
         }
     }
     let p = app.progress(cid).await;

@@ -68,7 +68,7 @@ pub fn flip(result: &mut UnitResult) {
         &mut s.false_positives,
     ];
     let i = rng.gen_range(0..counters.len());
-    *counters.into_iter().nth(i).expect("eight counters") ^= bit;
+    *counters[i] ^= bit;
 }
 
 #[cfg(test)]
