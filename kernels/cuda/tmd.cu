@@ -527,8 +527,10 @@ __device__ __forceinline__ void step(u64 (*w)[L]) {
 // One thread per packet of `packet` domains: exact start state, then walk and test each
 // domain; the indices of the failing ones are appended to a compacted list through an atomic
 // counter (counters[0]); tmd_phase1_words then evaluates their words exactly, so the walk keeps
-// nothing but its differences. Entries past `cap` are counted but not written: the host sees the
-// overflow and runs again with a larger list. With TMD_LANES=2 the regular test runs on two
+// nothing but its differences. One launch covers the packets [first_packet, end_packet), so the
+// host can cut a piece with many failing domains into ranges whose lists fit its memory budget.
+// Entries past `cap` are counted but not written: the host sees the overflow and runs that range
+// again with a larger list or in smaller ranges. With TMD_LANES=2 the regular test runs on two
 // consecutive domains at once.
 #ifndef TMD_LANES
 #define TMD_LANES 1
@@ -541,8 +543,10 @@ __device__ __forceinline__ void emit_failure(u64 i, u64 *out_index, u64 cap, u64
 
 extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
     tmd_phase1(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count, u32 domain_bits,
-               u64 packet, u64 e1, int test, u64 *out_index, u64 cap, u64 *counters) {
-    u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+               u64 packet, u64 first_packet, u64 end_packet, u64 e1, int test, u64 *out_index,
+               u64 cap, u64 *counters) {
+    u64 u = first_packet + (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= end_packet) return;
     u64 i0 = u * packet;
     if (i0 >= domains) return;
     u64 i1 = i0 + packet < domains ? i0 + packet : domains;

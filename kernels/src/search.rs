@@ -417,6 +417,12 @@ pub trait Backend: Sync {
         packet_domains: u64,
     ) -> Result<PieceOutcome, SearchError>;
     fn name(&self) -> String;
+    /// After a piece failed on this back end with `err`: changes what may have caused it (the
+    /// CUDA back end halves its device memory per piece) and says whether running the piece
+    /// again here may succeed. A deterministic failure (MPFR's) is not the back end's.
+    fn recover(&self, _err: &SearchError) -> bool {
+        false
+    }
 }
 
 /// The CPU back end: rayon over packets.
@@ -590,24 +596,31 @@ pub fn search_units(
             r
         })
         .collect();
-    let mut out = RangeResult {
-        arguments: units.iter().map(|u| u.count).sum(),
-        stats: Stats::default(),
-        hr_cases: Vec::new(),
-        exact_cases: Vec::new(),
-        timings: Timings::default(),
-    };
-    for r in results {
-        let r = r?;
-        out.stats.add(&r.stats);
-        out.timings.add(&r.timings);
-        out.hr_cases.extend(r.hr_cases);
-        out.exact_cases.extend(r.exact_cases);
+    let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(RangeResult::from_units(results, cfg.precision))
+}
+
+impl RangeResult {
+    /// The units' results added up, cases sorted by the value of their argument.
+    pub fn from_units(units: impl IntoIterator<Item = UnitResult>, p: Precision) -> RangeResult {
+        let mut out = RangeResult {
+            arguments: 0,
+            stats: Stats::default(),
+            hr_cases: Vec::new(),
+            exact_cases: Vec::new(),
+            timings: Timings::default(),
+        };
+        for r in units {
+            out.arguments += r.unit.count;
+            out.stats.add(&r.stats);
+            out.timings.add(&r.timings);
+            out.hr_cases.extend(r.hr_cases);
+            out.exact_cases.extend(r.exact_cases);
+        }
+        sort_by_argument(&mut out.hr_cases, p, |c| &c.x);
+        sort_by_argument(&mut out.exact_cases, p, |c| &c.x);
+        out
     }
-    let p = cfg.precision;
-    sort_by_argument(&mut out.hr_cases, p, |c| &c.x);
-    sort_by_argument(&mut out.exact_cases, p, |c| &c.x);
-    Ok(out)
 }
 
 /// Sorts cases by the value of their argument, parsing each argument once.

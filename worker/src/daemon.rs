@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tmd_kernels::cuda::{self, Cuda};
+use tmd_kernels::cuda::{self, Cuda, MemoryBudget};
 use tmd_kernels::plan::UnitSpec as EngineUnit;
-use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig};
+use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig, SearchError};
 use tmd_kernels::verify::Kind;
 use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, HrCase, HrKind, Lease, ReleaseLease, UnitResult, UnitStats};
@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// CUDA devices to use, e.g. 0,1 [default: every device].
     #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
     pub devices: Vec<usize>,
+    /// Device memory the GPU back end may use per device: bytes with a unit (8G, 512M) or a
+    /// share of the memory free at start (60%). Units with more work than fits are cut into
+    /// chunks that do [default: auto, half the free memory].
+    #[arg(long, env = "TMD_GPU_MEMORY")]
+    pub gpu_memory: Option<MemoryBudget>,
     /// For the trust tests only: misbehave (lazy, forge, flip, late) so they can check the
     /// server catches it. See misbehave.rs.
     #[arg(long, value_enum, env = "TMD_MISBEHAVE", hide = true)]
@@ -86,6 +91,7 @@ struct FileConfig {
     lease_seconds: Option<u32>,
     backend: Option<String>,
     devices: Option<Vec<usize>>,
+    gpu_memory: Option<String>,
 }
 
 /// The daemon's settings after flags, environment and the configuration file.
@@ -102,6 +108,7 @@ pub struct Settings {
     pub status_every: Duration,
     pub backend: BackendArg,
     pub devices: Vec<usize>,
+    pub gpu_memory: MemoryBudget,
     pub misbehave: Option<Misbehave>,
 }
 
@@ -119,6 +126,7 @@ impl std::fmt::Debug for Settings {
             .field("lease_seconds", &self.lease_seconds)
             .field("backend", &self.backend)
             .field("devices", &self.devices)
+            .field("gpu_memory", &self.gpu_memory)
             .field("misbehave", &self.misbehave)
             .finish()
     }
@@ -158,9 +166,17 @@ impl Settings {
         } else {
             a.devices
         };
+        let gpu_memory = match (a.gpu_memory, file.gpu_memory) {
+            (Some(b), _) => b,
+            (None, Some(text)) => text
+                .parse()
+                .with_context(|| format!("gpu_memory = \"{text}\" in the configuration"))?,
+            (None, None) => MemoryBudget::default(),
+        };
         Ok(Settings {
             backend,
             devices,
+            gpu_memory,
             server,
             enrollment_token: a.token.or(file.token),
             name,
@@ -349,7 +365,7 @@ fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync>> {
         return Ok(Arc::new(Cpu));
     }
     let devices = if settings.devices.is_empty() {
-        match Cuda::all() {
+        match Cuda::all(settings.gpu_memory) {
             Ok(c) => c.ordinals(),
             Err(e) if want_gpu => bail!("the CUDA back end: {e}"),
             Err(e) => {
@@ -388,7 +404,7 @@ fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync>> {
         warn!("no GPU passed the self-test; computing on the CPU");
         return Ok(Arc::new(Cpu));
     }
-    let c = Cuda::new(&passed)?;
+    let c = Cuda::new(&passed, settings.gpu_memory)?;
     info!(backend = %c.name(), "computing on the GPU");
     Ok(Arc::new(c))
 }
@@ -568,6 +584,7 @@ async fn work_lease(
     let late = settings.misbehave == Some(Misbehave::Late);
     let heartbeat = (!late).then(|| spawn_heartbeat(client.clone(), &lease, flags.clone()));
     let mut failed = Vec::new();
+    let mut failures = Vec::new();
     for unit in &lease.units {
         if ls.done.contains(&unit.unit_id) {
             continue;
@@ -590,14 +607,17 @@ async fn work_lease(
             misbehave::lazy_result(lease.fencing_token, &spec)
         } else {
             let engine = backend.clone();
+            let id = unit.unit_id;
             let computed =
-                tokio::task::spawn_blocking(move || search_unit(&cfg, spec, engine.as_ref()))
-                    .await?;
+                tokio::task::spawn_blocking(move || compute_unit(&cfg, spec, engine.as_ref(), id))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the engine panicked: {e}")));
             match computed {
                 Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
-                Err(e) => {
-                    error!(unit.id = unit.unit_id, error = %e, "the engine failed on this unit");
+                Err(why) => {
+                    error!(unit.id = unit.unit_id, error = %why, "the engine failed on this unit; giving it back");
                     failed.push(unit.unit_id);
+                    failures.push(format!("unit {}: {why}", unit.unit_id));
                     continue;
                 }
             }
@@ -650,7 +670,7 @@ async fn work_lease(
             reason: Some(if shared.finishing() {
                 "worker stopping".into()
             } else if !failed.is_empty() {
-                "engine failure".into()
+                failure_reason(&failures)
             } else {
                 "campaign stopped".into()
             }),
@@ -669,6 +689,164 @@ async fn work_lease(
     }
     state.clear_lease()?;
     Ok(())
+}
+
+/// Computes one unit. A failure of the back end (not MPFR's, which would fail again) is tried
+/// again with smaller GPU lists, then on the CPU, before the unit is given up: the error then
+/// says what each try met.
+fn compute_unit(
+    cfg: &SearchConfig,
+    spec: EngineUnit,
+    backend: &dyn Backend,
+    unit_id: i64,
+) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
+    let mut tries = Vec::new();
+    let mut err = match search_unit(cfg, spec, backend) {
+        Ok(r) => return Ok(r),
+        Err(e) => e,
+    };
+    if let SearchError::Backend(_) = err {
+        if backend.recover(&err) {
+            warn!(unit.id = unit_id, error = %err, "the GPU failed on this unit; trying again with smaller lists");
+            tries.push(format!("on {}: {err}", backend.name()));
+            match search_unit(cfg, spec, backend) {
+                Ok(r) => return Ok(r),
+                Err(e) => err = e,
+            }
+        }
+    }
+    // The CPU back end raises no back-end errors: one still here came from the GPU.
+    if let SearchError::Backend(_) = err {
+        warn!(unit.id = unit_id, error = %err, "the GPU failed on this unit; computing it on the CPU");
+        tries.push(format!("on {}: {err}", backend.name()));
+        match search_unit(cfg, spec, &Cpu) {
+            Ok(r) => return Ok(r),
+            Err(e) => err = e,
+        }
+        tries.push(format!("on the CPU: {err}"));
+    } else {
+        tries.push(err.to_string());
+    }
+    Err(tries.join("; "))
+}
+
+/// The release's reason for the units given up: what failed, within the server's 2000
+/// characters.
+fn failure_reason(failures: &[String]) -> String {
+    let mut reason = format!("engine failure: {}", failures.join(" | "));
+    if reason.len() > 2000 {
+        let mut cut = 1990;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+        reason.push_str(" …");
+    }
+    reason
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use tmd_kernels::existence::Test;
+    use tmd_kernels::generation::Generated;
+    use tmd_kernels::search::PieceOutcome;
+
+    /// A back end whose device fails the first `fail` pieces; `recover` says whether shrinking
+    /// is still possible.
+    struct Flaky {
+        fail: AtomicU32,
+        can_recover: bool,
+        recovered: AtomicU32,
+    }
+
+    impl Backend for Flaky {
+        fn search_piece(
+            &self,
+            g: &Generated,
+            test: Test,
+            packet_domains: u64,
+        ) -> std::result::Result<PieceOutcome, SearchError> {
+            if self.fail.load(Ordering::SeqCst) > 0 {
+                self.fail.fetch_sub(1, Ordering::SeqCst);
+                return Err(SearchError::Backend(
+                    "CUDA driver: CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                ));
+            }
+            Cpu.search_piece(g, test, packet_domains)
+        }
+
+        fn name(&self) -> String {
+            "flaky".into()
+        }
+
+        fn recover(&self, _err: &SearchError) -> bool {
+            self.recovered.fetch_add(1, Ordering::SeqCst);
+            self.can_recover
+        }
+    }
+
+    fn unit() -> (SearchConfig, EngineUnit) {
+        let cfg = SearchConfig::new(Function::Exp, Precision::new(20).unwrap(), 12);
+        let spec = EngineUnit {
+            negative: false,
+            exponent: 0,
+            first: 1 << 19,
+            count: 1 << 14,
+        };
+        (cfg, spec)
+    }
+
+    #[test]
+    fn a_device_failure_is_retried_smaller_then_on_the_cpu() {
+        let (cfg, spec) = unit();
+        let want = search_unit(&cfg, spec, &Cpu).unwrap();
+        // Recovers on the second try, on the device.
+        let b = Flaky {
+            fail: AtomicU32::new(1),
+            can_recover: true,
+            recovered: AtomicU32::new(0),
+        };
+        let got = compute_unit(&cfg, spec, &b, 7).unwrap();
+        assert_eq!(
+            (got.stats, got.hr_cases),
+            (want.stats, want.hr_cases.clone())
+        );
+        assert_eq!(b.recovered.load(Ordering::SeqCst), 1);
+        // The device keeps failing: the CPU computes the unit.
+        let b = Flaky {
+            fail: AtomicU32::new(u32::MAX),
+            can_recover: true,
+            recovered: AtomicU32::new(0),
+        };
+        let got = compute_unit(&cfg, spec, &b, 7).unwrap();
+        assert_eq!(got.hr_cases, want.hr_cases);
+        // Nothing to shrink: straight to the CPU.
+        let b = Flaky {
+            fail: AtomicU32::new(u32::MAX),
+            can_recover: false,
+            recovered: AtomicU32::new(0),
+        };
+        assert_eq!(
+            compute_unit(&cfg, spec, &b, 7).unwrap().hr_cases,
+            want.hr_cases
+        );
+    }
+
+    #[test]
+    fn a_failure_reason_fits_the_server() {
+        let many: Vec<String> = (0..100)
+            .map(|i| format!("unit {i}: {}", "é".repeat(40)))
+            .collect();
+        let r = failure_reason(&many);
+        assert!(r.len() <= 2000, "{}", r.len());
+        assert!(r.starts_with("engine failure: unit 0: é"));
+        assert_eq!(
+            failure_reason(&["unit 3: boom".into()]),
+            "engine failure: unit 3: boom"
+        );
+    }
 }
 
 fn to_wire(r: &tmd_kernels::search::UnitResult, fencing_token: i64, elapsed: f64) -> UnitResult {

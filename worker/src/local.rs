@@ -1,17 +1,23 @@
 //! The local commands: `search` (a range, printed as a table, JSON, CSV or a worst-case file),
 //! `bench` (whole units, timed per phase) and `eval` (one argument through MPFR).
 
+use crate::journal::{self, Journal};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 use serde_json::json;
-use std::io::Write;
-use std::time::Instant;
-use tmd_kernels::cuda::{self, Cuda};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
 use tmd_kernels::existence::Test;
 use tmd_kernels::format::{float_to_hex, parse_number};
 use tmd_kernels::plan::{default_unit_bits, parse_range, split_range};
-use tmd_kernels::search::{search_unit, search_units, Backend, Cpu, SearchConfig, Stats, Timings};
+use tmd_kernels::search::{
+    search_unit, Backend, Cpu, RangeResult, SearchConfig, Stats, Timings, UnitResult,
+};
 use tmd_kernels::verify::{verify_case, Verdict};
 use tmd_kernels::{Function, Precision};
 
@@ -86,6 +92,53 @@ pub struct EngineArgs {
     /// CUDA devices to use, e.g. 0,1 (default: every device).
     #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
     pub devices: Vec<usize>,
+    /// Device memory the GPU back end may use per device: bytes with a unit (8G, 512M) or a
+    /// share of the memory free at start (60%). Units with more work than fits are cut into
+    /// chunks that do; the budget and the peak are reported.
+    #[arg(long, default_value = "auto", env = "TMD_GPU_MEMORY")]
+    pub gpu_memory: MemoryBudget,
+}
+
+/// The back end a local command computes on.
+pub enum Engine {
+    Cpu(Cpu),
+    Cuda(Cuda),
+}
+
+impl Engine {
+    pub fn backend(&self) -> &dyn Backend {
+        match self {
+            Engine::Cpu(c) => c,
+            Engine::Cuda(c) => c,
+        }
+    }
+
+    /// Each GPU's memory budget and the peak of its lists; `None` on the CPU.
+    pub fn gpu_memory(&self) -> Option<Vec<DeviceMemory>> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Cuda(c) => Some(c.memory()),
+        }
+    }
+
+    /// One line per GPU for people: budget and peak.
+    fn memory_lines(&self) -> Vec<String> {
+        self.gpu_memory()
+            .unwrap_or_default()
+            .iter()
+            .map(|m| {
+                format!(
+                    "GPU {} memory: peak {} of the lists, budget {} ({} slots; {} free of {} at start)",
+                    m.device,
+                    human_bytes(m.peak),
+                    human_bytes(m.budget),
+                    m.slots,
+                    human_bytes(m.free_at_open),
+                    human_bytes(m.total)
+                )
+            })
+            .collect()
+    }
 }
 
 impl EngineArgs {
@@ -104,27 +157,27 @@ impl EngineArgs {
     }
 
     /// The back end the flags ask for; `auto` falls back to the CPU and says so on stderr.
-    pub fn backend(&self) -> Result<Box<dyn Backend>> {
+    pub fn backend(&self) -> Result<Engine> {
         let open = || -> Result<Cuda, cuda::CudaError> {
             if self.devices.is_empty() {
-                Cuda::all()
+                Cuda::all(self.gpu_memory)
             } else {
-                Cuda::new(&self.devices)
+                Cuda::new(&self.devices, self.gpu_memory)
             }
         };
-        let b: Box<dyn Backend> = match self.backend {
-            BackendArg::Cpu => Box::new(Cpu),
-            BackendArg::Cuda => Box::new(open().context("the CUDA back end")?),
+        let e = match self.backend {
+            BackendArg::Cpu => Engine::Cpu(Cpu),
+            BackendArg::Cuda => Engine::Cuda(open().context("the CUDA back end")?),
             BackendArg::Auto => match open() {
-                Ok(c) => Box::new(c),
+                Ok(c) => Engine::Cuda(c),
                 Err(e) => {
                     eprintln!("tmd: no usable GPU ({e}); using the CPU back end");
-                    Box::new(Cpu)
+                    Engine::Cpu(Cpu)
                 }
             },
         };
-        eprintln!("tmd: back end {}", b.name());
-        Ok(b)
+        eprintln!("tmd: back end {}", e.backend().name());
+        Ok(e)
     }
 
     fn init_threads(&self) -> Result<()> {
@@ -151,43 +204,303 @@ pub struct SearchArgs {
     /// End of the range (excluded), C99 hex or decimal.
     #[arg(long, allow_hyphen_values = true)]
     pub to: String,
-    /// Output format on stdout.
+    /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
-    /// No progress bar on stderr.
+    /// Write the output to this file instead of standard output. With csv or wc the cases are
+    /// appended as units finish (flushed after each) and sorted when the search ends. A
+    /// journal beside it (FILE.journal) records every finished unit, so an interrupted search
+    /// keeps what it found: the same command with --resume goes on where it stopped.
+    #[arg(long, short = 'o')]
+    pub output_file: Option<PathBuf>,
+    /// Go on with the interrupted search of --output-file (same settings), computing only the
+    /// units its journal does not hold.
+    #[arg(long, requires = "output_file")]
+    pub resume: bool,
+    /// No progress on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Progress of a search on stderr: a bar on a terminal (units done, rate, ETA, cases so far),
+/// a line every 10 s otherwise (a log file).
+struct Progress {
+    bar: ProgressBar,
+    plain: Option<Instant>,
+    total: u64,
+    done: u64,
+    done_at_start: u64,
+    hr_cases: u64,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(total: u64, done: u64, hr_cases: u64, quiet: bool) -> Progress {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = if quiet || !terminal {
+            ProgressBar::hidden()
+        } else {
+            let b = ProgressBar::new(total);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} units, {per_sec}, eta {eta}, {msg}",
+                )
+                .expect("valid template"),
+            );
+            b.set_position(done);
+            b.reset_eta();
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        };
+        bar.set_message(format!("{hr_cases} HR-cases"));
+        Progress {
+            bar,
+            plain: (!quiet && !terminal).then(Instant::now),
+            total,
+            done,
+            done_at_start: done,
+            hr_cases,
+            started: Instant::now(),
+        }
+    }
+
+    fn unit_done(&mut self, hr_cases: u64) {
+        self.done += 1;
+        self.hr_cases += hr_cases;
+        self.bar.inc(1);
+        self.bar.set_message(format!("{} HR-cases", self.hr_cases));
+        if let Some(last) = self.plain {
+            if last.elapsed() >= Duration::from_secs(10) || self.done == self.total {
+                let secs = self.started.elapsed().as_secs_f64();
+                let rate = (self.done - self.done_at_start) as f64 / secs.max(1e-9);
+                let eta = (self.total - self.done) as f64 / rate.max(1e-9);
+                eprintln!(
+                    "tmd: {}/{} units, {rate:.2} units/s, eta {eta:.0} s, {} HR-cases",
+                    self.done, self.total, self.hr_cases
+                );
+                self.plain = Some(Instant::now());
+            }
+        }
+    }
+}
+
+/// What a search's output names: function, format, threshold and range.
+struct Described<'a> {
+    cfg: &'a SearchConfig,
+    from: &'a str,
+    to: &'a str,
+}
+
+/// The first lines of a csv or wc output.
+fn write_stream_header(out: &mut dyn Write, kind: Output, d: &Described) -> Result<()> {
+    match kind {
+        Output::Csv => writeln!(out, "x,bits,neg_log2_d,kind,rounded")?,
+        Output::Wc => writeln!(
+            out,
+            "# {} {} [{}, {}) at least {} identical bits after the rounding bit",
+            d.cfg.function,
+            d.cfg.precision.name(),
+            d.from,
+            d.to,
+            d.cfg.min_bits
+        )?,
+        Output::Table | Output::Json => {}
+    }
+    Ok(())
+}
+
+/// A unit's cases as csv or wc lines.
+fn write_stream_cases<'a>(
+    out: &mut dyn Write,
+    kind: Output,
+    cases: impl IntoIterator<Item = &'a tmd_kernels::verify::HrCase>,
+) -> Result<()> {
+    for c in cases {
+        match kind {
+            Output::Csv => writeln!(
+                out,
+                "{},{},{},{},{}",
+                c.x,
+                c.bits,
+                c.neg_log2_d,
+                c.kind.as_str(),
+                c.rounded
+            )?,
+            Output::Wc => writeln!(out, "{}", c.x)?,
+            Output::Table | Output::Json => {}
+        }
+    }
+    Ok(())
+}
+
+/// Where finished units go while the search runs.
+struct Sink {
+    journal: Option<Journal>,
+    /// The csv or wc output file, appended per unit.
+    stream: Option<std::fs::File>,
+    kind: Output,
+    results: Vec<UnitResult>,
+    progress: Progress,
+}
+
+impl Sink {
+    fn unit_done(&mut self, r: UnitResult) -> Result<()> {
+        // The output first, the journal second: a crash between them leaves a unit the
+        // journal lacks, which a resume computes again and drops from the rebuilt output.
+        if let Some(f) = &mut self.stream {
+            write_stream_cases(f, self.kind, &r.hr_cases)?;
+            f.flush()?;
+        }
+        if let Some(j) = &mut self.journal {
+            j.record(&r)?;
+        }
+        self.progress.unit_done(r.hr_cases.len() as u64);
+        self.results.push(r);
+        Ok(())
+    }
 }
 
 pub fn search(a: SearchArgs) -> Result<()> {
     a.engine.init_threads()?;
     let cfg = a.engine.config()?;
     let p = cfg.precision;
-    let unit_bits = a.engine.unit_bits;
-    let units = split_range(cfg.function, p, &a.from, &a.to, unit_bits)?;
+    let units = split_range(cfg.function, p, &a.from, &a.to, a.engine.unit_bits)?;
     let (lo, hi) = parse_range(p, &a.from, &a.to)?;
-    let total: u64 = units.iter().map(|u| u.count).sum();
-    let bar = if a.quiet {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:40} {percent}% of {human_len} arguments, eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        b
-    };
-    let backend = a.engine.backend()?;
-    let start = Instant::now();
-    let result = search_units(&cfg, &units, backend.as_ref(), &|n| bar.inc(n))?;
-    bar.finish_and_clear();
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut out = std::io::stdout().lock();
     let from = float_to_hex(&lo);
     let to = float_to_hex(&hi);
-    match a.output {
+    let described = Described {
+        cfg: &cfg,
+        from: &from,
+        to: &to,
+    };
+    let header = journal::Header {
+        tmd_search_journal: journal::VERSION,
+        function: cfg.function.name().to_string(),
+        precision: p.bits(),
+        min_bits: cfg.min_bits,
+        test: cfg.test.name().to_string(),
+        from: from.clone(),
+        to: to.clone(),
+        unit_bits: a.engine.unit_bits,
+        domain_bits: a.engine.domain_bits,
+    };
+    let (journal, done) = match &a.output_file {
+        None => (None, Vec::new()),
+        Some(path) => {
+            let jpath = journal::path_for(path);
+            if a.resume {
+                let (j, done) = Journal::resume(&jpath, &header)?;
+                eprintln!(
+                    "tmd: resuming: {} of {} units already done ({})",
+                    done.len(),
+                    units.len(),
+                    jpath.display()
+                );
+                (Some(j), done)
+            } else {
+                if path.exists() || jpath.exists() {
+                    bail!(
+                        "{} or its journal {} exists: pass --resume to go on with the search                          they hold, or remove them",
+                        path.display(),
+                        jpath.display()
+                    );
+                }
+                (Some(Journal::create(&jpath, &header)?), Vec::new())
+            }
+        }
+    };
+    let todo = journal::remaining(&units, &done);
+    let stream = match (&a.output_file, a.output) {
+        (Some(path), Output::Csv | Output::Wc) => {
+            // Rebuilt from the journal: whatever a crash left after its last unit goes.
+            let mut f = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            write_stream_header(&mut f, a.output, &described)?;
+            for r in &done {
+                write_stream_cases(&mut f, a.output, &r.hr_cases)?;
+            }
+            f.flush()?;
+            Some(f)
+        }
+        _ => None,
+    };
+    let engine = a.engine.backend()?;
+    let backend = engine.backend();
+    let hr_so_far = done.iter().map(|r| r.hr_cases.len() as u64).sum();
+    let sink = Mutex::new(Sink {
+        journal,
+        stream,
+        kind: a.output,
+        progress: Progress::new(units.len() as u64, done.len() as u64, hr_so_far, a.quiet),
+        results: done,
+    });
+    let start = Instant::now();
+    let outcome = todo.par_iter().try_for_each(|&u| -> Result<()> {
+        let r = search_unit(&cfg, u, backend)?;
+        sink.lock().unwrap_or_else(|e| e.into_inner()).unit_done(r)
+    });
+    let mut sink = sink.into_inner().unwrap_or_else(|e| e.into_inner());
+    sink.progress.bar.finish_and_clear();
+    if let Some(j) = &mut sink.journal {
+        j.sync()?;
+    }
+    if let Err(e) = outcome {
+        if let Some(path) = &a.output_file {
+            eprintln!(
+                "tmd: the search stopped; {} of {} units are kept in {}: fix the cause and                  run the same command with --resume",
+                sink.results.len(),
+                units.len(),
+                journal::path_for(path).display()
+            );
+        }
+        return Err(e);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let result = RangeResult::from_units(sink.results, p);
+    let text = render(a.output, &described, &result, &engine, elapsed)?;
+    match &a.output_file {
+        Some(path) => {
+            write_atomically(path, &text)?;
+            eprintln!(
+                "tmd: {} HR-cases, {} exact cases in {elapsed:.2} s, written to {}",
+                result.hr_cases.len(),
+                result.exact_cases.len(),
+                path.display()
+            );
+        }
+        None => std::io::stdout().lock().write_all(&text)?,
+    }
+    for line in engine.memory_lines() {
+        eprintln!("tmd: {line}");
+    }
+    Ok(())
+}
+
+/// Replaces `path` with `bytes` in one step (a temporary file renamed over it).
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
+}
+
+/// The whole output of a finished search, cases sorted by argument.
+fn render(
+    kind: Output,
+    d: &Described,
+    result: &RangeResult,
+    engine: &Engine,
+    elapsed: f64,
+) -> Result<Vec<u8>> {
+    let cfg = d.cfg;
+    let p = cfg.precision;
+    let mut out = Vec::new();
+    match kind {
         Output::Json => {
             let v = json!({
                 "function": cfg.function.name(),
@@ -195,50 +508,31 @@ pub fn search(a: SearchArgs) -> Result<()> {
                 "format": p.name(),
                 "min_bits": cfg.min_bits,
                 "test": cfg.test.name(),
-                "backend": backend.name(),
-                "from": from,
-                "to": to,
+                "backend": engine.backend().name(),
+                "from": d.from,
+                "to": d.to,
                 "arguments": result.arguments,
                 "stats": result.stats,
                 "hr_cases": result.hr_cases,
                 "exact_cases": result.exact_cases,
                 "timings": result.timings,
                 "elapsed_s": elapsed,
+                "gpu_memory": engine.gpu_memory(),
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
-        Output::Csv => {
-            writeln!(out, "x,bits,neg_log2_d,kind,rounded")?;
-            for c in &result.hr_cases {
-                writeln!(
-                    out,
-                    "{},{},{},{},{}",
-                    c.x,
-                    c.bits,
-                    c.neg_log2_d,
-                    c.kind.as_str(),
-                    c.rounded
-                )?;
-            }
-        }
-        Output::Wc => {
-            writeln!(
-                out,
-                "# {} {} [{from}, {to}) at least {} identical bits after the rounding bit",
-                cfg.function,
-                p.name(),
-                cfg.min_bits
-            )?;
-            for c in &result.hr_cases {
-                writeln!(out, "{}", c.x)?;
-            }
+        Output::Csv | Output::Wc => {
+            write_stream_header(&mut out, kind, d)?;
+            write_stream_cases(&mut out, kind, &result.hr_cases)?;
         }
         Output::Table => {
             writeln!(
                 out,
-                "{}({}) on [{from}, {to}): {} arguments, at least {} bits",
+                "{}({}) on [{}, {}): {} arguments, at least {} bits",
                 cfg.function,
                 p.name(),
+                d.from,
+                d.to,
                 result.arguments,
                 cfg.min_bits
             )?;
@@ -270,7 +564,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
             )?;
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
@@ -323,7 +617,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             units.len()
         );
     }
-    let backend = a.engine.backend()?;
+    let engine = a.engine.backend()?;
+    let backend = engine.backend();
     let mut stats = Stats::default();
     let mut timings = Timings::default();
     let mut per_unit = Vec::new();
@@ -332,7 +627,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     // Units run one after the other, each on all threads, so per-phase times are wall times.
     for unit in units.iter().take(a.units as usize) {
         let t = Instant::now();
-        let r = search_unit(&cfg, *unit, backend.as_ref())?;
+        let r = search_unit(&cfg, *unit, backend)?;
         per_unit.push(t.elapsed().as_secs_f64());
         stats.add(&r.stats);
         timings.add(&r.timings);
@@ -371,6 +666,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         },
         "stats": stats,
         "per_unit_s": per_unit,
+        "gpu_memory": engine.gpu_memory(),
     });
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -405,6 +701,9 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         let mut out = std::io::stdout().lock();
         write!(out, "  ")?;
         write_stats(&mut out, &stats)?;
+        for line in engine.memory_lines() {
+            writeln!(out, "  {line}")?;
+        }
     }
     Ok(())
 }
@@ -467,7 +766,9 @@ pub struct SelftestArgs {
 /// Known-answer tests of each GPU's arithmetic against the CPU; fails if any check fails.
 pub fn selftest(a: SelftestArgs) -> Result<()> {
     let devices = if a.devices.is_empty() {
-        Cuda::all().context("opening the CUDA devices")?.ordinals()
+        Cuda::all(MemoryBudget::default())
+            .context("opening the CUDA devices")?
+            .ordinals()
     } else {
         a.devices.clone()
     };

@@ -2,6 +2,7 @@
 
 mod client;
 mod daemon;
+mod journal;
 mod local;
 mod misbehave;
 mod state;
