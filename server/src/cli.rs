@@ -455,7 +455,13 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::List => {
             outln!(
                 "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  name",
-                "id", "state", "function", "prec", "min", "units", "priority"
+                "id",
+                "state",
+                "function",
+                "prec",
+                "min",
+                "units",
+                "priority"
             )?;
             for c in client.list_campaigns().await? {
                 outln!(
@@ -514,7 +520,15 @@ pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()
         WorkerCommand::List => {
             outln!(
                 "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} name",
-                "id", "state", "units", "valid", "invalid", "forged", "expired", "streak", "owner"
+                "id",
+                "state",
+                "units",
+                "valid",
+                "invalid",
+                "forged",
+                "expired",
+                "streak",
+                "owner"
             )?;
             for w in client.workers().await? {
                 let r = &w.reputation;

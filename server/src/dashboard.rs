@@ -51,12 +51,13 @@ const LIST_LIMIT: usize = 100;
 #[utoipa::path(get, path = "/campaigns/progress", tag = "campaigns",
     security(("admin" = [])),
     responses((status = 200, body = Vec<CampaignProgress>), (status = 401, body = ApiError)))]
-async fn all_progress(
-    State(s): State<AppState>,
-    _: Admin,
-) -> Result<Json<Vec<CampaignProgress>>> {
+async fn all_progress(State(s): State<AppState>, _: Admin) -> Result<Json<Vec<CampaignProgress>>> {
     let mut all = Vec::new();
-    for c in store::list_campaigns(&s.pool).await?.iter().take(LIST_LIMIT) {
+    for c in store::list_campaigns(&s.pool)
+        .await?
+        .iter()
+        .take(LIST_LIMIT)
+    {
         all.push(store::campaign_progress(&s.pool, c.id).await?);
     }
     Ok(Json(all))

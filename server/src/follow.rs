@@ -241,9 +241,7 @@ impl View {
                 done.finish();
                 status.finish_with_message(format!("{}; campaign {end}", status_text(p)));
             }
-            View::Lines { .. } => {
-                outln!("campaign {} {end}: {}", p.campaign_id, summary(p))?
-            }
+            View::Lines { .. } => outln!("campaign {} {end}: {}", p.campaign_id, summary(p))?,
         }
         Ok(())
     }

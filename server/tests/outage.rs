@@ -102,7 +102,12 @@ async fn a_database_outage_is_one_warning_and_quick_503s() {
         .args(["serve", "--database-url", url.as_str()])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--admin-token", ADMIN])
-        .args(["--db-acquire-timeout-seconds", "1", "--sweep-interval-seconds", "1"])
+        .args([
+            "--db-acquire-timeout-seconds",
+            "1",
+            "--sweep-interval-seconds",
+            "1",
+        ])
         .env("NO_COLOR", "1")
         .env("TMD_LOG", "info")
         .env("RUST_BACKTRACE", "0")
@@ -145,7 +150,10 @@ async fn a_database_outage_is_one_warning_and_quick_503s() {
         assert_eq!(body["code"], "unavailable", "{body}");
         // The acquire timeout is 1 s; the default (5 s) or the old 10 s would show here.
         eprintln!("request {i} in the outage: 503 after {took:?}");
-        assert!(took < Duration::from_millis(2500), "request {i} took {took:?}");
+        assert!(
+            took < Duration::from_millis(2500),
+            "request {i} took {took:?}"
+        );
     }
 
     relay.up();

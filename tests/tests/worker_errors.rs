@@ -69,7 +69,11 @@ fn nothing_listening_is_named_and_waited_for() {
     let dir = scratch("worker-refused");
     let url = format!("http://127.0.0.1:{}", free_port());
     let out = run_worker(&url, &dir, Duration::from_secs(4));
-    assert!(!finished(&out), "a server that is down is waited for: {}", out.1);
+    assert!(
+        !finished(&out),
+        "a server that is down is waited for: {}",
+        out.1
+    );
     assert!(out.1.contains("connection refused"), "{}", out.1);
     assert!(out.1.contains("waiting to register"), "{}", out.1);
 }
@@ -98,6 +102,10 @@ fn tls_to_a_plain_http_server_stops_the_worker() {
 fn an_unknown_host_is_named() {
     let dir = scratch("worker-dns");
     // `.invalid` never resolves (RFC 6761).
-    let out = run_worker("http://coordinator.invalid:8080", &dir, Duration::from_secs(4));
+    let out = run_worker(
+        "http://coordinator.invalid:8080",
+        &dir,
+        Duration::from_secs(4),
+    );
     assert!(out.1.contains("cannot resolve the host name"), "{}", out.1);
 }

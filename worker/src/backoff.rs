@@ -64,7 +64,10 @@ mod tests {
         b.next(None);
         // From the fifth try on: the cap, never more.
         let waits: Vec<Duration> = (0..200).map(|_| b.next(None)).collect();
-        assert!(waits.iter().all(|w| *w >= CAP / 2 && *w <= CAP), "{waits:?}");
+        assert!(
+            waits.iter().all(|w| *w >= CAP / 2 && *w <= CAP),
+            "{waits:?}"
+        );
         // Jitter: the waits are not all the same.
         assert!(waits.iter().any(|w| *w != waits[0]));
         b.reset();
@@ -79,10 +82,16 @@ mod tests {
         }
         // Shorter than the backoff reached: the server knows it is back soon.
         let w = b.next(Some(Duration::from_secs(2)));
-        assert!(w >= Duration::from_secs(2) && w <= Duration::from_millis(2500), "{w:?}");
+        assert!(
+            w >= Duration::from_secs(2) && w <= Duration::from_millis(2500),
+            "{w:?}"
+        );
         // Longer: honoured, spread by at most a quarter.
         let w = b.next(Some(Duration::from_secs(30)));
-        assert!(w >= Duration::from_secs(30) && w <= Duration::from_millis(37_500), "{w:?}");
+        assert!(
+            w >= Duration::from_secs(30) && w <= Duration::from_millis(37_500),
+            "{w:?}"
+        );
         // Absurd: capped.
         let w = b.next(Some(Duration::from_secs(86_400)));
         assert!(w >= MAX_HINT && w <= MAX_HINT.mul_f64(1.25), "{w:?}");

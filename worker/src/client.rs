@@ -73,7 +73,9 @@ fn transport_error(base: &str, e: &reqwest::Error) -> ClientError {
     } else if refused {
         unavailable(format!("{base}: connection refused: nothing listens there; is tmd-server running, and is --server right?"))
     } else if lower.contains("dns error") || lower.contains("failed to lookup address") {
-        unavailable(format!("{base}: cannot resolve the host name (DNS): {detail}; check --server"))
+        unavailable(format!(
+            "{base}: cannot resolve the host name (DNS): {detail}; check --server"
+        ))
     } else if lower.contains("certificate")
         || lower.contains("tls")
         || lower.contains("corrupt message")
