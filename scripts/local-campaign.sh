@@ -5,6 +5,7 @@
 #
 # Settings (environment): FUNCTION (exp), FORMAT (binary64), FROM (0x1p+0), TO (0x1.001p+0),
 # MIN_BITS (36), UNIT_BITS (36), PORT (8080 or a free one), TMD_LOCAL_DIR (/tmp/tmd-local),
+# TMD_LOCAL_DB (tmd_local, dropped and created again),
 # KEEP=1 to leave the coordinator running at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,7 +55,7 @@ else
     PG="postgres://postgres@127.0.0.1:$p"
   fi
 fi
-DB=tmd_local
+DB=${TMD_LOCAL_DB:-tmd_local}
 psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
 DATABASE_URL="$PG/$DB"
 
