@@ -77,7 +77,9 @@ if [ -z "${DATABASE_URL:-}" ] && ! pg_answers; then
       echo "setup: starting PostgreSQL $v"
       pg_ctlcluster --skip-systemctl-redirect "$v" main start 2>&1 || true
       # The package may have started the cluster before pg_hba.conf was changed.
-      [ "$fresh" = 1 ] && { pg_ctlcluster --skip-systemctl-redirect "$v" main reload 2>&1 || true; }
+      if [ "$fresh" = 1 ]; then
+        pg_ctlcluster --skip-systemctl-redirect "$v" main reload 2>&1 || true
+      fi
     fi
   fi
   # Otherwise (not root, or not Debian's layout) the test helper and the main job initdb a
