@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing tmd. Idempotent; safe to re-run.
-#  - m4: GMP/MPFR (through the `rug` crate) are built from source and need it.
+#  - m4: GMP/MPFR (through the `rug` crate) are built from source and need it; curl and python3
+#    for the main job (scripts/local-campaign.sh) and the test of its progress loop.
 #  - NVRTC 13.0 from the pip wheel: CI compiles every CUDA kernel even without a GPU.
 #  - PostgreSQL: tests and the main job need a server; Debian's `postgresql` is installed when
 #    none is, and the machine's cluster started when it is down (else they initdb a private one).
@@ -10,13 +11,16 @@ set -euo pipefail
 
 need_apt=()
 command -v m4 >/dev/null 2>&1 || need_apt+=(m4)
+# The main job and its progress-loop test talk to the coordinator with curl and python3.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${need_apt[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "setup: please install: ${need_apt[*]} (needed to build GMP/MPFR)" >&2
+    echo "setup: please install: ${need_apt[*]} (m4 builds GMP/MPFR; curl and python3 run the main job)" >&2
     exit 1
   fi
 fi
