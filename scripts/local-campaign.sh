@@ -5,6 +5,7 @@
 #
 # Settings (environment): FUNCTION (exp), FORMAT (binary64), FROM (0x1p+0), TO (0x1.001p+0),
 # MIN_BITS (36), UNIT_BITS (36), PORT (8080 or a free one), TMD_LOCAL_DIR (/tmp/tmd-local),
+# TMD_LOCAL_DB (tmd_local, dropped and created again),
 # KEEP=1 to leave the coordinator running at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,12 @@ else
     PG="postgres://postgres@127.0.0.1:$(cat "$PG_PORT_FILE")"
   else
     say "no PostgreSQL on 127.0.0.1:5432: starting a private cluster in $DIR/pg"
-    initdb=$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n1)
+    initdb=$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n1 || true)
+    if [ -z "$initdb" ]; then
+      echo "no PostgreSQL: install Debian's postgresql package (sudo apt-get install postgresql)," \
+        "or run this script as root, which installs it" >&2
+      exit 1
+    fi
     pg_ctl=$(dirname "$initdb")/pg_ctl
     as_pg=()
     if [ "$(id -u)" = 0 ]; then mkdir -p "$DIR/pg"; chown -R postgres "$DIR/pg"; as_pg=(runuser -u postgres --); fi
@@ -49,7 +55,7 @@ else
     PG="postgres://postgres@127.0.0.1:$p"
   fi
 fi
-DB=tmd_local
+DB=${TMD_LOCAL_DB:-tmd_local}
 psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
 DATABASE_URL="$PG/$DB"
 
@@ -83,18 +89,8 @@ rm -rf "$DIR/worker-state"
   --name "$(hostname 2>/dev/null || echo local)" --exit-when-idle > "$DIR/worker.log" 2>&1 &
 WORKER_PID=$!
 
-while :; do
-  line=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/progress" \
-    | python3 -c 'import json,sys
-p=json.load(sys.stdin)
-eta=p.get("eta_seconds")
-print("%d/%d units, %.1f%% done, %d HR-cases, eta %s%s" % (p["done"]["units"], p["total"]["units"],
-  p["percent_done"], p["hr_cases"], "-" if eta is None else "%.0f s" % eta, " COMPLETE" if p["complete"] else ""))' || echo "waiting for the coordinator")
-  printf '\r%s   ' "$line" >&2
-  case "$line" in *COMPLETE*) echo >&2; break;; esac
-  if ! kill -0 "$WORKER_PID" 2>/dev/null; then echo >&2; say "the worker stopped early; its log:"; tail -n 20 "$DIR/worker.log" >&2; exit 1; fi
-  sleep 1
-done
+. scripts/follow-campaign.sh
+follow_campaign "$SERVER" "$ADMIN_TOKEN" "$CAMPAIGN" "$WORKER_PID" "$DIR/worker.log" || exit 1
 wait "$WORKER_PID" || true
 WORKER_PID=
 

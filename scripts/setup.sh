@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing tmd. Idempotent; safe to re-run.
-#  - m4: GMP/MPFR (through the `rug` crate) are built from source and need it.
+#  - m4: GMP/MPFR (through the `rug` crate) are built from source and need it; curl and python3
+#    for the main job (scripts/local-campaign.sh) and the test of its progress loop.
 #  - NVRTC 13.0 from the pip wheel: CI compiles every CUDA kernel even without a GPU.
-#  - PostgreSQL: tests need a server; the local cluster is started if it is installed and down
-#    (otherwise the test helper initdb's a private one).
+#  - PostgreSQL: tests and the main job need a server; Debian's `postgresql` is installed when
+#    none is, and the machine's cluster started when it is down (else they initdb a private one).
 #  - Chromium (Debian's package, never a downloaded browser): the dashboard test runs it
 #    headless. Without it that test fails in CI and is skipped elsewhere.
 set -euo pipefail
 
 need_apt=()
 command -v m4 >/dev/null 2>&1 || need_apt+=(m4)
+# The main job and its progress-loop test talk to the coordinator with curl and python3.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${need_apt[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "setup: please install: ${need_apt[*]} (needed to build GMP/MPFR)" >&2
+    echo "setup: please install: ${need_apt[*]} (m4 builds GMP/MPFR; curl and python3 run the main job)" >&2
     exit 1
   fi
 fi
@@ -41,11 +45,48 @@ if [ ! -d "$NVRTC_DIR/nvidia" ]; then
     || echo "setup: warning: could not install NVRTC; the kernel compilation test will fail" >&2
 fi
 
-# PostgreSQL: start the machine's cluster if one is installed and not answering.
-if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+# PostgreSQL: the tests and the main job want a server on 127.0.0.1:5432 that lets `postgres` in
+# without a password (or DATABASE_URL). Start the machine's cluster if it is down; install
+# Debian's `postgresql` if there is none. TMD_SETUP_PG_PORT (5432) is for testing this part.
+pg_port=${TMD_SETUP_PG_PORT:-5432}
+pg_answers() { (exec 3<>"/dev/tcp/127.0.0.1/$pg_port") 2>/dev/null; }
+pg_installed() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; }
+if [ -z "${DATABASE_URL:-}" ] && ! pg_answers; then
+  fresh=0
+  if ! pg_installed; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "setup: no PostgreSQL installed: installing Debian's postgresql"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null 2>&1 \
+        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+      fresh=1
+    else
+      echo "setup: no PostgreSQL on 127.0.0.1:$pg_port and none installed. Install Debian's" \
+        "postgresql package (sudo apt-get install postgresql) and re-run, or set DATABASE_URL" \
+        "to a server where tests may create databases." >&2
+      exit 1
+    fi
+  fi
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
     v=$(ls /etc/postgresql | sort -V | tail -n1)
-    echo "setup: starting PostgreSQL $v"
-    pg_ctlcluster --skip-systemctl-redirect "$v" main start || true
+    hba=/etc/postgresql/$v/main/pg_hba.conf
+    if [ "$fresh" = 1 ] && [ -f "$hba" ] && ! grep -q '^# tmd:' "$hba"; then
+      # The cluster the package just created asks for a password over TCP; the tests connect
+      # as `postgres` without one, from this machine only.
+      echo "setup: letting postgres in from 127.0.0.1 without a password ($hba)"
+      printf '# tmd: tests and the main job connect as postgres from this machine\nhost all postgres 127.0.0.1/32 trust\n' \
+        | cat - "$hba" > "$hba.tmd" && mv "$hba.tmd" "$hba"
+      chown postgres:postgres "$hba" 2>/dev/null || true
+    fi
+    if [ "$(id -u)" = 0 ] || [ "$(id -un)" = postgres ]; then
+      echo "setup: starting PostgreSQL $v"
+      pg_ctlcluster --skip-systemctl-redirect "$v" main start 2>&1 || true
+      # The package may have started the cluster before pg_hba.conf was changed.
+      if [ "$fresh" = 1 ]; then
+        pg_ctlcluster --skip-systemctl-redirect "$v" main reload 2>&1 || true
+      fi
+    fi
   fi
+  # Otherwise (not root, or not Debian's layout) the test helper and the main job initdb a
+  # private cluster with the installed binaries.
+  pg_answers || echo "setup: PostgreSQL does not answer on 127.0.0.1:$pg_port; the tests and the main job will start a private cluster" >&2
 fi

@@ -379,13 +379,13 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
         .zip(by_kind.iter_mut())
     {
         v.sort_by(f64::total_cmp);
-        println!(
+        outln!(
             "{name}: p50_ms={:.2} p99_ms={:.2}",
             percentile(v, 0.5) * 1e3,
             percentile(v, 0.99) * 1e3
-        );
+        )?;
     }
-    println!(
+    outln!(
         "workers={} seconds={:.1} cycles={} cycles_per_s={:.0} \
          cycle_p50_ms={:.2} cycle_p99_ms={:.2} request_p50_ms={:.2} request_p99_ms={:.2}",
         args.workers,
@@ -396,7 +396,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
         percentile(&cycles, 0.99) * 1e3,
         percentile(&requests, 0.5) * 1e3,
         percentile(&requests, 0.99) * 1e3,
-    );
+    )?;
     let r = &progress.replication;
     let quarantined = |liar: bool| {
         workers
@@ -405,7 +405,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
             .filter(|(i, w)| (*i < args.liars) == liar && w.quarantined_at.is_some())
             .count()
     };
-    println!(
+    outln!(
         "replication={} adaptive={} units_done={} results={} work_factor={:.3} outvoted={} \
          void={} alone={} liars_quarantined={}/{} honest_quarantined={}",
         args.replication,
@@ -419,6 +419,6 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
         quarantined(true),
         args.liars,
         quarantined(false),
-    );
+    )?;
     Ok(())
 }

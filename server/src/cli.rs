@@ -68,16 +68,24 @@ pub struct DbArgs {
     /// Most connections in the pool.
     #[arg(long, env = "TMD_DB_MAX_CONNECTIONS", default_value_t = 32)]
     pub max_connections: u32,
+    /// Seconds a request waits for a database connection before it is answered 503 (with
+    /// Retry-After): while PostgreSQL is down, how long each request hangs first.
+    #[arg(long, env = "TMD_DB_ACQUIRE_TIMEOUT_SECONDS", default_value_t = 5.0)]
+    pub db_acquire_timeout_seconds: f64,
 }
 
 impl DbArgs {
     /// Connects a pool.
     pub async fn connect(&self) -> anyhow::Result<sqlx::PgPool> {
+        let t = self.db_acquire_timeout_seconds;
+        if !(t.is_finite() && (0.1..=600.0).contains(&t)) {
+            bail!("--db-acquire-timeout-seconds must be between 0.1 and 600");
+        }
         sqlx::postgres::PgPoolOptions::new()
             // A failed connection shows on use anyway; a ping per acquire costs a round trip.
             .test_before_acquire(false)
             .max_connections(self.max_connections)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(Duration::from_secs_f64(t))
             .connect(&self.database_url)
             .await
             .context("cannot connect to the database")
@@ -116,6 +124,10 @@ pub struct ServeArgs {
     /// Seconds between background passes that expire leases.
     #[arg(long, env = "TMD_SWEEP_INTERVAL_SECONDS", default_value_t = 5)]
     pub sweep_interval_seconds: u64,
+    /// Seconds a worker told "no work" waits before asking again (each worker adds up to a
+    /// quarter at random): how soon a new campaign reaches idle workers.
+    #[arg(long, env = "TMD_IDLE_RETRY_SECONDS", default_value_t = 10)]
+    pub idle_retry_seconds: u32,
     /// Quarantine a worker when more than this fraction of its checked results (those a
     /// replica confirmed or outvoted) were outvoted. A forged case quarantines at once.
     #[arg(long, env = "TMD_MAX_INVALID_FRACTION", default_value_t = 0.05)]
@@ -144,6 +156,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,
             sweep_interval: Duration::from_secs(self.sweep_interval_seconds.max(1)),
+            retry_after_seconds: self.idle_retry_seconds.max(1),
             quarantine: crate::trust::QuarantineBar {
                 max_invalid_fraction: self.max_invalid_fraction,
                 min_expired_leases: self.min_expired_leases,
@@ -402,7 +415,7 @@ impl AdminClient {
 }
 
 fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?)?;
     Ok(())
 }
 
@@ -440,12 +453,18 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             print_json(&client.create_campaign(&req).await?)
         }
         CampaignCommand::List => {
-            println!(
+            outln!(
                 "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  name",
-                "id", "state", "function", "prec", "min", "units", "priority"
-            );
+                "id",
+                "state",
+                "function",
+                "prec",
+                "min",
+                "units",
+                "priority"
+            )?;
             for c in client.list_campaigns().await? {
-                println!(
+                outln!(
                     "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {}",
                     c.id,
                     c.state.as_str(),
@@ -455,7 +474,7 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                     c.units_total,
                     c.priority,
                     c.name
-                );
+                )?;
             }
             Ok(())
         }
@@ -499,13 +518,21 @@ pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()
     let client = AdminClient::new(api)?;
     match cmd {
         WorkerCommand::List => {
-            println!(
+            outln!(
                 "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} name",
-                "id", "state", "units", "valid", "invalid", "forged", "expired", "streak", "owner"
-            );
+                "id",
+                "state",
+                "units",
+                "valid",
+                "invalid",
+                "forged",
+                "expired",
+                "streak",
+                "owner"
+            )?;
             for w in client.workers().await? {
                 let r = &w.reputation;
-                println!(
+                outln!(
                     "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} {}",
                     w.id,
                     if w.quarantined_at.is_some() {
@@ -521,7 +548,7 @@ pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()
                     r.streak,
                     w.owner,
                     w.name
-                );
+                )?;
             }
             Ok(())
         }

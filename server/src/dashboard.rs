@@ -1,7 +1,7 @@
 //! The web dashboard: one self-contained HTML page at `/` (inline CSS and JavaScript,
-//! hand-drawn SVG charts, nothing fetched from elsewhere, so it works offline), and the two
-//! JSON routes only it needs besides the existing ones: coverage by binade and the hardness
-//! histogram.
+//! hand-drawn SVG charts, nothing fetched from elsewhere, so it works offline), and the
+//! JSON routes only it needs besides the existing ones: every campaign's progress at once,
+//! coverage by binade and the hardness histogram.
 //!
 //! The page holds no secret: it asks for the admin token once, keeps it in `sessionStorage`
 //! and sends it as `Authorization: Bearer` to the admin API, like any other client.
@@ -17,7 +17,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use tmd_wire::{ApiError, BinadeCoverage, HardnessBin};
+use tmd_wire::{ApiError, BinadeCoverage, CampaignProgress, HardnessBin};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -38,8 +38,29 @@ pub fn pages() -> Router<AppState> {
 /// The JSON routes of the dashboard, with their OpenAPI operations (nested under `/api/v1`).
 pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(all_progress))
         .routes(routes!(coverage))
         .routes(routes!(hardness))
+}
+
+/// How many campaigns the list shows (and [`all_progress`] reports), newest first.
+const LIST_LIMIT: usize = 100;
+
+/// The progress of the newest 100 campaigns, newest first: the campaign list's one request
+/// per refresh, instead of one per campaign.
+#[utoipa::path(get, path = "/campaigns/progress", tag = "campaigns",
+    security(("admin" = [])),
+    responses((status = 200, body = Vec<CampaignProgress>), (status = 401, body = ApiError)))]
+async fn all_progress(State(s): State<AppState>, _: Admin) -> Result<Json<Vec<CampaignProgress>>> {
+    let mut all = Vec::new();
+    for c in store::list_campaigns(&s.pool)
+        .await?
+        .iter()
+        .take(LIST_LIMIT)
+    {
+        all.push(store::campaign_progress(&s.pool, c.id).await?);
+    }
+    Ok(Json(all))
 }
 
 async fn page() -> impl IntoResponse {

@@ -120,19 +120,36 @@ pub fn is_transient(e: &sqlx::Error) -> bool {
         if matches!(d.code().as_deref(), Some("40P01") | Some("40001")))
 }
 
+/// Marks a response refused because the database is unreachable, with the error: the
+/// request observer reports it to the server's [`crate::outage::Outage`], which logs once per
+/// outage instead of once per request.
+#[derive(Clone, Debug)]
+pub struct DatabaseUnavailable(pub String);
+
+impl Error {
+    /// The database is unreachable or overloaded: expected during its restarts, and healed by
+    /// waiting.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Database(e) if is_unavailable(e))
+    }
+}
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if status.is_server_error() && !self.is_unavailable() {
             tracing::error!(error = %self, code = self.code(), "request failed");
         }
         let mut response = (status, axum::Json(self.envelope())).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.is_unavailable() {
             // Workers back off by this much before retrying.
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("5"),
             );
+            response
+                .extensions_mut()
+                .insert(DatabaseUnavailable(self.to_string()));
         }
         response
     }

@@ -172,9 +172,9 @@ pub async fn run_watch(api: &ApiArgs, a: &WatchArgs) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e),
         };
-        view.show(&p);
+        view.show(&p)?;
         if p.complete || p.state == CampaignState::Cancelled {
-            view.finish(&p);
+            view.finish(&p)?;
             return Ok(());
         }
     }
@@ -208,7 +208,7 @@ impl View {
         View::Bars { done, status }
     }
 
-    fn show(&mut self, p: &CampaignProgress) {
+    fn show(&mut self, p: &CampaignProgress) -> std::io::Result<()> {
         match self {
             View::Bars { done, status } => {
                 done.set_length(p.total.units.max(0) as u64);
@@ -219,11 +219,12 @@ impl View {
             View::Lines { last } => {
                 let line = summary(p);
                 if last.as_deref() != Some(line.as_str()) {
-                    println!("{} {line}", chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ"));
+                    outln!("{} {line}", chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ"))?;
                     *last = Some(line);
                 }
             }
         }
+        Ok(())
     }
 
     fn note(&mut self, text: &str) {
@@ -233,15 +234,16 @@ impl View {
         }
     }
 
-    fn finish(&mut self, p: &CampaignProgress) {
+    fn finish(&mut self, p: &CampaignProgress) -> std::io::Result<()> {
         let end = if p.complete { "complete" } else { "cancelled" };
         match self {
             View::Bars { done, status } => {
                 done.finish();
                 status.finish_with_message(format!("{}; campaign {end}", status_text(p)));
             }
-            View::Lines { .. } => println!("campaign {} {end}: {}", p.campaign_id, summary(p)),
+            View::Lines { .. } => outln!("campaign {} {end}: {}", p.campaign_id, summary(p))?,
         }
+        Ok(())
     }
 }
 

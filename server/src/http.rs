@@ -4,7 +4,7 @@
 use crate::auth::{self, Admin, Worker};
 use crate::domain::{self, Judgement};
 use crate::engine;
-use crate::error::{Error, Result};
+use crate::error::{DatabaseUnavailable, Error, Result};
 use crate::metrics::Metrics;
 use crate::store;
 use crate::store_trust;
@@ -139,6 +139,14 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
     let seconds = start.elapsed().as_secs_f64();
     let status = response.status().as_u16();
     state.metrics.observe(&method, &route, status, seconds);
+    if let Some(DatabaseUnavailable(error)) = response.extensions().get() {
+        state.outage.down(error);
+    } else if response.status().is_success()
+        && (route.starts_with("/api/v1/") || route == "/readyz")
+    {
+        // These routes read or write the database: it answered.
+        state.outage.up();
+    }
     tracing::debug!(
         http.method = %method,
         http.route = %route,

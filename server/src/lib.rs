@@ -7,6 +7,15 @@
 
 #![forbid(unsafe_code)]
 
+/// `println!` that returns the write's error instead of panicking: stdout may be a pipe whose
+/// reader is gone (`tmd-server campaign list | head`). `main` ends quietly on a broken pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 pub mod auth;
 pub mod bench;
 pub mod cli;
@@ -15,6 +24,7 @@ pub mod engine;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod outage;
 pub mod store;
 pub mod store_trust;
 pub mod trust;
@@ -82,7 +92,7 @@ impl Default for Config {
             max_cases_per_result: 10_000,
             max_units_per_campaign: 2_000_000,
             sweep_interval: Duration::from_secs(5),
-            retry_after_seconds: 30,
+            retry_after_seconds: 10,
             quarantine: trust::QuarantineBar::default(),
         }
     }
@@ -111,6 +121,8 @@ pub struct AppState {
     pub workers: Arc<auth::WorkerCache>,
     /// When a lease request last ran an expiry pass.
     pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    /// Whether the database is reachable, for one log line per outage.
+    pub outage: Arc<outage::Outage>,
 }
 
 /// A running server: the HTTP listener and the lease sweeper.
@@ -148,6 +160,7 @@ impl Server {
             metrics: Arc::new(metrics::Metrics::default()),
             workers: Arc::default(),
             last_expiry: Arc::default(),
+            outage: Arc::default(),
         };
         let (stop, stopped) = watch::channel(false);
         let sweeper = tokio::spawn(sweep(state.clone(), stopped.clone()));
@@ -235,11 +248,18 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(e) = http::expire(&state).await {
-                    tracing::warn!(error = %e, "lease sweep failed");
+                // The sweep doubles as the probe that ends a database outage.
+                match http::expire(&state).await {
+                    Ok(()) => state.outage.up(),
+                    Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
+                    Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
                 }
-                if let Err(e) = http::enforce(&state, None).await {
-                    tracing::warn!(error = %e, "quarantine sweep failed");
+                if !state.outage.active() {
+                    match http::enforce(&state, None).await {
+                        Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
+                        Err(e) => tracing::warn!(error = %e, "quarantine sweep failed"),
+                        Ok(()) => {}
+                    }
                 }
             }
             _ = &mut stop => return,

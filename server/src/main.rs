@@ -3,15 +3,47 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
 use tmd_server::cli::{self, Cli, Command};
 use tmd_server::{bench, store, Server};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`| head`): it has all it wanted.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The log filter: the operator's, and sqlx's pool quiet below ERROR unless the operator
+/// names sqlx. During a database outage the pool warns once per broken connection; the server
+/// logs the outage once itself (`outage.rs`).
+fn log_filter(spec: &str) -> EnvFilter {
+    let filter = EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new("info"));
+    if spec.contains("sqlx") {
+        return filter;
+    }
+    filter.add_directive("sqlx_core::pool=error".parse().expect("a valid directive"))
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(log_filter(&cli.log))
         .with_writer(std::io::stderr)
         .init();
     match &cli.command {
@@ -35,10 +67,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Token { api, command } => cli::run_token(api, command).await,
         Command::Worker { api, command } => cli::run_worker(api, command).await,
         Command::Openapi => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&tmd_server::http::openapi())?
-            );
+            let text = serde_json::to_string_pretty(&tmd_server::http::openapi())?;
+            writeln!(std::io::stdout().lock(), "{text}")?;
             Ok(())
         }
         Command::Bench(args) => bench::run(args).await,

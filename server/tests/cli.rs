@@ -163,3 +163,26 @@ async fn the_bench_runs_cycles_and_reports_its_figures() {
     }
     assert!(out.contains("heartbeat: p50_ms="), "{out}");
 }
+
+/// `tmd-server openapi | head`: the reader leaves before the end; the command ends quietly
+/// (the document is larger than a pipe's buffer, so the write does hit the closed pipe).
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tmd-server"))
+        .arg("openapi")
+        .env("RUST_BACKTRACE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    // The read end is closed here, as `head` does after its lines.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(String::from_utf8_lossy(&head).contains("openapi"));
+}

@@ -162,6 +162,31 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
+/// Requests served so far for every campaign's progress, and for one campaign's (`/metrics`).
+async fn requests(app: &TestApp) -> (u64, u64) {
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |route: &str| {
+        let key = format!(
+            "tmd_http_request_duration_seconds_count{{method=\"GET\",route=\"{route}\",status=\"200\"}} "
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    (
+        count("/api/v1/campaigns/progress"),
+        count("/api/v1/campaigns/{id}/progress"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     let bin = match chromium() {
@@ -197,6 +222,7 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     assert!(dom.contains("refused the token"), "{dom}");
 
     // The campaigns list.
+    let before = requests(&app).await;
     let dom = headless(
         &bin,
         &app.url(&format!("/#token={ADMIN}")),
@@ -213,6 +239,10 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     );
     // The name is shown as text, never interpreted as HTML.
     assert!(dom.contains("seeded &lt;b&gt;exp&lt;/b&gt;"), "{dom}");
+    // The list asked for every campaign's progress at once, never campaign by campaign.
+    let after = requests(&app).await;
+    assert!(after.0 > before.0, "{before:?} -> {after:?}");
+    assert_eq!(after.1, before.1, "no request for one campaign's progress");
 
     // One campaign: every number, the charts and the tables.
     let page = app.url(&format!("/?campaign={id}#token={ADMIN}"));
@@ -305,4 +335,39 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         bytes.len()
     );
     eprintln!("screenshot: {}", png.canonicalize().unwrap().display());
+}
+
+/// `GET /campaigns/progress`: every campaign's progress in one answer, newest first, the same
+/// as each campaign's own.
+#[tokio::test]
+async fn every_campaigns_progress_in_one_request() {
+    let app = TestApp::new().await;
+    let first = app.small_campaign(3, 4).await["id"].as_i64().unwrap();
+    let second = app.small_campaign(2, 4).await["id"].as_i64().unwrap();
+    let (status, all) = app
+        .admin(reqwest::Method::GET, "/api/v1/campaigns/progress", None)
+        .await;
+    assert_eq!(status, 200, "{all}");
+    let all = all.as_array().unwrap().clone();
+    let ids: Vec<i64> = all
+        .iter()
+        .map(|p| p["campaign_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [second, first]);
+    for p in &all {
+        let id = p["campaign_id"].as_i64().unwrap();
+        let own = app.progress(id).await;
+        assert_eq!(p["total"], own["total"]);
+        assert_eq!(p["done"], own["done"]);
+        assert_eq!(p["hr_cases"], own["hr_cases"]);
+    }
+    assert_eq!(all[0]["total"]["units"], 2);
+    // Admin only.
+    let r = app
+        .http
+        .get(app.url("/api/v1/campaigns/progress"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
 }

@@ -132,8 +132,14 @@ pub fn admin_url() -> &'static str {
         let dir = std::env::var_os("TMD_TEST_PG_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/tmp/tmd-test-pg"));
-        let port = start_own_cluster(&dir)
-            .unwrap_or_else(|e| panic!("no PostgreSQL for tests: {e} (set DATABASE_URL)"));
+        let port = start_own_cluster(&dir).unwrap_or_else(|e| {
+            panic!(
+                "no PostgreSQL for tests: nothing answers on 127.0.0.1:5432 and a private \
+                     cluster could not start: {e}. Run `bash scripts/setup.sh` as root (it \
+                     installs Debian's postgresql), or install it yourself (sudo apt-get install \
+                     postgresql), or set DATABASE_URL"
+            )
+        });
         format!("postgres://postgres@127.0.0.1:{port}/postgres")
     })
 }

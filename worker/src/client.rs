@@ -1,5 +1,7 @@
 //! The coordinator's HTTP API as the worker sees it: typed calls, and errors sorted into
-//! "try again later" (the server is unreachable or busy) and "the server said no".
+//! "try again later" (the server is unreachable or busy), "waiting will not help" (the URL
+//! points at something that is not a coordinator, TLS fails) and "the server said no". Each
+//! says what is wrong in words an operator can act on.
 
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -12,12 +14,15 @@ use tmd_wire::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Connection refused, timed out, or a 5xx/429: retry with backoff.
-    #[error("server unreachable or busy: {message}")]
+    /// Connection refused, DNS failure, timed out, or a 5xx/429: retry with backoff.
+    #[error("{message}")]
     Unavailable {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// Waiting will not heal it: the URL is not a tmd coordinator, or TLS fails.
+    #[error("{0}")]
+    Misconfigured(String),
     /// The server refused the request with a stable code (see `tmd_wire::codes`).
     #[error("server refused ({status}): {code}: {message}")]
     Refused {
@@ -35,6 +40,50 @@ impl ClientError {
             ClientError::Refused { code, .. } => Some(code),
             _ => None,
         }
+    }
+}
+
+/// The title of the coordinator's OpenAPI document: how a URL is recognised as a coordinator.
+const COORDINATOR_TITLE: &str = "tmd-server";
+
+/// What went wrong on the way to the server, from reqwest's error and its sources.
+fn transport_error(base: &str, e: &reqwest::Error) -> ClientError {
+    let mut causes = Vec::new();
+    let mut refused = false;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            refused |= io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        let text = s.to_string();
+        if !causes.iter().any(|c: &String| c.contains(&text)) {
+            causes.push(text);
+        }
+        source = s.source();
+    }
+    // reqwest's own line only names the URL; its sources say why.
+    let detail = causes[usize::from(causes.len() > 1)..].join(": ");
+    let lower = detail.to_lowercase();
+    let unavailable = |message: String| ClientError::Unavailable {
+        message,
+        retry_after: None,
+    };
+    if e.is_timeout() {
+        unavailable(format!("{base}: no answer in time ({detail}); the server is overloaded or a firewall drops the packets"))
+    } else if refused {
+        unavailable(format!("{base}: connection refused: nothing listens there; is tmd-server running, and is --server right?"))
+    } else if lower.contains("dns error") || lower.contains("failed to lookup address") {
+        unavailable(format!(
+            "{base}: cannot resolve the host name (DNS): {detail}; check --server"
+        ))
+    } else if lower.contains("certificate")
+        || lower.contains("tls")
+        || lower.contains("corrupt message")
+        || lower.contains("handshake")
+    {
+        ClientError::Misconfigured(format!("{base}: TLS failed: {detail}. Check the URL's scheme (http:// or https://) and the server's certificate"))
+    } else {
+        unavailable(format!("{base}: {detail}"))
     }
 }
 
@@ -78,10 +127,10 @@ impl Client {
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let resp = req.send().await.map_err(|e| ClientError::Unavailable {
-            message: format!("{url}: {e}"),
-            retry_after: None,
-        })?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| transport_error(&self.base, &e))?;
         let status = resp.status();
         let retry_after = resp
             .headers()
@@ -89,32 +138,75 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let bytes = resp.bytes().await.map_err(|e| ClientError::Unavailable {
-            message: format!("{url}: {e}"),
-            retry_after,
-        })?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| transport_error(&self.base, &e))?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes)
-                .map_err(|e| ClientError::Protocol(format!("{url}: {e}")));
+            return match serde_json::from_slice(&bytes) {
+                Ok(r) => Ok(r),
+                Err(e) => Err(self.identify(path, status, &bytes, e.to_string()).await),
+            };
         }
         let err: Option<ApiError> = serde_json::from_slice(&bytes).ok();
-        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-            return Err(ClientError::Unavailable {
-                message: format!(
-                    "{url}: {status}{}",
-                    err.map(|e| format!(": {}", e.message)).unwrap_or_default()
-                ),
+        let busy = status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS;
+        match err {
+            Some(e) if busy => Err(ClientError::Unavailable {
+                message: format!("{url}: {status}: {}", e.message),
                 retry_after,
-            });
+            }),
+            Some(e) => Err(ClientError::Refused {
+                status: status.as_u16(),
+                code: e.code,
+                message: e.message,
+            }),
+            // A proxy in front of a coordinator that is down answers so, without tmd's body.
+            None if matches!(status.as_u16(), 429 | 502 | 503 | 504) => {
+                Err(ClientError::Unavailable {
+                    message: format!(
+                        "{url}: {status} without a coordinator's error body: a proxy whose coordinator is down?"
+                    ),
+                    retry_after,
+                })
+            }
+            None => Err(self
+                .identify(path, status, &bytes, "not tmd's error body".into())
+                .await),
         }
-        let (code, message) = err
-            .map(|e| (e.code, e.message))
-            .unwrap_or_else(|| ("http".into(), String::from_utf8_lossy(&bytes).into_owned()));
-        Err(ClientError::Refused {
-            status: status.as_u16(),
-            code,
-            message,
-        })
+    }
+
+    /// An answer no coordinator gives: asks the server's OpenAPI document whether this is a
+    /// coordinator at all. Not one: [`ClientError::Misconfigured`]; one: a protocol error.
+    async fn identify(
+        &self,
+        path: &str,
+        status: StatusCode,
+        body: &[u8],
+        why: String,
+    ) -> ClientError {
+        let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
+        let answer = format!(
+            "POST {}/api/v1{path} answered {status} ({why}): {:?}",
+            self.base,
+            text.trim()
+        );
+        let doc = format!("{}/api/openapi.json", self.base);
+        let title = match self.http.get(&doc).send().await {
+            Ok(r) if r.status().is_success() => r
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+                .and_then(|v| v["info"]["title"].as_str().map(str::to_string)),
+            _ => None,
+        };
+        if title.as_deref() == Some(COORDINATOR_TITLE) {
+            return ClientError::Protocol(answer);
+        }
+        ClientError::Misconfigured(format!(
+            "{} is not a tmd coordinator: {answer}, and {doc} is not tmd-server's API document. \
+             Check --server: a coordinator answers 200 on {}/readyz",
+            self.base, self.base
+        ))
     }
 
     pub async fn register(

@@ -3,13 +3,13 @@
 //! that is down is waited for; a first SIGTERM/Ctrl-C finishes the current unit and releases
 //! the rest of the lease, a second one exits at once (the lease then expires on the server).
 
+use crate::backoff::{self, Backoff};
 use crate::client::{Client, ClientError};
 use crate::local::BackendArg;
 use crate::misbehave::{self, Misbehave};
 use crate::state::{Credentials, LeaseState, SpoolEntry, StateDir};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use rand::Rng;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -232,28 +232,6 @@ impl Shared {
     }
 }
 
-/// Exponential backoff with full jitter, never shorter than the server's hint.
-struct Backoff {
-    attempt: u32,
-}
-
-impl Backoff {
-    fn new() -> Backoff {
-        Backoff { attempt: 0 }
-    }
-
-    fn next(&mut self, hint: Option<Duration>) -> Duration {
-        let cap = Duration::from_secs(1u64 << self.attempt.min(6)); // 1 s .. 64 s
-        self.attempt += 1;
-        let jittered = cap.mul_f64(rand::thread_rng().gen_range(0.5..1.0));
-        jittered.max(hint.unwrap_or_default())
-    }
-
-    fn reset(&mut self) {
-        self.attempt = 0;
-    }
-}
-
 pub fn run(args: RunArgs) -> Result<()> {
     let dry_run = args.dry_run;
     let settings = Settings::resolve(args)?;
@@ -325,8 +303,10 @@ async fn daemon(settings: Settings) -> Result<()> {
                             info!("no work on the server; exiting as asked");
                             break;
                         }
-                        let wait = Duration::from_secs(resp.retry_after_seconds.max(1) as u64);
-                        info!(retry_after_s = wait.as_secs(), "no work now");
+                        let wait = backoff::spread(Duration::from_secs(
+                            resp.retry_after_seconds.max(1) as u64,
+                        ));
+                        info!(retry_in_ms = wait.as_millis() as u64, "no work now");
                         shared.sleep(wait).await;
                     }
                 }
@@ -339,6 +319,7 @@ async fn daemon(settings: Settings) -> Result<()> {
                 warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable");
                 shared.sleep(wait).await;
             }
+            Err(ClientError::Misconfigured(m)) => bail!("cannot lease work: {m}"),
             Err(e) if e.code() == Some(codes::WORKER_QUARANTINED) => {
                 return Err(Quarantined(e.to_string()).into())
             }
@@ -451,6 +432,7 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
                     return Ok(None);
                 }
             }
+            Err(ClientError::Misconfigured(m)) => bail!("cannot register: {m}"),
             Err(e) => bail!("registration refused: {e}"),
         }
     }
@@ -489,6 +471,10 @@ async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool
         }
         Err(ClientError::Unavailable { message, .. }) => {
             warn!(%message, unit.id = e.unit_id, "server unavailable; the result stays in the spool");
+            false
+        }
+        Err(ClientError::Misconfigured(message)) => {
+            error!(%message, unit.id = e.unit_id, "the result stays in the spool");
             false
         }
         Err(err) => {
@@ -582,7 +568,7 @@ async fn work_lease(
     let cfg = SearchConfig::new(function, precision, task.min_bits);
     let flags = Arc::new(LeaseFlags::default());
     let late = settings.misbehave == Some(Misbehave::Late);
-    let heartbeat = (!late).then(|| spawn_heartbeat(client.clone(), &lease, flags.clone()));
+    let mut heartbeat = (!late).then(|| spawn_heartbeat(client.clone(), &lease, flags.clone()));
     let mut failed = Vec::new();
     let mut failures = Vec::new();
     for unit in &lease.units {
@@ -649,6 +635,13 @@ async fn work_lease(
             hr_cases,
             "unit computed"
         );
+        if lease.units.iter().all(|u| ls.done.contains(&u.unit_id)) {
+            // Every unit is spooled: the lease needs no more heartbeats, and one sent after
+            // the last post would find the lease finished and report it lost.
+            if let Some(h) = heartbeat.take() {
+                h.abort();
+            }
+        }
         if late {
             let overdue = (lease.expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
             tokio::time::sleep(Duration::from_millis(overdue.max(0) as u64)).await;
@@ -931,21 +924,6 @@ fn spawn_status(shared: Arc<Shared>, every: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_grows_with_jitter_and_honours_the_hint() {
-        let mut b = Backoff::new();
-        let first = b.next(None);
-        assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(1));
-        for _ in 0..10 {
-            b.next(None);
-        }
-        let late = b.next(None);
-        assert!(late >= Duration::from_secs(32) && late <= Duration::from_secs(64));
-        assert!(b.next(Some(Duration::from_secs(100))) >= Duration::from_secs(100));
-        b.reset();
-        assert!(b.next(None) <= Duration::from_secs(1));
-    }
 
     #[test]
     fn settings_come_from_flags_then_the_file() {

@@ -1,5 +1,6 @@
 //! `tmd-worker`: local searches, benchmarks and single-argument evaluation with the engine.
 
+mod backoff;
 mod client;
 mod daemon;
 mod journal;
