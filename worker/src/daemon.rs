@@ -945,6 +945,30 @@ mod tests {
         assert_eq!(s.name, "flagname");
         assert_eq!(s.threads, Some(3));
         assert!(!format!("{s:?}").contains("tok\""));
+        assert_eq!(s.gpu_memory, MemoryBudget::default());
+        std::fs::write(
+            &file,
+            "server = \"http://from-file:8080\"\ngpu_memory = \"6G\"\n",
+        )
+        .unwrap();
+        let from_file = |gpu_memory| {
+            Settings::resolve(RunArgs {
+                config: Some(file.clone()),
+                gpu_memory,
+                ..RunArgs::default()
+            })
+        };
+        assert_eq!(
+            from_file(None).unwrap().gpu_memory,
+            MemoryBudget::Bytes(6 << 30)
+        );
+        assert_eq!(
+            from_file(Some(MemoryBudget::FreeShare(0.25))).unwrap().gpu_memory,
+            MemoryBudget::FreeShare(0.25)
+        );
+        std::fs::write(&file, "server = \"http://x\"\ngpu_memory = \"lots\"\n").unwrap();
+        let e = format!("{:#}", from_file(None).unwrap_err());
+        assert!(e.contains("gpu_memory") && e.contains("not a memory budget"), "{e}");
         std::fs::write(&file, "sever = \"typo\"\n").unwrap();
         assert!(Settings::resolve(RunArgs {
             config: Some(file.clone()),
