@@ -38,6 +38,15 @@ pub enum Error {
     /// The worker is quarantined: its record fell below the bar or it reported a forged case.
     #[error("{0}")]
     WorkerQuarantined(String),
+    /// The server is busy (verification queue full, rate limit): retry after a while.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request took longer than the server allows.
+    #[error("{0}")]
+    Timeout(String),
+    /// Too many requests from one address.
+    #[error("{0}")]
+    RateLimited(String),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("internal: {0}")]
@@ -63,6 +72,9 @@ impl Error {
             Error::ForgedCase(_) => codes::FORGED_CASE,
             Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => codes::WORKER_QUARANTINED,
+            Error::Unavailable(_) => codes::UNAVAILABLE,
+            Error::Timeout(_) => codes::TIMEOUT,
+            Error::RateLimited(_) => codes::RATE_LIMITED,
             Error::Database(e) if is_unavailable(e) => codes::UNAVAILABLE,
             Error::Database(_) | Error::Internal(_) => codes::INTERNAL,
         }
@@ -83,6 +95,9 @@ impl Error {
             Error::ForgedCase(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => StatusCode::FORBIDDEN,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Error::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::Database(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Database(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -127,7 +142,7 @@ impl IntoResponse for Error {
             tracing::error!(error = %self, code = self.code(), "request failed");
         }
         let mut response = (status, axum::Json(self.envelope())).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             // Workers back off by this much before retrying.
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,

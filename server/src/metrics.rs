@@ -36,6 +36,28 @@ pub struct Metrics {
     pub workers_quarantined: AtomicU64,
     pub units_reopened: AtomicU64,
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    /// The unit counts of the last scrape and when they were read: anyone may scrape, so the
+    /// units table is scanned at most once per [`UNIT_COUNTS_SECONDS`].
+    pub unit_counts: tokio::sync::Mutex<Option<(std::time::Instant, Vec<(String, i64)>)>>,
+}
+
+/// How long the unit counts of `/metrics` are served from memory.
+pub const UNIT_COUNTS_SECONDS: u64 = 15;
+
+/// The method as a label: the standard ones, and `other` for anything a client makes up (an
+/// unbounded label would grow the histogram map for ever).
+pub fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 impl Metrics {
@@ -195,5 +217,12 @@ mod tests {
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.005\"} 1"));
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.25\"} 2"));
         assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/leases\",status=\"200\"} 2"));
+    }
+
+    #[test]
+    fn made_up_methods_share_one_label() {
+        let m = axum::http::Method::from_bytes(b"FOOBAR").unwrap();
+        assert_eq!(method_label(&m), "other");
+        assert_eq!(method_label(&axum::http::Method::POST), "POST");
     }
 }
