@@ -47,7 +47,7 @@ fn inline_hash(page: &str, tag: &str) -> String {
     let close = format!("</{tag}>");
     let start = page.find(&open).map_or(0, |i| i + open.len());
     let end = page[start..].find(&close).map_or(start, |i| start + i);
-    let digest = sha2::Sha256::digest(page[start..end].as_bytes());
+    let digest = sha2::Sha256::digest(&page.as_bytes()[start..end]);
     format!(
         "sha256-{}",
         base64::engine::general_purpose::STANDARD.encode(digest)

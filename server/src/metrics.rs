@@ -38,8 +38,11 @@ pub struct Metrics {
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
     /// The unit counts of the last scrape and when they were read: anyone may scrape, so the
     /// units table is scanned at most once per [`UNIT_COUNTS_SECONDS`].
-    pub unit_counts: tokio::sync::Mutex<Option<(std::time::Instant, Vec<(String, i64)>)>>,
+    pub unit_counts: tokio::sync::Mutex<Option<UnitCounts>>,
 }
+
+/// Units per state, and when they were read.
+pub type UnitCounts = (std::time::Instant, Vec<(String, i64)>);
 
 /// How long the unit counts of `/metrics` are served from memory.
 pub const UNIT_COUNTS_SECONDS: u64 = 15;
