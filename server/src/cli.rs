@@ -106,7 +106,7 @@ pub struct ServeArgs {
     #[arg(long, env = "TMD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
     /// Seconds a request may take until its response starts (its body read included).
-    #[arg(long, env = "TMD_REQUEST_TIMEOUT_SECONDS", default_value_t = 60)]
+    #[arg(long, env = "TMD_REQUEST_TIMEOUT_SECONDS", default_value_t = 120)]
     pub request_timeout_seconds: u64,
     /// Seconds a client has to send a request's headers (and an idle connection lives).
     #[arg(long, env = "TMD_HEADER_TIMEOUT_SECONDS", default_value_t = 10)]

@@ -109,7 +109,7 @@ impl Default for Config {
             quarantine: trust::QuarantineBar::default(),
             max_quarantined_per_token: 2,
             verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            request_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(120),
             conn: listen::ConnLimits::default(),
             tls: None,
             rate_limit: None,

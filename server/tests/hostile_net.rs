@@ -365,3 +365,26 @@ async fn the_coordinator_serves_https() {
     assert!(refused.map(|r| !r.status().is_success()).unwrap_or(true));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Item 8: an unknown worker token is refused from memory for a minute, so guessing tokens does
+/// not cost a database query each. (Shown by making the token valid in the database behind the
+/// server's back: it is still refused until the memory expires.)
+#[tokio::test]
+async fn unknown_tokens_do_not_reach_the_database_each_time() {
+    let app = TestApp::new().await;
+    let guess = "tmdw_0000000000000000000000000000000000000000000000000000000000000000";
+    let w = WorkerClient::new(&app.base, guess, app.http.clone());
+    assert_eq!(code_of(w.lease(None).await), "unauthorized");
+    let hash = tmd_server::auth::hash_token(guess);
+    sqlx::query("INSERT INTO workers (name, token_hash, owner) VALUES ('x', $1, 'x')")
+        .bind(&hash[..])
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(code_of(w.lease(None).await), "unauthorized");
+    // A fresh server (no memory) finds it.
+    let mut app = app;
+    app.restart().await;
+    let w = w.with_base(&app.base);
+    assert!(w.lease(None).await.is_ok());
+}
