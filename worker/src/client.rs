@@ -38,6 +38,19 @@ impl ClientError {
     }
 }
 
+/// An error with its causes (reqwest's own message hides them: an untrusted certificate would
+/// read only "error sending request").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 /// A client of one coordinator with one bearer token.
 #[derive(Clone)]
 pub struct Client {
@@ -97,7 +110,7 @@ impl Client {
             req = req.bearer_auth(t);
         }
         let resp = req.send().await.map_err(|e| ClientError::Unavailable {
-            message: format!("{url}: {e}"),
+            message: format!("{url}: {}", with_causes(&e)),
             retry_after: None,
         })?;
         let status = resp.status();
