@@ -50,7 +50,8 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<
 
 /// Adds to every operation the error answers the server's layers give whatever the handler:
 /// 400 (a body or path that does not parse or validate), 401 and 403 (a route with a token),
-/// 408 (too slow), 413 (a body over the limit), 503 (database or verification busy). Clients
+/// 408 (too slow), 413 (a body over the limit), 429 (over the address's rate), 503 (database or
+/// verification busy). Clients
 /// generated from the document must know them all.
 pub fn document_errors(api: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
@@ -93,6 +94,10 @@ pub fn document_errors(api: &mut utoipa::openapi::OpenApi) {
                 add("403", "forbidden: the token may not do this");
             }
             add("408", "timeout: the request took too long");
+            add(
+                "429",
+                "rate_limited: too many requests from this address; see Retry-After",
+            );
             if op.request_body.is_some() {
                 add(
                     "413",

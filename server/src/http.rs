@@ -353,15 +353,27 @@ async fn register_worker(
     if req.enrollment_token.len() > 200 {
         return Err(Error::Unauthorized("unknown enrollment token".into()));
     }
+    // An enrollment token found unknown a moment ago is refused from memory, like a worker's.
+    let enrollment_hash = auth::hash_token(req.enrollment_token.trim());
+    if s.guard.known_unknown(&enrollment_hash) {
+        return Err(Error::Unauthorized(
+            "unknown, expired, revoked or used-up enrollment token".into(),
+        ));
+    }
     let token = auth::new_token(auth::WORKER_PREFIX);
     let worker_id = store::register_worker(
         &s.pool,
-        &auth::hash_token(req.enrollment_token.trim()),
+        &enrollment_hash,
         name,
         &auth::hash_token(&token),
         s.config.max_quarantined_per_token,
     )
-    .await?;
+    .await
+    .inspect_err(|e| {
+        if matches!(e, Error::Unauthorized(_)) {
+            s.guard.note_unknown(enrollment_hash);
+        }
+    })?;
     tracing::info!(
         worker.id = worker_id,
         worker.name = name,
