@@ -72,7 +72,9 @@ async fn fuzz(st: &PathBuf, base: &str, token: &str, seconds: u32) -> (bool, Str
     // A failed check prints a FAILURES section. Schemathesis' own runtime errors (Hypothesis
     // flakiness while it builds examples) are printed under ERRORS and say nothing about the
     // server: they are shown, not counted.
-    let passed = out.status.success() || !text.contains("= FAILURES =");
+    // It must have run at all: the summary counts the generated cases.
+    let ran = text.contains(" generated, ");
+    let passed = ran && (out.status.success() || !text.contains("= FAILURES ="));
     (passed, text)
 }
 
