@@ -621,6 +621,7 @@ async fn post_result(
         let started = Instant::now();
         let cases = result.hr_cases.clone();
         let exact = result.exact_cases.clone();
+        let in_flight = s.metrics.verification_started();
         let verified = tokio::task::spawn_blocking(move || {
             engine::verify_result(
                 &ctx.function,
@@ -632,7 +633,9 @@ async fn post_result(
             )
         })
         .await
-        .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
+        .map_err(|e| Error::Internal(format!("verification task failed: {e}")));
+        drop(in_flight);
+        let verified = verified?;
         match verified {
             Ok(v) => {
                 tracing::debug!(

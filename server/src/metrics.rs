@@ -35,10 +35,22 @@ pub struct Metrics {
     pub results_outvoted: AtomicU64,
     pub workers_quarantined: AtomicU64,
     pub units_reopened: AtomicU64,
+    /// Results being verified with MPFR now, and the most at once since the start.
+    pub verifications_in_flight: AtomicU64,
+    pub verifications_in_flight_max: AtomicU64,
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
     /// The unit counts of the last scrape and when they were read: anyone may scrape, so the
     /// units table is scanned at most once per [`UNIT_COUNTS_SECONDS`].
     pub unit_counts: tokio::sync::Mutex<Option<UnitCounts>>,
+}
+
+/// A verification in flight; dropping it ends it.
+pub struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Units per state, and when they were read.
@@ -67,6 +79,14 @@ impl Metrics {
     /// Adds `n` to a counter.
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a verification in flight until the guard is dropped.
+    pub fn verification_started(&self) -> InFlight<'_> {
+        let now = self.verifications_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.verifications_in_flight_max
+            .fetch_max(now, Ordering::SeqCst);
+        InFlight(&self.verifications_in_flight)
     }
 
     /// Records one HTTP request.
@@ -163,6 +183,13 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
         }
+        let _ = writeln!(
+            out,
+            "# HELP tmd_verifications_in_flight_max Most results verified with MPFR at once.\n\
+             # TYPE tmd_verifications_in_flight_max gauge\n\
+             tmd_verifications_in_flight_max {}",
+            self.verifications_in_flight_max.load(Ordering::Relaxed)
+        );
         let _ = writeln!(
             out,
             "# HELP tmd_units Units per state, all campaigns.\n# TYPE tmd_units gauge"

@@ -407,3 +407,56 @@ async fn bad_text_and_shapes_are_refused_with_400() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
 }
+
+/// Item 6: however many results arrive at once, at most `verify_concurrency` are verified with
+/// MPFR at the same time; the others wait their turn and are recorded.
+#[tokio::test]
+async fn verification_is_bounded() {
+    let app = TestApp::with_config(Config {
+        verify_concurrency: 2,
+        ..config()
+    })
+    .await;
+    let id = app
+        .campaign(json!({
+            "function": "exp", "format": "binary32", "min_bits": seed::MIN_BITS,
+            "unit_bits": 14, "ranges": [{"from": "0x1p+0", "to": "0x1.03p+0"}]
+        }))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let mut posts = Vec::new();
+    for i in 0..6 {
+        let (_, w) = app.worker(&format!("w{i}")).await;
+        let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
+        let unit = lease.units[0].clone();
+        let mut r = empty_result(lease.fencing_token, unit.unit_id, 1.0);
+        r.hr_cases = seed::hard_cases(&unit.spec);
+        assert!(r.hr_cases.len() > 50);
+        posts.push((w, lease.lease_id, unit.unit_id, r));
+    }
+    let tasks: Vec<_> = posts
+        .into_iter()
+        .map(|(w, lease, unit, r)| tokio::spawn(async move { w.post(lease, unit, &r).await }))
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let max: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("tmd_verifications_in_flight_max "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&max), "{max} verifications at once");
+    assert_eq!(app.progress(id).await["done"]["units"], 6);
+}
