@@ -7,6 +7,7 @@
 #    none is, and the machine's cluster started when it is down (else they initdb a private one).
 #  - Chromium (Debian's package, never a downloaded browser): the dashboard test runs it
 #    headless. Without it that test fails in CI and is skipped elsewhere.
+#  - schemathesis (pip, pinned): the API fuzz test; same rule.
 set -euo pipefail
 
 need_apt=()
@@ -43,6 +44,14 @@ if [ ! -d "$NVRTC_DIR/nvidia" ]; then
   echo "setup: installing the NVRTC 13.0.88 wheel into $NVRTC_DIR"
   python3 -m pip install -q --no-deps --target "$NVRTC_DIR" nvidia-cuda-nvrtc==13.0.88 \
     || echo "setup: warning: could not install NVRTC; the kernel compilation test will fail" >&2
+fi
+
+# schemathesis (pinned) for the API fuzz test (server/tests/fuzz.rs), into its own directory.
+ST_DIR="${TMD_SCHEMATHESIS_DIR:-$HOME/.cache/tmd/schemathesis-4.32.5}"
+if [ ! -d "$ST_DIR/schemathesis" ]; then
+  echo "setup: installing schemathesis 4.32.5 into $ST_DIR"
+  python3 -m pip install -q --target "$ST_DIR" schemathesis==4.32.5 \
+    || echo "setup: warning: could not install schemathesis; the API fuzz test will fail in CI" >&2
 fi
 
 # PostgreSQL: the tests and the main job want a server on 127.0.0.1:5432 that lets `postgres` in

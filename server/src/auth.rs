@@ -41,10 +41,12 @@ fn bearer(parts: &Parts) -> Result<&str, Error> {
     let value = value
         .to_str()
         .map_err(|_| Error::Unauthorized("malformed Authorization header".into()))?;
+    // The scheme is case-insensitive (RFC 9110, section 11.1): `bearer` is `Bearer`.
     value
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
+        .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(|| Error::Unauthorized("expected Authorization: Bearer <token>".into()))
 }
 
@@ -88,8 +90,8 @@ const CACHE_SECONDS: u64 = 10;
 const CACHE_MAX: usize = 100_000;
 
 /// Known worker tokens (by hash), so most requests skip the authentication query. Tokens are
-/// never revoked or reassigned, so an entry cannot go wrong, only stale in speed, which the
-/// results this server records keep current.
+/// never reassigned; a revocation clears the cache, so an entry cannot go wrong, only stale in
+/// speed, which the results this server records keep current.
 #[derive(Default)]
 pub struct WorkerCache {
     map: Mutex<HashMap<[u8; 32], Cached>>,
@@ -124,6 +126,11 @@ impl WorkerCache {
         );
     }
 
+    /// Forgets every entry (a worker's token was revoked).
+    pub fn clear(&self) {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// Records a worker's new speed after a result.
     pub fn set_speed(&self, hash: &[u8; 32], speed: Option<f64>) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -145,6 +152,10 @@ impl FromRequestParts<AppState> for Worker {
                 token_hash,
             });
         }
+        // A token found unknown a moment ago is refused from memory: guessing costs no query.
+        if state.guard.known_unknown(&token_hash) {
+            return Err(Error::Unauthorized("unknown worker token".into()));
+        }
         match store::authenticate_worker(&state.relaxed_pool, &token_hash).await? {
             Some((id, speed)) => {
                 state.workers.put(token_hash, id, speed);
@@ -154,7 +165,10 @@ impl FromRequestParts<AppState> for Worker {
                     token_hash,
                 })
             }
-            None => Err(Error::Unauthorized("unknown worker token".into())),
+            None => {
+                state.guard.note_unknown(token_hash);
+                Err(Error::Unauthorized("unknown worker token".into()))
+            }
         }
     }
 }

@@ -14,8 +14,8 @@ use sqlx::{Connection, Executor, PgConnection};
 use std::time::{Duration, Instant};
 use tmd_wire::{
     ApiError, ArgRange, CreateCampaign, CreateEnrollmentToken, EnrollmentToken, Heartbeat,
-    HeartbeatResponse, Lease, LeaseRequest, LeaseResponse, RegisterWorker, ResultAccepted,
-    UnitResult, UnitStats, WorkerRegistered,
+    HeartbeatResponse, Lease, LeaseRequest, LeaseResponse, RegisterWorker, ReleaseLease,
+    ReleaseResponse, ResultAccepted, UnitResult, UnitStats, WorkerRegistered,
 };
 
 /// `bench` options.
@@ -143,6 +143,19 @@ impl WorkerClient {
         .await
     }
 
+    /// Gives a lease back, reporting `failed` units as failed.
+    pub async fn release(&self, lease: &Lease, failed: &[i64]) -> anyhow::Result<ReleaseResponse> {
+        self.call(
+            &format!("/leases/{}/release", lease.lease_id),
+            &ReleaseLease {
+                fencing_token: lease.fencing_token,
+                failed_units: failed.to_vec(),
+                reason: None,
+            },
+        )
+        .await
+    }
+
     /// Posts the result of one unit of `lease_id`.
     pub async fn post(
         &self,
@@ -263,6 +276,8 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
             unit_bits: Some(6),
             replication: Some(args.replication),
             adaptive: args.adaptive.then_some(true),
+            // The simulated workers share one owner (one enrollment token).
+            distinct_owners: Some(false),
             audit_rate: args.adaptive.then_some(args.audit_rate),
             trust_after: args.adaptive.then_some(args.trust_after),
             ..Default::default()
@@ -276,7 +291,10 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     let token: EnrollmentToken = http
         .post(format!("{base}/api/v1/enrollment-tokens"))
         .bearer_auth(&admin_token)
-        .json(&CreateEnrollmentToken::default())
+        .json(&CreateEnrollmentToken {
+            uses: Some(args.workers.max(1) as u32),
+            ..CreateEnrollmentToken::default()
+        })
         .send()
         .await?
         .json()

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tmd_wire::{
     ApiError, ArgRange, Campaign, CampaignProgress, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, QuarantineWorker, WorkerInfo,
+    EnrollmentToken, EnrollmentTokenInfo, QuarantineWorker, RequeueUnits, Requeued, WorkerInfo,
 };
 
 /// tmd-server: the coordinator of tmd (campaigns, leases, results in PostgreSQL).
@@ -100,9 +100,42 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "TMD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Admin token; admin routes are refused without one.
+    /// Admin token; admin routes are refused without one. Prefer the environment or
+    /// --admin-token-file: a command line shows in `ps`.
     #[arg(long, env = "TMD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// A file holding the admin token (its first line).
+    #[arg(long, env = "TMD_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<std::path::PathBuf>,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, env = "TMD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "TMD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Seconds a request may take until its response starts (its body read included).
+    #[arg(long, env = "TMD_REQUEST_TIMEOUT_SECONDS", default_value_t = 120)]
+    pub request_timeout_seconds: u64,
+    /// Seconds a client has to send a request's headers (and an idle connection lives).
+    #[arg(long, env = "TMD_HEADER_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub header_timeout_seconds: u64,
+    /// Requests per second allowed per client address, on average (0: no limit). Loopback
+    /// clients are not limited: a reverse proxy on the same machine should limit them.
+    #[arg(long, env = "TMD_RATE_LIMIT_PER_SECOND", default_value_t = 50.0)]
+    pub rate_limit_per_second: f64,
+    /// Requests allowed at once per client address after a quiet period.
+    #[arg(long, env = "TMD_RATE_LIMIT_BURST", default_value_t = 200.0)]
+    pub rate_limit_burst: f64,
+    /// Results verified with MPFR at once [default: the number of cores].
+    #[arg(long, env = "TMD_VERIFY_CONCURRENCY")]
+    pub verify_concurrency: Option<usize>,
+    /// Most HR-cases plus exact cases in one result; campaigns whose units would expect more
+    /// than half of it are refused.
+    #[arg(long, env = "TMD_MAX_CASES_PER_RESULT", default_value_t = 10_000)]
+    pub max_cases_per_result: usize,
+    /// Quarantined workers after which an enrollment token registers no more workers.
+    #[arg(long, env = "TMD_MAX_QUARANTINED_PER_TOKEN", default_value_t = 2)]
+    pub max_quarantined_per_token: u32,
     /// Lifetime of a lease and of each heartbeat's extension, in seconds.
     #[arg(long, env = "TMD_LEASE_TTL_SECONDS", default_value_t = 300)]
     pub lease_ttl_seconds: u32,
@@ -112,9 +145,16 @@ pub struct ServeArgs {
     /// Most units in one lease.
     #[arg(long, env = "TMD_MAX_UNITS_PER_LEASE", default_value_t = 64)]
     pub max_units_per_lease: u32,
-    /// Failures or expiries after which a unit is quarantined.
+    /// Failures or expiries after which a unit is quarantined (a worker's failure reports
+    /// count once per unit).
     #[arg(long, env = "TMD_MAX_ATTEMPTS", default_value_t = 5)]
     pub max_attempts: u32,
+    /// Longest life of a lease in seconds, heartbeats included.
+    #[arg(long, env = "TMD_MAX_LEASE_SECONDS", default_value_t = 21_600)]
+    pub max_lease_seconds: u32,
+    /// Most units one worker may hold in its active leases together.
+    #[arg(long, env = "TMD_MAX_UNITS_PER_WORKER", default_value_t = 128)]
+    pub max_units_per_worker: u32,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
@@ -138,13 +178,29 @@ pub struct ServeArgs {
     /// ... and they are more than this fraction of its leases.
     #[arg(long, env = "TMD_MAX_EXPIRED_FRACTION", default_value_t = 0.5)]
     pub max_expired_fraction: f64,
+    /// Outvoted results a worker needs before --max-invalid-fraction can quarantine it.
+    #[arg(long, env = "TMD_MIN_OUTVOTED_RESULTS", default_value_t = 3)]
+    pub min_outvoted_results: u32,
+    /// Quarantine a worker once it reported at least this many units as failed ...
+    #[arg(long, env = "TMD_MIN_FAILED_UNITS", default_value_t = 5)]
+    pub min_failed_units: u32,
+    /// ... and they are more than this fraction of the units it failed or finished.
+    #[arg(long, env = "TMD_MAX_FAILED_FRACTION", default_value_t = 0.5)]
+    pub max_failed_fraction: f64,
 }
 
 impl ServeArgs {
     /// The server settings these options describe.
     pub fn config(&self) -> anyhow::Result<Config> {
-        if self.lease_ttl_seconds == 0 || self.max_units_per_lease == 0 || self.max_attempts == 0 {
-            bail!("lease TTL, units per lease and attempts must be at least 1");
+        if self.lease_ttl_seconds == 0
+            || self.max_units_per_lease == 0
+            || self.max_attempts == 0
+            || self.max_units_per_worker == 0
+        {
+            bail!("lease TTL, units per lease and per worker, and attempts must be at least 1");
+        }
+        if self.max_lease_seconds < self.lease_ttl_seconds {
+            bail!("--max-lease-seconds must be at least --lease-ttl-seconds");
         }
         let mut c = Config {
             policy: LeasePolicy {
@@ -152,35 +208,90 @@ impl ServeArgs {
                 default_seconds: self.default_lease_seconds.max(1),
                 max_units: self.max_units_per_lease,
                 max_attempts: self.max_attempts,
+                max_lease_seconds: self.max_lease_seconds,
+                max_units_per_worker: self.max_units_per_worker,
             },
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,
+            max_cases_per_result: self.max_cases_per_result.max(1),
+            max_quarantined_per_token: self.max_quarantined_per_token.max(1),
+            request_timeout: Duration::from_secs(self.request_timeout_seconds.max(1)),
+            conn: crate::listen::ConnLimits {
+                header_read: Duration::from_secs(self.header_timeout_seconds.max(1)),
+                tls_handshake: Duration::from_secs(self.header_timeout_seconds.max(1)),
+            },
+            rate_limit: (self.rate_limit_per_second > 0.0).then_some(crate::guard::RateLimit {
+                per_second: self.rate_limit_per_second,
+                burst: self.rate_limit_burst.max(1.0),
+                loopback: false,
+            }),
             sweep_interval: Duration::from_secs(self.sweep_interval_seconds.max(1)),
             retry_after_seconds: self.idle_retry_seconds.max(1),
             quarantine: crate::trust::QuarantineBar {
                 max_invalid_fraction: self.max_invalid_fraction,
                 min_expired_leases: self.min_expired_leases,
                 max_expired_fraction: self.max_expired_fraction,
+                min_outvoted_results: self.min_outvoted_results,
+                min_failed_units: self.min_failed_units,
+                max_failed_fraction: self.max_failed_fraction,
             },
             ..Config::default()
         };
         let fraction = 0.0..=1.0;
         if !fraction.contains(&self.max_invalid_fraction)
             || !fraction.contains(&self.max_expired_fraction)
+            || !fraction.contains(&self.max_failed_fraction)
         {
-            bail!("--max-invalid-fraction and --max-expired-fraction must be in [0, 1]");
+            bail!("--max-invalid-fraction, --max-expired-fraction and --max-failed-fraction must be in [0, 1]");
         }
         if self.min_expired_leases == 0 {
             bail!("--min-expired-leases must be at least 1");
         }
-        if let Some(t) = &self.admin_token {
-            if t.len() < 16 {
-                bail!("the admin token must be at least 16 characters");
-            }
+        if let Some(n) = self.verify_concurrency {
+            c.verify_concurrency = n.max(1);
+        }
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            c.tls = Some(crate::listen::load_tls(cert, key)?);
+        }
+        let token = match &self.admin_token_file {
+            Some(path) => Some(read_token_file(path)?),
+            None => self.admin_token.clone(),
+        };
+        if let Some(t) = &token {
+            check_admin_token(t)?;
             c = c.with_admin_token(t);
         }
         Ok(c)
     }
+}
+
+/// The placeholder of `deploy/coordinator.env`: a server started with it would be open to
+/// anyone who read the repository.
+pub const PLACEHOLDER_ADMIN_TOKEN: &str = "change-me-to-a-long-random-secret";
+
+/// Refuses admin tokens that are short, or the shipped placeholder.
+pub fn check_admin_token(t: &str) -> anyhow::Result<()> {
+    if t.len() < 16 {
+        bail!("the admin token must be at least 16 characters");
+    }
+    if t == PLACEHOLDER_ADMIN_TOKEN || t.to_ascii_lowercase().contains("change-me") {
+        bail!(
+            "the admin token is the placeholder of deploy/coordinator.env: set a long random \
+             one (e.g. `openssl rand -hex 32`)"
+        );
+    }
+    Ok(())
+}
+
+/// The first line of a token file, trimmed.
+pub fn read_token_file(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        bail!("the token file {} is empty", path.display());
+    }
+    Ok(token)
 }
 
 /// How the admin commands reach the server.
@@ -194,9 +305,40 @@ pub struct ApiArgs {
         global = true
     )]
     pub server: String,
-    /// The admin token (required).
+    /// The admin token (required, here or in --admin-token-file). Prefer the environment or
+    /// the file: a command line shows in `ps`.
     #[arg(long, env = "TMD_ADMIN_TOKEN", hide_env_values = true, global = true)]
     pub admin_token: Option<String>,
+    /// A file holding the admin token (its first line).
+    #[arg(long, env = "TMD_ADMIN_TOKEN_FILE", global = true)]
+    pub admin_token_file: Option<std::path::PathBuf>,
+    /// An extra CA certificate (PEM) to trust for an HTTPS server (a lab's own CA).
+    #[arg(long, env = "TMD_CA_CERT", global = true)]
+    pub ca_cert: Option<std::path::PathBuf>,
+}
+
+impl ApiArgs {
+    /// The admin token, from the file or the option (or environment).
+    pub fn token(&self) -> anyhow::Result<String> {
+        match (&self.admin_token_file, &self.admin_token) {
+            (Some(path), _) => read_token_file(path),
+            (None, Some(t)) => Ok(t.clone()),
+            (None, None) => bail!(
+                "no admin token: set TMD_ADMIN_TOKEN, or pass --admin-token-file (or --admin-token)"
+            ),
+        }
+    }
+
+    /// An HTTP client builder that trusts the extra CA, if any.
+    pub fn http(&self) -> anyhow::Result<reqwest::ClientBuilder> {
+        let mut http = reqwest::Client::builder();
+        if let Some(ca) = &self.ca_cert {
+            let pem = std::fs::read(ca)
+                .with_context(|| format!("cannot read the CA certificate {}", ca.display()))?;
+            http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem)?);
+        }
+        Ok(http)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,6 +355,13 @@ pub enum CampaignCommand {
     Resume { id: i64 },
     /// Cancels the campaign for good.
     Cancel { id: i64 },
+    /// Puts quarantined units back in the pool (all of the campaign's, or those given).
+    Requeue {
+        id: i64,
+        /// A unit to put back (repeatable); all quarantined units when absent.
+        #[arg(long = "unit")]
+        units: Vec<i64>,
+    },
     /// Streams the campaign's HR-cases (json, csv or wc) to stdout or a file.
     Export(crate::follow::ExportArgs),
     /// Shows live progress until the campaign completes or is cancelled.
@@ -290,6 +439,10 @@ pub enum TokenCommand {
         #[arg(long)]
         owner: Option<String>,
     },
+    /// Lists enrollment tokens (never the tokens themselves) with their workers.
+    List,
+    /// Revokes an enrollment token: no worker registers with it any more.
+    Revoke { id: i64 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -308,6 +461,8 @@ pub enum WorkerCommand {
     },
     /// Lifts a quarantine: the worker starts again with a clean record, untrusted.
     Reinstate { id: i64 },
+    /// Revokes a worker's token: it cannot authenticate any more; its leases end now.
+    Revoke { id: i64 },
 }
 
 /// A client for the admin API.
@@ -319,15 +474,12 @@ pub struct AdminClient {
 
 impl AdminClient {
     pub fn new(api: &ApiArgs) -> anyhow::Result<AdminClient> {
-        let Some(token) = api.admin_token.clone() else {
-            bail!("no admin token: pass --admin-token or set TMD_ADMIN_TOKEN");
-        };
+        let token = api.token()?;
+        let http = api.http()?.timeout(Duration::from_secs(120));
         Ok(AdminClient {
             base: api.server.trim_end_matches('/').to_string(),
             token,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(120))
-                .build()?,
+            http: http.build()?,
         })
     }
 
@@ -408,6 +560,37 @@ impl AdminClient {
         .await
     }
 
+    pub async fn requeue(&self, id: i64, units: &[i64]) -> anyhow::Result<Requeued> {
+        let body = RequeueUnits {
+            unit_ids: (!units.is_empty()).then(|| units.to_vec()),
+        };
+        self.call(
+            Method::POST,
+            &format!("/campaigns/{id}/requeue"),
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn tokens(&self) -> anyhow::Result<Vec<EnrollmentTokenInfo>> {
+        self.call::<(), _>(Method::GET, "/enrollment-tokens", None)
+            .await
+    }
+
+    pub async fn revoke_token(&self, id: i64) -> anyhow::Result<EnrollmentTokenInfo> {
+        self.call::<(), _>(
+            Method::POST,
+            &format!("/enrollment-tokens/{id}/revoke"),
+            None,
+        )
+        .await
+    }
+
+    pub async fn revoke_worker(&self, id: i64) -> anyhow::Result<WorkerInfo> {
+        self.call::<(), _>(Method::POST, &format!("/workers/{id}/revoke"), None)
+            .await
+    }
+
     pub async fn reinstate(&self, id: i64) -> anyhow::Result<WorkerInfo> {
         self.call::<(), _>(Method::POST, &format!("/workers/{id}/reinstate"), None)
             .await
@@ -473,7 +656,7 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                     c.min_bits,
                     c.units_total,
                     c.priority,
-                    c.name
+                    printable(&c.name)
                 )?;
             }
             Ok(())
@@ -486,6 +669,7 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::Pause { id } => print_json(&client.transition(*id, "pause").await?),
         CampaignCommand::Resume { id } => print_json(&client.transition(*id, "resume").await?),
         CampaignCommand::Cancel { id } => print_json(&client.transition(*id, "cancel").await?),
+        CampaignCommand::Requeue { id, units } => print_json(&client.requeue(*id, units).await?),
         // The commands that follow a campaign live in follow.rs.
         CampaignCommand::Export(a) => crate::follow::run_export(api, a).await,
         CampaignCommand::Watch(a) => crate::follow::run_watch(api, a).await,
@@ -510,6 +694,19 @@ pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> 
             };
             print_json(&client.create_token(&req).await?)
         }
+        TokenCommand::List => print_json(&client.tokens().await?),
+        TokenCommand::Revoke { id } => print_json(&client.revoke_token(*id).await?),
+    }
+}
+
+/// A text from the server fit for a terminal: control characters (escape sequences that
+/// could rewrite the screen, newlines that forge rows) shown escaped. Names are checked when
+/// they arrive, but a database may hold older ones.
+pub fn printable(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        s.escape_default().to_string()
+    } else {
+        s.to_string()
     }
 }
 
@@ -546,8 +743,8 @@ pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()
                     r.forged,
                     format!("{}/{}", r.leases_expired, r.leases_total),
                     r.streak,
-                    w.owner,
-                    w.name
+                    printable(&w.owner),
+                    printable(&w.name)
                 )?;
             }
             Ok(())
@@ -557,6 +754,7 @@ pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()
             print_json(&client.quarantine(*id, reason).await?)
         }
         WorkerCommand::Reinstate { id } => print_json(&client.reinstate(*id).await?),
+        WorkerCommand::Revoke { id } => print_json(&client.revoke_worker(*id).await?),
     }
 }
 
@@ -590,5 +788,41 @@ mod tests {
         assert_eq!(c.policy.max_attempts, 5);
         assert_eq!(c.max_body_bytes, 1 << 20);
         assert!(!format!("{c:?}").contains("0123456789abcdef"));
+        assert_eq!(c.policy.max_lease_seconds, 21_600);
+        assert_eq!(c.policy.max_units_per_worker, 128);
+        assert_eq!(c.max_cases_per_result, 10_000);
+        assert!(c.tls.is_none());
+    }
+
+    #[test]
+    fn the_shipped_placeholder_admin_token_is_refused() {
+        let env = include_str!("../../deploy/coordinator.env");
+        let shipped = env
+            .lines()
+            .find_map(|l| l.strip_prefix("TMD_ADMIN_TOKEN="))
+            .expect("coordinator.env sets TMD_ADMIN_TOKEN");
+        for token in [shipped, PLACEHOLDER_ADMIN_TOKEN, "short"] {
+            let cli = Cli::try_parse_from([
+                "tmd-server",
+                "serve",
+                "--database-url",
+                "postgres://x@127.0.0.1/db",
+                "--admin-token",
+                token,
+            ])
+            .unwrap();
+            let Command::Serve(args) = cli.command else {
+                panic!("serve expected")
+            };
+            assert!(args.config().is_err(), "{token} accepted");
+        }
+        assert!(check_admin_token(&"ab12".repeat(8)).is_ok());
+    }
+
+    #[test]
+    fn terminal_escapes_are_printed_escaped() {
+        assert_eq!(printable("gpu-01"), "gpu-01");
+        let evil = printable("x\u{1b}]0;owned\u{7}\nfake row");
+        assert!(!evil.chars().any(char::is_control), "{evil}");
     }
 }

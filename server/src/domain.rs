@@ -15,6 +15,10 @@ pub struct LeasePolicy {
     pub max_units: u32,
     /// Failures or expiries after which a unit is quarantined.
     pub max_attempts: u32,
+    /// Longest life of a lease, heartbeats included: a worker cannot sit on units forever.
+    pub max_lease_seconds: u32,
+    /// Most units one worker may hold in its active leases together.
+    pub max_units_per_worker: u32,
 }
 
 impl Default for LeasePolicy {
@@ -24,6 +28,8 @@ impl Default for LeasePolicy {
             default_seconds: 600,
             max_units: 64,
             max_attempts: 5,
+            max_lease_seconds: 6 * 3600,
+            max_units_per_worker: 128,
         }
     }
 }
@@ -38,6 +44,72 @@ pub fn lease_size(seconds: u32, speed: Option<f64>, unit_bits: u32, max_units: u
     let per_unit = 2f64.powi(unit_bits as i32);
     let n = (f64::from(seconds) * speed / per_unit).floor();
     n.clamp(1.0, f64::from(max_units.max(1))) as u32
+}
+
+/// HR-cases a unit of `2^unit_bits` arguments is expected to hold at `min_bits`: an argument
+/// has `min_bits` identical bits after the rounding bit with probability about `2^-min_bits`,
+/// next to a floating-point number or a midpoint, so twice that.
+pub fn expected_cases_per_unit(unit_bits: u32, min_bits: u32) -> f64 {
+    2f64.powi(unit_bits as i32 + 1 - min_bits as i32)
+}
+
+/// Refuses a campaign whose units would expect more than half of `max_cases` HR-cases each:
+/// their results could exceed the per-result limit, and such a campaign could never finish.
+pub fn check_cases_fit(unit_bits: u32, min_bits: u32, max_cases: usize) -> Result<()> {
+    let expected = expected_cases_per_unit(unit_bits, min_bits);
+    if expected > max_cases as f64 / 2.0 {
+        return Err(Error::BadRequest(format!(
+            "units of 2^{unit_bits} arguments expect about {expected:.0} HR-cases each at \
+             min_bits {min_bits}, more than half the server's limit of {max_cases} per result: \
+             raise min_bits or lower unit_bits"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a text for people (a name, note, owner or reason): 1 to `max` bytes after trimming,
+/// and no control character (NUL cannot be stored; escapes and newlines would rewrite a
+/// terminal or forge log lines). Returns it trimmed.
+pub fn check_text<'a>(field: &str, value: &'a str, max: usize) -> Result<&'a str> {
+    let v = value.trim();
+    if v.is_empty() || v.len() > max {
+        return Err(Error::BadRequest(format!(
+            "{field} must be 1 to {max} bytes"
+        )));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(Error::BadRequest(format!(
+            "{field} must not contain control characters"
+        )));
+    }
+    Ok(v)
+}
+
+/// Whether `s` is a number as the engine spells one (C99 hex or decimal, `inf`, `nan`): ASCII
+/// letters, digits, `.`, `+`, `-` and `_`, 1 to 100 bytes. Anything else cannot be a number,
+/// and is refused before it reaches MPFR, a log line or the database.
+pub fn is_number_text(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-' | b'_'))
+}
+
+/// The shortest time a unit is believed to take, in seconds: no `elapsed` below it (1e-9, or
+/// 5e-324 which would make the speed infinite) inflates a worker's speed.
+pub const MIN_ELAPSED_SECONDS: f64 = 1e-3;
+
+/// A speed measurement (arguments per second) from one result: `count` arguments in the
+/// worker's `elapsed`, but never faster than the server's own clock allows, `wall` seconds
+/// since the worker's previous result or its lease (whichever is later). `None` when the
+/// worker measured nothing (`elapsed` 0) or sent nonsense.
+pub fn speed_sample(count: i64, elapsed: f64, wall: f64) -> Option<f64> {
+    if !(elapsed > 0.0 && elapsed.is_finite()) || count <= 0 {
+        return None;
+    }
+    let wall = if wall.is_finite() { wall } else { 0.0 };
+    let seconds = elapsed.max(wall).max(MIN_ELAPSED_SECONDS);
+    Some(count as f64 / seconds)
 }
 
 /// The campaign fields left after validation (the engine checks function, precision and
@@ -62,8 +134,11 @@ pub struct NewCampaign {
 /// Checks the fields of a campaign request that do not need the engine.
 pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
     let bad = |m: String| Err(Error::BadRequest(m));
-    if req.function.trim().is_empty() {
-        return bad("function must not be empty".into());
+    if !is_number_text(req.function.trim()) {
+        return bad("function must be a name of letters, digits and `_`".into());
+    }
+    if req.format.as_deref().is_some_and(|f| !is_number_text(f)) {
+        return bad("format must be a name such as binary32 or binary64".into());
     }
     match (&req.format, req.precision) {
         (Some(_), Some(_)) => return bad("give either format or precision, not both".into()),
@@ -85,13 +160,9 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         return bad("at most 1024 ranges".into());
     }
     for r in &req.ranges {
-        if r.from.trim().is_empty()
-            || r.to.trim().is_empty()
-            || r.from.len() > 100
-            || r.to.len() > 100
-        {
+        if !is_number_text(r.from.trim()) || !is_number_text(r.to.trim()) {
             return bad(
-                "each range needs non-empty `from` and `to` of at most 100 characters".into(),
+                "each range needs `from` and `to`: numbers (C99 hex or decimal) of at most 100 characters".into(),
             );
         }
     }
@@ -128,10 +199,7 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         return bad("priority must be in -1000000..=1000000".into());
     }
     let name = match &req.name {
-        Some(n) if n.trim().is_empty() || n.len() > 200 => {
-            return bad("name must be 1 to 200 characters".into())
-        }
-        Some(n) => n.clone(),
+        Some(n) => check_text("name", n, 200)?.to_string(),
         None => {
             let fmt = req
                 .format
@@ -150,7 +218,8 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         ranges: req.ranges.clone(),
         unit_bits: req.unit_bits,
         replication,
-        distinct_owners: req.distinct_owners.unwrap_or(false),
+        // Replicas from one owner prove little: by default they come from different owners.
+        distinct_owners: req.distinct_owners.unwrap_or(replication > 1),
         adaptive,
         audit_rate,
         trust_after,
@@ -173,8 +242,8 @@ pub fn validate_result(r: &UnitResult, max_cases: usize) -> Result<()> {
     if r.digest.len() != 64 || !r.digest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return bad("digest must be 64 hexadecimal digits (SHA-256)".into());
     }
-    if !r.elapsed.is_finite() || r.elapsed < 0.0 {
-        return bad("elapsed must be a finite number of seconds >= 0".into());
+    if !r.elapsed.is_finite() || !(0.0..=1e9).contains(&r.elapsed) {
+        return bad("elapsed must be a number of seconds in [0, 1e9]".into());
     }
     if r.hr_cases.len() + r.exact_cases.len() > max_cases {
         return bad(format!(
@@ -182,16 +251,22 @@ pub fn validate_result(r: &UnitResult, max_cases: usize) -> Result<()> {
         ));
     }
     for c in &r.hr_cases {
-        if c.x.is_empty() || c.x.len() > 64 || c.rounded.is_empty() || c.rounded.len() > 64 {
-            return bad("each HR-case needs x and rounded of 1 to 64 characters".into());
+        if c.x.len() > 64
+            || c.rounded.len() > 64
+            || !is_number_text(&c.x)
+            || !is_number_text(&c.rounded)
+        {
+            return bad(
+                "each HR-case needs x and rounded: numbers (C99 hex) of 1 to 64 characters".into(),
+            );
         }
         if !c.neg_log2_d.is_finite() {
             return bad("neg_log2_d must be finite".into());
         }
     }
     for x in &r.exact_cases {
-        if x.is_empty() || x.len() > 64 {
-            return bad("each exact case must be 1 to 64 characters".into());
+        if x.len() > 64 || !is_number_text(x) {
+            return bad("each exact case must be a number (C99 hex) of 1 to 64 characters".into());
         }
     }
     Ok(())
@@ -322,6 +397,7 @@ pub fn judge_post(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn lease() -> LeaseRow {
         LeaseRow {
@@ -519,6 +595,48 @@ mod tests {
             )),
             "conflict"
         );
+    }
+
+    proptest! {
+        /// However a worker lies about `elapsed`, the speed it earns is finite and no faster
+        /// than the server's clock (or the minimum time) allows.
+        #[test]
+        fn speeds_are_bounded_by_the_servers_clock(
+            count in 1i64..(1 << 40),
+            elapsed in proptest::num::f64::ANY,
+            wall in 0.0f64..1e6,
+        ) {
+            if let Some(v) = speed_sample(count, elapsed, wall) {
+                prop_assert!(v.is_finite() && v > 0.0);
+                prop_assert!(v <= count as f64 / wall.max(MIN_ELAPSED_SECONDS) * (1.0 + 1e-12));
+                let n = lease_size(600, Some(v), 10, 64);
+                prop_assert!((1..=64).contains(&n));
+            }
+        }
+    }
+
+    #[test]
+    fn campaigns_whose_units_overflow_a_result_are_refused() {
+        assert!(check_cases_fit(10, 8, 10_000).is_ok());
+        assert!(check_cases_fit(36, 36, 10_000).is_ok());
+        assert!(check_cases_fit(20, 1, 10_000).is_err());
+        assert!(check_cases_fit(14, 2, 10_000).is_err());
+        assert!(
+            check_cases_fit(12, 1, 10_000).is_ok(),
+            "2^12 expected cases fit"
+        );
+    }
+
+    #[test]
+    fn lies_about_elapsed_do_not_buy_speed() {
+        assert_eq!(
+            speed_sample(1024, 1e-9, 0.0),
+            Some(1024.0 / MIN_ELAPSED_SECONDS)
+        );
+        assert_eq!(speed_sample(1024, 5e-324, 2.0), Some(512.0));
+        assert_eq!(speed_sample(1024, 0.0, 2.0), None);
+        assert_eq!(speed_sample(1024, f64::NAN, 2.0), None);
+        assert_eq!(speed_sample(1024, 4.0, 2.0), Some(256.0));
     }
 
     #[test]

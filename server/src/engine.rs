@@ -91,9 +91,12 @@ fn reject_overlaps(units: &[UnitSpec]) -> Result<()> {
 }
 
 /// Re-verifies every reported HR-case with MPFR: it must be an argument of the unit and at
-/// least `min_bits` hard. Returns the cases as the server computed them (canonical `x`, its own
-/// bit count, distance, kind and rounding), or `ForgedCase` naming the first that fails.
-/// Reported exact cases must be arguments of the unit where f(x) is exact.
+/// least `min_bits` hard. Returns the distinct cases as the server computed them (canonical
+/// `x`, its own bit count, distance, kind and rounding), or `ForgedCase` naming the first that
+/// fails. Reported exact cases must be arguments of the unit where f(x) is exact.
+///
+/// A case reported twice (or spelled two ways, `0x1p+0` and `0x2p-1`) is verified and counted
+/// once: MPFR's time is the server's, and a worker must not be able to spend it for free.
 pub fn verify_result(
     function: &str,
     precision: u32,
@@ -104,17 +107,21 @@ pub fn verify_result(
 ) -> Result<Vec<HrCase>> {
     let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
     let p = Precision::new(precision).map_err(|e| Error::Internal(e.to_string()))?;
+    let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(cases.len());
     for case in cases {
-        let forged = |why: &str| Error::ForgedCase(format!("HR-case x = {}: {why}", case.x));
-        if !in_unit(p, unit, &case.x) {
+        let forged = |why: &str| Error::ForgedCase(format!("HR-case x = {:?}: {why}", case.x));
+        let Some(key) = locate(p, unit, &case.x) else {
             return Err(forged("not an argument of this unit"));
+        };
+        if !seen.insert(key) {
+            continue;
         }
         match verify_case(function, p, min_bits, &case.x) {
             Ok(Verdict::Hard(v)) => {
                 if v.bits != case.bits || v.kind.as_str() != case.kind.as_str() {
                     tracing::warn!(
-                        x = %case.x,
+                        x = %v.x,
                         reported.bits = case.bits,
                         verified.bits = v.bits,
                         "HR-case reported with other hardness than verified; keeping the verified one"
@@ -140,10 +147,14 @@ pub fn verify_result(
             Err(e) => return Err(forged(&e.to_string())),
         }
     }
+    let mut seen_exact = std::collections::HashSet::new();
     for x in exact {
-        let forged = |why: &str| Error::ForgedCase(format!("exact case x = {x}: {why}"));
-        if !in_unit(p, unit, x) {
+        let forged = |why: &str| Error::ForgedCase(format!("exact case x = {x:?}: {why}"));
+        let Some(key) = locate(p, unit, x) else {
             return Err(forged("not an argument of this unit"));
+        };
+        if !seen_exact.insert(key) {
+            continue;
         }
         match verify_case(function, p, min_bits, x) {
             Ok(Verdict::Exact(_)) => {}
@@ -155,21 +166,23 @@ pub fn verify_result(
 }
 
 /// Whether `x` (C99 hex or decimal text) is exactly an argument of precision `p` in `unit`.
+#[cfg(test)]
 fn in_unit(p: Precision, unit: &UnitSpec, x: &str) -> bool {
+    locate(p, unit, x).is_some()
+}
+
+/// The argument `x` (C99 hex or decimal text) as (sign, exponent, significand), when it is
+/// exactly an argument of precision `p` in `unit`: one key however it is spelled.
+fn locate(p: Precision, unit: &UnitSpec, x: &str) -> Option<(bool, i32, u64)> {
     // 256 bits hold any hex argument of precision <= 64 exactly; a decimal one that is not
     // exact at that precision is not an argument anyway.
-    let Ok(v) = parse_number(x, 256, Round::Nearest) else {
-        return false;
-    };
-    match Argument::from_float(&v, p) {
-        Some(a) => {
-            a.negative == unit.negative
-                && a.exponent == unit.exponent
-                && a.significand >= unit.first
-                && u128::from(a.significand) < u128::from(unit.first) + u128::from(unit.count)
-        }
-        None => false,
-    }
+    let v = parse_number(x, 256, Round::Nearest).ok()?;
+    let a = Argument::from_float(&v, p)?;
+    (a.negative == unit.negative
+        && a.exponent == unit.exponent
+        && a.significand >= unit.first
+        && u128::from(a.significand) < u128::from(unit.first) + u128::from(unit.count))
+    .then_some((a.negative, a.exponent, a.significand))
 }
 
 #[cfg(test)]
@@ -196,6 +209,12 @@ mod tests {
         assert!(!in_unit(p, &u, "0x1p+1"), "other binade");
         assert!(!in_unit(p, &u, "0x1.000001p+0"), "not a binary32 number");
         assert!(!in_unit(p, &u, "garbage"));
+        assert_eq!(
+            locate(p, &u, "0x1p+0"),
+            locate(p, &u, "0x2p-1"),
+            "one key per argument"
+        );
+        assert_eq!(locate(p, &u, "0x1p+0"), locate(p, &u, "1.0"));
     }
 
     #[test]

@@ -38,6 +38,15 @@ pub enum Error {
     /// The worker is quarantined: its record fell below the bar or it reported a forged case.
     #[error("{0}")]
     WorkerQuarantined(String),
+    /// The server is busy (verification queue full, rate limit): retry after a while.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request took longer than the server allows.
+    #[error("{0}")]
+    Timeout(String),
+    /// Too many requests from one address.
+    #[error("{0}")]
+    RateLimited(String),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("internal: {0}")]
@@ -63,6 +72,9 @@ impl Error {
             Error::ForgedCase(_) => codes::FORGED_CASE,
             Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => codes::WORKER_QUARANTINED,
+            Error::Unavailable(_) => codes::UNAVAILABLE,
+            Error::Timeout(_) => codes::TIMEOUT,
+            Error::RateLimited(_) => codes::RATE_LIMITED,
             Error::Database(e) if is_unavailable(e) => codes::UNAVAILABLE,
             Error::Database(_) | Error::Internal(_) => codes::INTERNAL,
         }
@@ -83,6 +95,9 @@ impl Error {
             Error::ForgedCase(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => StatusCode::FORBIDDEN,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Error::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::Database(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Database(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -137,16 +152,24 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() && !self.is_unavailable() {
+        // A database outage is logged once by the outage tracker; a busy verifier is
+        // back-pressure, not a fault.
+        if status.is_server_error()
+            && !self.is_unavailable()
+            && !matches!(self, Error::Unavailable(_))
+        {
             tracing::error!(error = %self, code = self.code(), "request failed");
         }
         let mut response = (status, axum::Json(self.envelope())).into_response();
-        if self.is_unavailable() {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             // Workers back off by this much before retrying.
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("5"),
             );
+        }
+        if self.is_unavailable() {
+            // Seen by the outage tracker: one log line per outage, not per request.
             response
                 .extensions_mut()
                 .insert(DatabaseUnavailable(self.to_string()));

@@ -62,10 +62,8 @@ struct Unreachable(String);
 
 impl Viewer {
     fn new(api: &ApiArgs, timeout: Option<Duration>) -> anyhow::Result<Viewer> {
-        let Some(token) = api.admin_token.clone() else {
-            bail!("no admin token: pass --admin-token or set TMD_ADMIN_TOKEN");
-        };
-        let mut http = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+        let token = api.token()?;
+        let mut http = api.http()?.connect_timeout(Duration::from_secs(10));
         if let Some(t) = timeout {
             http = http.timeout(t);
         }

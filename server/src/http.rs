@@ -9,7 +9,7 @@ use crate::metrics::Metrics;
 use crate::store;
 use crate::store_trust;
 use crate::AppState;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -26,10 +26,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// A JSON body whose rejections (malformed JSON, wrong fields, too large) become [`Error`]s.
-#[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(Error))]
-pub struct ApiJson<T>(pub T);
+pub use crate::extract::ApiJson;
 
 /// A path parameter whose rejections become [`Error`]s.
 #[derive(FromRequestParts)]
@@ -64,7 +61,8 @@ impl Modify for BearerAuth {
 
 /// The application's routes and its OpenAPI document, built from the same list.
 pub fn router(state: AppState) -> Router {
-    let (router, api) = api_router().split_for_parts();
+    let (router, mut api) = api_router().split_for_parts();
+    crate::extract::document_errors(&mut api);
     let api = std::sync::Arc::new(api);
     let max_body = state.config.max_body_bytes;
     router
@@ -88,6 +86,10 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::guard::gate,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -111,6 +113,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(heartbeat))
         .routes(routes!(post_result))
         .routes(routes!(release_lease))
+        // The admin's remedies against hostile volunteers: see admin.rs.
+        .merge(crate::admin::routes())
         // Views of a campaign (exports, dashboard data): see export.rs and dashboard.rs.
         .merge(crate::export::routes())
         .merge(crate::dashboard::api_routes());
@@ -123,13 +127,15 @@ pub fn api_router() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document (also served at `/api/openapi.json`).
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_router().split_for_parts().1
+    let mut api = api_router().split_for_parts().1;
+    crate::extract::document_errors(&mut api);
+    api
 }
 
 /// Records latency and status per route, and logs each request.
 async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().as_str().to_string();
+    let method = crate::metrics::method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -138,7 +144,7 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
     let response = next.run(req).await;
     let seconds = start.elapsed().as_secs_f64();
     let status = response.status().as_u16();
-    state.metrics.observe(&method, &route, status, seconds);
+    state.metrics.observe(method, &route, status, seconds);
     if let Some(DatabaseUnavailable(error)) = response.extensions().get() {
         state.outage.down(error);
     } else if response.status().is_success()
@@ -178,6 +184,7 @@ async fn create_campaign(
             .await
             .map_err(|e| Error::Internal(format!("planning task failed: {e}")))?;
     let (new, plan) = planned?;
+    domain::check_cases_fit(plan.unit_bits, new.min_bits, s.config.max_cases_per_result)?;
     let campaign = store::create_campaign(
         &s.pool,
         &store::CampaignInsert {
@@ -288,7 +295,13 @@ async fn cancel_campaign(
 // ---------------------------------------------------------------------------------------------
 // Tokens and workers
 
-/// Issues an enrollment token (shown once) with which workers register.
+/// Registrations an enrollment token allows when the request does not say.
+pub const DEFAULT_TOKEN_USES: u32 = 10;
+/// Life of an enrollment token when the request does not say: a week.
+pub const DEFAULT_TOKEN_SECONDS: u64 = 7 * 86_400;
+
+/// Issues an enrollment token (shown once) with which workers register; by default it allows
+/// 10 registrations within a week.
 #[utoipa::path(post, path = "/enrollment-tokens", tag = "workers", security(("admin" = [])),
     request_body = CreateEnrollmentToken,
     responses((status = 201, body = EnrollmentToken), (status = 400, body = ApiError),
@@ -298,11 +311,16 @@ async fn create_enrollment_token(
     _: Admin,
     ApiJson(req): ApiJson<CreateEnrollmentToken>,
 ) -> Result<(StatusCode, Json<EnrollmentToken>)> {
-    if req.note.as_ref().is_some_and(|n| n.len() > 500) {
-        return Err(Error::BadRequest(
-            "note must be at most 500 characters".into(),
-        ));
-    }
+    let note = req
+        .note
+        .as_deref()
+        .map(|n| domain::check_text("note", n, 500))
+        .transpose()?;
+    let owner = req
+        .owner
+        .as_deref()
+        .map(|o| domain::check_text("owner", o, 200))
+        .transpose()?;
     if req.uses.is_some_and(|u| u == 0 || u > 1_000_000) {
         return Err(Error::BadRequest("uses must be in 1..=1000000".into()));
     }
@@ -314,24 +332,17 @@ async fn create_enrollment_token(
             "expires_in_seconds must be in 1..=315360000".into(),
         ));
     }
-    if req
-        .owner
-        .as_ref()
-        .is_some_and(|o| o.trim().is_empty() || o.len() > 200)
-    {
-        return Err(Error::BadRequest(
-            "owner must be 1 to 200 characters".into(),
-        ));
-    }
     let token = auth::new_token(auth::ENROLLMENT_PREFIX);
+    // A token that leaks should not mint identities forever: limited uses and a week's life
+    // unless the admin asks for more.
     let t = store::create_enrollment_token(
         &s.pool,
         &token,
         &auth::hash_token(&token),
-        req.uses,
-        req.expires_in_seconds,
-        req.note.as_deref(),
-        req.owner.as_deref().map(str::trim),
+        Some(req.uses.unwrap_or(DEFAULT_TOKEN_USES)),
+        Some(req.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS)),
+        note,
+        owner,
     )
     .await?;
     tracing::info!(token.id = t.id, "enrollment token created");
@@ -346,18 +357,31 @@ async fn register_worker(
     State(s): State<AppState>,
     ApiJson(req): ApiJson<RegisterWorker>,
 ) -> Result<(StatusCode, Json<WorkerRegistered>)> {
-    let name = req.name.trim();
-    if name.is_empty() || name.len() > 200 {
-        return Err(Error::BadRequest("name must be 1 to 200 characters".into()));
+    let name = domain::check_text("name", &req.name, 200)?;
+    if req.enrollment_token.len() > 200 {
+        return Err(Error::Unauthorized("unknown enrollment token".into()));
+    }
+    // An enrollment token found unknown a moment ago is refused from memory, like a worker's.
+    let enrollment_hash = auth::hash_token(req.enrollment_token.trim());
+    if s.guard.known_unknown(&enrollment_hash) {
+        return Err(Error::Unauthorized(
+            "unknown, expired, revoked or used-up enrollment token".into(),
+        ));
     }
     let token = auth::new_token(auth::WORKER_PREFIX);
     let worker_id = store::register_worker(
         &s.pool,
-        &auth::hash_token(req.enrollment_token.trim()),
+        &enrollment_hash,
         name,
         &auth::hash_token(&token),
+        s.config.max_quarantined_per_token,
     )
-    .await?;
+    .await
+    .inspect_err(|e| {
+        if matches!(e, Error::Unauthorized(_)) {
+            s.guard.note_unknown(enrollment_hash);
+        }
+    })?;
     tracing::info!(
         worker.id = worker_id,
         worker.name = name,
@@ -403,14 +427,10 @@ async fn quarantine_worker(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<QuarantineWorker>,
 ) -> Result<Json<WorkerInfo>> {
-    let reason = req.reason.trim();
-    if reason.is_empty() || reason.len() > 500 {
-        return Err(Error::BadRequest(
-            "reason must be 1 to 500 characters".into(),
-        ));
-    }
+    let reason = domain::check_text("reason", &req.reason, 500)?;
     store::get_worker(&s.pool, id).await?;
-    match store_trust::quarantine(&s.pool, id, &format!("by an admin: {reason}")).await? {
+    let reason = format!("by an admin: {reason}");
+    match store_trust::quarantine(&s.pool, id, &reason, s.config.policy.max_attempts).await? {
         Some(q) => note_quarantine(&s, &q),
         None => {
             return Err(Error::Conflict(format!(
@@ -454,6 +474,8 @@ async fn request_lease(
     if !(1..=7 * 86_400).contains(&seconds) {
         return Err(Error::BadRequest("seconds must be in 1..=604800".into()));
     }
+    // No lease outlives the server's maximum, so no more work than that is handed out at once.
+    let seconds = seconds.min(policy.max_lease_seconds);
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
     // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy
     // server does not pay for it on every request.
@@ -469,9 +491,13 @@ async fn request_lease(
         expire(&s).await?;
     }
     let max_units = policy.max_units;
-    let lease = store::claim_lease(&s.pool, worker.id, policy.ttl_seconds, |unit_bits| {
-        domain::lease_size(seconds, worker.speed, unit_bits, max_units)
-    })
+    let lease = store::claim_lease(
+        &s.pool,
+        worker.id,
+        policy.ttl_seconds.min(policy.max_lease_seconds),
+        policy.max_units_per_worker,
+        |unit_bits| domain::lease_size(seconds, worker.speed, unit_bits, max_units),
+    )
     .await?;
     match &lease {
         Some(l) => {
@@ -515,7 +541,8 @@ pub async fn expire(s: &AppState) -> Result<()> {
 
 /// Quarantines the workers (all, or `only`) whose record fell below the bar.
 pub async fn enforce(s: &AppState, only: Option<&[i64]>) -> Result<()> {
-    for q in store_trust::enforce(&s.pool, &s.config.quarantine, only).await? {
+    let max_attempts = s.config.policy.max_attempts;
+    for q in store_trust::enforce(&s.pool, &s.config.quarantine, only, max_attempts).await? {
         note_quarantine(s, &q);
     }
     Ok(())
@@ -543,6 +570,7 @@ async fn heartbeat(
         id,
         req.fencing_token,
         s.config.policy.ttl_seconds,
+        s.config.policy.max_lease_seconds,
     )
     .await?;
     Metrics::add(&s.metrics.heartbeats, 1);
@@ -587,9 +615,21 @@ async fn post_result(
                 hr_cases,
             }));
         }
+        // MPFR time is bounded: a few results at a time, the others wait their turn (and are
+        // told to come back when the queue does not move).
+        let _permit = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            s.verify_permits.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| {
+            Error::Unavailable("the server is busy verifying results; retry later".into())
+        })?
+        .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
         let started = Instant::now();
         let cases = result.hr_cases.clone();
         let exact = result.exact_cases.clone();
+        let in_flight = s.metrics.verification_started();
         let verified = tokio::task::spawn_blocking(move || {
             engine::verify_result(
                 &ctx.function,
@@ -601,7 +641,9 @@ async fn post_result(
             )
         })
         .await
-        .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
+        .map_err(|e| Error::Internal(format!("verification task failed: {e}")));
+        drop(in_flight);
+        let verified = verified?;
         match verified {
             Ok(v) => {
                 tracing::debug!(
@@ -615,12 +657,15 @@ async fn post_result(
             Err(e) => {
                 if let Error::ForgedCase(why) = &e {
                     Metrics::add(&s.metrics.forged_cases, 1);
-                    tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = %e, "forged case refused");
+                    tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = ?e, "forged case refused");
                     // No honest engine reports a case MPFR refutes: the worker is quarantined
                     // at once and what it alone vouched for is redone.
                     store_trust::record_forgery(&s.pool, worker.id).await?;
                     let reason = format!("reported a case MPFR refutes: {why}");
-                    if let Some(q) = store_trust::quarantine(&s.pool, worker.id, &reason).await? {
+                    let max_attempts = s.config.policy.max_attempts;
+                    if let Some(q) =
+                        store_trust::quarantine(&s.pool, worker.id, &reason, max_attempts).await?
+                    {
                         note_quarantine(&s, &q);
                     }
                     return Err(Error::ForgedCase(format!(
@@ -672,10 +717,13 @@ async fn release_lease(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<ReleaseLease>,
 ) -> Result<Json<ReleaseResponse>> {
-    if req.failed_units.len() > 100_000 || req.reason.as_ref().is_some_and(|r| r.len() > 2000) {
-        return Err(Error::BadRequest(
-            "too many failed_units or reason too long".into(),
-        ));
+    if req.failed_units.len() > 100_000 {
+        return Err(Error::BadRequest("at most 100000 failed_units".into()));
+    }
+    if let Some(r) = &req.reason {
+        if !r.trim().is_empty() {
+            domain::check_text("reason", r, 2000)?;
+        }
     }
     let r = store::release_lease(
         &s.pool,
@@ -696,6 +744,10 @@ async fn release_lease(
         reason = req.reason.as_deref().unwrap_or(""),
         "lease released"
     );
+    if !req.failed_units.is_empty() {
+        // Failures count against the worker that reports them.
+        enforce(&s, Some(&[worker.id])).await?;
+    }
     Ok(Json(r))
 }
 
@@ -725,7 +777,17 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str> {
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text", body = String)))]
 async fn metrics(State(s): State<AppState>) -> Result<Response> {
-    let units = store::unit_state_counts(&s.pool).await?;
+    // Concurrent scrapes wait for one query; the counts are at most a few seconds old.
+    let mut cached = s.metrics.unit_counts.lock().await;
+    let fresh = cached.as_ref().is_some_and(|(at, _)| {
+        at.elapsed() < std::time::Duration::from_secs(crate::metrics::UNIT_COUNTS_SECONDS)
+    });
+    if !fresh {
+        let counts = store::unit_state_counts(&s.relaxed_pool).await?;
+        *cached = Some((Instant::now(), counts));
+    }
+    let units = cached.as_ref().map(|(_, u)| u.clone()).unwrap_or_default();
+    drop(cached);
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(&units),

@@ -16,16 +16,21 @@ macro_rules! outln {
     }};
 }
 
+pub mod admin;
 pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod extract;
+pub mod guard;
 pub mod http;
+pub mod listen;
 pub mod metrics;
 pub mod outage;
 pub mod store;
+pub mod store_admin;
 pub mod store_trust;
 pub mod trust;
 // Views of a campaign for people (issue 8): dashboard, exports, `campaign watch`.
@@ -63,6 +68,18 @@ pub struct Config {
     pub retry_after_seconds: u32,
     /// When a worker's record puts it in quarantine.
     pub quarantine: trust::QuarantineBar,
+    /// Results verified with MPFR at once; more posts wait (then get 503).
+    pub verify_concurrency: usize,
+    /// Quarantined workers after which an enrollment token registers no more.
+    pub max_quarantined_per_token: u32,
+    /// Longest a request may take until its response starts (reading its body included).
+    pub request_timeout: Duration,
+    /// Deadlines of a connection (headers, TLS handshake).
+    pub conn: listen::ConnLimits,
+    /// HTTPS: the acceptor built from the certificate and key files; plain HTTP when absent.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Requests per second and burst allowed per client address (`None`: no limit).
+    pub rate_limit: Option<guard::RateLimit>,
 }
 
 impl std::fmt::Debug for Config {
@@ -79,6 +96,12 @@ impl std::fmt::Debug for Config {
             .field("sweep_interval", &self.sweep_interval)
             .field("retry_after_seconds", &self.retry_after_seconds)
             .field("quarantine", &self.quarantine)
+            .field("max_quarantined_per_token", &self.max_quarantined_per_token)
+            .field("verify_concurrency", &self.verify_concurrency)
+            .field("request_timeout", &self.request_timeout)
+            .field("conn", &self.conn)
+            .field("tls", &self.tls.is_some())
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }
@@ -94,6 +117,12 @@ impl Default for Config {
             sweep_interval: Duration::from_secs(5),
             retry_after_seconds: 10,
             quarantine: trust::QuarantineBar::default(),
+            max_quarantined_per_token: 2,
+            verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            request_timeout: Duration::from_secs(120),
+            conn: listen::ConnLimits::default(),
+            tls: None,
+            rate_limit: None,
         }
     }
 }
@@ -123,11 +152,16 @@ pub struct AppState {
     pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// Whether the database is reachable, for one log line per outage.
     pub outage: Arc<outage::Outage>,
+    /// Permits to verify a result with MPFR, so posts cannot take every core.
+    pub verify_permits: Arc<tokio::sync::Semaphore>,
+    /// Per-address request budgets and tokens recently refused.
+    pub guard: Arc<guard::Guard>,
 }
 
 /// A running server: the HTTP listener and the lease sweeper.
 pub struct Server {
     addr: SocketAddr,
+    scheme: &'static str,
     stop: watch::Sender<bool>,
     http: JoinHandle<std::io::Result<()>>,
     sweeper: JoinHandle<()>,
@@ -156,6 +190,10 @@ impl Server {
         let state = AppState {
             pool,
             relaxed_pool,
+            verify_permits: Arc::new(tokio::sync::Semaphore::new(
+                config.verify_concurrency.max(1),
+            )),
+            guard: Arc::new(guard::Guard::new(config.rate_limit)),
             config: Arc::new(config),
             metrics: Arc::new(metrics::Metrics::default()),
             workers: Arc::default(),
@@ -165,18 +203,15 @@ impl Server {
         let (stop, stopped) = watch::channel(false);
         let sweeper = tokio::spawn(sweep(state.clone(), stopped.clone()));
         let relaxed_pool = state.relaxed_pool.clone();
+        let tls = state.config.tls.clone();
+        let limits = state.config.conn;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let app = http::router(state);
-        let mut stopped_http = stopped;
-        let http = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped_http.wait_for(|s| *s).await;
-                })
-                .await
-        });
-        tracing::info!(%addr, "listening");
+        let http = tokio::spawn(listen::serve(listener, app, tls, limits, stopped));
+        tracing::info!(%addr, scheme, "listening");
         Ok(Server {
             addr,
+            scheme,
             stop,
             http,
             sweeper,
@@ -189,9 +224,9 @@ impl Server {
         self.addr
     }
 
-    /// The base URL, e.g. `http://127.0.0.1:8080`.
+    /// The base URL, e.g. `http://127.0.0.1:8080` (`https://` when serving TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Stops accepting connections, lets requests in flight finish, stops the sweeper.

@@ -35,13 +35,58 @@ pub struct Metrics {
     pub results_outvoted: AtomicU64,
     pub workers_quarantined: AtomicU64,
     pub units_reopened: AtomicU64,
+    /// Results being verified with MPFR now, and the most at once since the start.
+    pub verifications_in_flight: AtomicU64,
+    pub verifications_in_flight_max: AtomicU64,
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    /// The unit counts of the last scrape and when they were read: anyone may scrape, so the
+    /// units table is scanned at most once per [`UNIT_COUNTS_SECONDS`].
+    pub unit_counts: tokio::sync::Mutex<Option<UnitCounts>>,
+}
+
+/// A verification in flight; dropping it ends it.
+pub struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Units per state, and when they were read.
+pub type UnitCounts = (std::time::Instant, Vec<(String, i64)>);
+
+/// How long the unit counts of `/metrics` are served from memory.
+pub const UNIT_COUNTS_SECONDS: u64 = 15;
+
+/// The method as a label: the standard ones, and `other` for anything a client makes up (an
+/// unbounded label would grow the histogram map for ever).
+pub fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 impl Metrics {
     /// Adds `n` to a counter.
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a verification in flight until the guard is dropped.
+    pub fn verification_started(&self) -> InFlight<'_> {
+        let now = self.verifications_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.verifications_in_flight_max
+            .fetch_max(now, Ordering::SeqCst);
+        InFlight(&self.verifications_in_flight)
     }
 
     /// Records one HTTP request.
@@ -140,6 +185,13 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
+            "# HELP tmd_verifications_in_flight_max Most results verified with MPFR at once.\n\
+             # TYPE tmd_verifications_in_flight_max gauge\n\
+             tmd_verifications_in_flight_max {}",
+            self.verifications_in_flight_max.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
             "# HELP tmd_units Units per state, all campaigns.\n# TYPE tmd_units gauge"
         );
         for (state, n) in units_by_state {
@@ -195,5 +247,12 @@ mod tests {
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.005\"} 1"));
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.25\"} 2"));
         assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/leases\",status=\"200\"} 2"));
+    }
+
+    #[test]
+    fn made_up_methods_share_one_label() {
+        let m = axum::http::Method::from_bytes(b"FOOBAR").unwrap();
+        assert_eq!(method_label(&m), "other");
+        assert_eq!(method_label(&axum::http::Method::POST), "POST");
     }
 }

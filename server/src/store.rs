@@ -422,26 +422,50 @@ pub async fn create_enrollment_token(
 }
 
 /// Spends one use of an enrollment token and records the worker, in one transaction. The
-/// worker's owner is the token's (`token-{id}` when the token names none).
+/// worker's owner is the token's (`token-{id}` when the token names none). A revoked token, or
+/// one with `max_quarantined` of its workers quarantined, registers no one: whoever holds it
+/// would only mint fresh identities for a record that is already bad.
 pub async fn register_worker(
     pool: &PgPool,
     enrollment_hash: &[u8],
     name: &str,
     worker_hash: &[u8],
+    max_quarantined: u32,
 ) -> Result<i64> {
     let mut tx = pool.begin().await?;
+    let standing: Option<(i64, i64)> = sqlx::query_as(
+        "SELECT t.id, (SELECT count(*) FROM workers w \
+                       WHERE w.enrollment_token_id = t.id AND w.quarantined_at IS NOT NULL) \
+         FROM enrollment_tokens t WHERE t.token_hash = $1 AND t.revoked_at IS NULL FOR UPDATE",
+    )
+    .bind(enrollment_hash)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((id, quarantined)) = standing {
+        if quarantined >= i64::from(max_quarantined) {
+            tx.rollback().await?;
+            return Err(Error::Forbidden(format!(
+                "enrollment token {id} is suspended: {quarantined} of its workers are quarantined; \
+                 ask the coordinator's admin for a new token"
+            )));
+        }
+    }
     let enrollment: Option<(i64, String)> = sqlx::query_as(
         "UPDATE enrollment_tokens SET uses_left = uses_left - 1 \
-         WHERE token_hash = $1 AND (expires_at IS NULL OR expires_at > now()) \
+         WHERE token_hash = $1 AND revoked_at IS NULL \
+           AND (expires_at IS NULL OR expires_at > now()) \
            AND (uses_left IS NULL OR uses_left > 0) \
          RETURNING id, COALESCE(owner, 'token-' || id)",
     )
     .bind(enrollment_hash)
     .fetch_optional(&mut *tx)
     .await?;
-    let (enrollment, owner): (i64, String) = enrollment.ok_or_else(|| {
-        Error::Unauthorized("unknown, expired or used-up enrollment token".into())
-    })?;
+    let Some((enrollment, owner)) = enrollment else {
+        tx.rollback().await?;
+        return Err(Error::Unauthorized(
+            "unknown, expired, revoked or used-up enrollment token".into(),
+        ));
+    };
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO workers (name, token_hash, enrollment_token_id, owner) \
          VALUES ($1, $2, $3, $4) RETURNING id",
@@ -464,7 +488,8 @@ pub async fn authenticate_worker(
     // `last_seen` is written at most every 10 s per worker: a read-only statement commits
     // without a WAL flush. (The server also caches this answer for 10 s.)
     Ok(sqlx::query_as(
-        "WITH w AS (SELECT id, speed, last_seen FROM workers WHERE token_hash = $1), \
+        "WITH w AS (SELECT id, speed, last_seen FROM workers \
+                    WHERE token_hash = $1 AND revoked_at IS NULL), \
          seen AS ( \
              UPDATE workers SET last_seen = now() FROM w \
              WHERE workers.id = w.id \
@@ -498,7 +523,8 @@ pub async fn get_worker(pool: &PgPool, id: i64) -> Result<WorkerInfo> {
 }
 
 const WORKER_COLUMNS: &str = "id, name, created_at, last_seen, speed, units_done, owner, valid, \
-     invalid, forged, leases_total, leases_expired, streak, quarantined_at, quarantine_reason";
+     invalid, forged, leases_total, leases_expired, streak, units_failed AS failed_units, \
+     quarantined_at, quarantine_reason, revoked_at";
 
 #[derive(sqlx::FromRow)]
 struct WorkerRow {
@@ -513,6 +539,7 @@ struct WorkerRow {
     record: store_trust::RecordRow,
     quarantined_at: Option<DateTime<Utc>>,
     quarantine_reason: Option<String>,
+    revoked_at: Option<DateTime<Utc>>,
 }
 
 impl WorkerRow {
@@ -528,6 +555,7 @@ impl WorkerRow {
             reputation: self.record.reputation(),
             quarantined_at: self.quarantined_at,
             quarantine_reason: self.quarantine_reason,
+            revoked_at: self.revoked_at,
         }
     }
 }
@@ -620,8 +648,9 @@ struct ClaimedUnit {
 }
 
 /// Leases a contiguous run of pending units of the active campaign with the highest priority
-/// that has any, sized by `size(unit_bits)`. `None` when there is no work. A quarantined worker
-/// is refused.
+/// that has any, sized by `size(unit_bits)` and by what the worker may still hold
+/// (`max_held` units in all its active leases). `None` when there is no work, or when the
+/// worker holds its share already. A quarantined or revoked worker is refused.
 ///
 /// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
 /// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
@@ -630,16 +659,28 @@ pub async fn claim_lease(
     pool: &PgPool,
     worker_id: i64,
     ttl_seconds: u32,
+    max_held: u32,
     size: impl Fn(u32) -> u32,
 ) -> Result<Option<Lease>> {
-    let standing: Option<(bool, Option<String>)> = sqlx::query_as(
-        "SELECT quarantined_at IS NOT NULL, quarantine_reason FROM workers WHERE id = $1",
+    let standing: Option<(bool, Option<String>, i64)> = sqlx::query_as(
+        "SELECT quarantined_at IS NOT NULL, quarantine_reason, \
+                (SELECT count(*) FROM leases l JOIN units u ON u.lease_id = l.id \
+                 WHERE l.worker_id = $1 AND l.state = 'active' AND u.state = 'leased') \
+         FROM workers WHERE id = $1",
     )
     .bind(worker_id)
     .fetch_optional(pool)
     .await?;
-    if let Some((true, reason)) = standing {
-        return Err(store_trust::quarantined(worker_id, reason.as_deref()));
+    let held = match standing {
+        Some((true, reason, _)) => {
+            return Err(store_trust::quarantined(worker_id, reason.as_deref()))
+        }
+        Some((false, _, held)) => held,
+        None => 0,
+    };
+    let room = i64::from(max_held) - held;
+    if room <= 0 {
+        return Ok(None);
     }
     let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
         "SELECT id, function, precision, min_bits, unit_bits, replication, distinct_owners \
@@ -651,7 +692,7 @@ pub async fn claim_lease(
     .fetch_all(pool)
     .await?;
     for c in campaigns {
-        let want = size(c.unit_bits as u32).max(1) as i64;
+        let want = (size(c.unit_bits as u32).max(1) as i64).min(room);
         // With replication, a worker must not get a unit it already computed: its replicas
         // have to come from other workers (and other owners, where the campaign asks).
         let replica_filter = match (c.replication > 1, c.distinct_owners) {
@@ -778,18 +819,21 @@ fn lease_refusal(lease: Option<&LeaseRow>, worker_id: i64, fencing_token: i64) -
     Ok(())
 }
 
-/// Extends a live lease by `ttl_seconds` from now; returns the new expiry and the campaign's
-/// state. (The expiry test is written `expires_at - now() > 0` so the planner takes the
-/// primary key, not a scan of the active-lease index.)
+/// Extends a live lease by `ttl_seconds` from now, but never past `max_seconds` after it was
+/// granted; returns the new expiry and the campaign's state. (The expiry test is written
+/// `expires_at - now() > 0` so the planner takes the primary key, not a scan of the
+/// active-lease index.)
 pub async fn heartbeat(
     pool: &PgPool,
     worker_id: i64,
     lease_id: i64,
     fencing_token: i64,
     ttl_seconds: u32,
+    max_seconds: u32,
 ) -> Result<(DateTime<Utc>, CampaignState)> {
     let row: Option<(DateTime<Utc>, String)> = sqlx::query_as(
-        "UPDATE leases l SET expires_at = now() + make_interval(secs => $4::float8) \
+        "UPDATE leases l SET expires_at = LEAST(now() + make_interval(secs => $4::float8), \
+                                                l.created_at + make_interval(secs => $5::float8)) \
          FROM campaigns c \
          WHERE l.id = $1 AND l.worker_id = $2 AND l.fencing_token = $3 AND l.state = 'active' \
            AND l.expires_at - now() > interval '0' AND c.id = l.campaign_id \
@@ -799,6 +843,7 @@ pub async fn heartbeat(
     .bind(worker_id)
     .bind(fencing_token)
     .bind(f64::from(ttl_seconds))
+    .bind(f64::from(max_seconds))
     .fetch_optional(pool)
     .await?;
     match row {
@@ -813,8 +858,11 @@ pub async fn heartbeat(
     }
 }
 
-/// Ends a lease early: its unfinished units go back to the pool; those in `failed` count an
-/// attempt and may be quarantined.
+/// Ends a lease early: its unfinished units go back to the pool. Those in `failed` count one
+/// attempt each, once per worker however often it reports them (so one worker cannot
+/// quarantine a unit alone), and may be quarantined at `max_attempts`; every unit reported
+/// counts against the worker (`units_failed`). A lease given back with no result is taken off
+/// the worker's lease count, so lease/release cycles cannot dilute its expired fraction.
 pub async fn release_lease(
     pool: &PgPool,
     worker_id: i64,
@@ -829,24 +877,45 @@ pub async fn release_lease(
         tx.rollback().await?;
         return Err(e);
     }
-    let rows: Vec<(String,)> = sqlx::query_as(
-        "UPDATE units SET \
-             attempts = attempts + CASE WHEN id = ANY($2) THEN 1 ELSE 0 END, \
-             state = CASE WHEN id = ANY($2) AND attempts + 1 >= $3 THEN 'quarantined' ELSE 'pending' END, \
+    let unit_count = lease.map_or(0, |l| l.unit_count);
+    let rows: Vec<(String, bool)> = sqlx::query_as(
+        "WITH f AS ( \
+             INSERT INTO unit_failures (unit_id, worker_id) \
+             SELECT id, $4 FROM units WHERE lease_id = $1 AND state = 'leased' AND id = ANY($2) \
+             ON CONFLICT DO NOTHING RETURNING unit_id) \
+         UPDATE units SET \
+             attempts = attempts + CASE WHEN id IN (SELECT unit_id FROM f) THEN 1 ELSE 0 END, \
+             state = CASE WHEN id IN (SELECT unit_id FROM f) AND attempts + 1 >= $3 \
+                          THEN 'quarantined' ELSE 'pending' END, \
              lease_id = NULL \
-         WHERE lease_id = $1 AND state = 'leased' RETURNING state",
+         WHERE lease_id = $1 AND state = 'leased' RETURNING state, id = ANY($2)",
     )
     .bind(lease_id)
     .bind(failed)
     .bind(max_attempts as i32)
+    .bind(worker_id)
     .fetch_all(&mut *tx)
     .await?;
     sqlx::query("UPDATE leases SET state = 'released', ended_at = now() WHERE id = $1")
         .bind(lease_id)
         .execute(&mut *tx)
         .await?;
+    let reported = rows.iter().filter(|(_, f)| *f).count() as i64;
+    let untouched = rows.len() as i64 == i64::from(unit_count);
+    if reported > 0 || untouched {
+        sqlx::query(
+            "UPDATE workers SET units_failed = units_failed + $2, \
+                 leases_total = GREATEST(0, leases_total - CASE WHEN $3 THEN 1 ELSE 0 END) \
+             WHERE id = $1",
+        )
+        .bind(worker_id)
+        .bind(reported)
+        .bind(untouched)
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
-    let quarantined = rows.iter().filter(|(s,)| s == "quarantined").count() as u32;
+    let quarantined = rows.iter().filter(|(s, _)| s == "quarantined").count() as u32;
     Ok(ReleaseResponse {
         returned: rows.len() as u32 - quarantined,
         quarantined,
@@ -905,6 +974,16 @@ pub async fn precheck_result(
     unit_id: i64,
     result: &UnitResult,
 ) -> Result<PostContext> {
+    // A quarantined worker's posts never reach MPFR, even under a lease that merely expired.
+    let standing: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
+    )
+    .bind(worker_id)
+    .fetch_optional(pool)
+    .await?;
+    if let Some((reason,)) = standing {
+        return Err(store_trust::quarantined(worker_id, reason.as_deref()));
+    }
     let lease = fetch_lease(pool, lease_id, false).await?;
     let unit = fetch_unit(pool, unit_id, false).await?;
     let prior = fetch_prior(pool, unit_id, lease_id).await?;
@@ -957,6 +1036,8 @@ struct UnitForResult {
     own_streak: i64,
     own_quarantined: bool,
     own_quarantine_reason: Option<String>,
+    /// Seconds since the worker's previous result or this lease's grant, whichever is later.
+    wall_seconds: Option<f64>,
 }
 
 /// One live (not void) result of a unit.
@@ -1034,9 +1115,12 @@ async fn record_result_once(
                 c.trust_after, u.replicas_needed, \
                 r.id AS prior_id, r.digest AS prior_digest, r.hr_count AS prior_hr_count, \
                 w.streak AS own_streak, w.quarantined_at IS NOT NULL AS own_quarantined, \
-                w.quarantine_reason AS own_quarantine_reason \
+                w.quarantine_reason AS own_quarantine_reason, \
+                extract(epoch FROM now() - GREATEST(l.created_at, w.last_result_at))::float8 \
+                    AS wall_seconds \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
               JOIN workers w ON w.id = $3 \
+              LEFT JOIN leases l ON l.id = $2 \
               LEFT JOIN results r ON r.unit_id = u.id AND r.lease_id = $2 \
          WHERE u.id = $1 FOR UPDATE OF u",
     )
@@ -1131,7 +1215,11 @@ async fn record_result_once(
     };
     // Speed is an exponential moving average of arguments per second, so one slow unit does
     // not halve the next lease.
-    let speed = (result.elapsed > 0.0).then(|| row.unit.count as f64 / result.elapsed);
+    let speed = domain::speed_sample(
+        row.unit.count,
+        result.elapsed,
+        row.wall_seconds.unwrap_or(0.0),
+    );
     let xs: Vec<&str> = verified.iter().map(|c| c.x.as_str()).collect();
     let bits: Vec<i32> = verified.iter().map(|c| c.bits as i32).collect();
     let d: Vec<f64> = verified.iter().map(|c| c.neg_log2_d).collect();

@@ -144,8 +144,9 @@ pub async fn apply_records(
         "UPDATE workers w SET valid = w.valid + t.dv, invalid = w.invalid + t.di, \
              streak = GREATEST(0, CASE WHEN t.reset THEN 0 ELSE w.streak END + t.add), \
              units_done = w.units_done + t.done, \
+             last_result_at = CASE WHEN t.done > 0 THEN now() ELSE w.last_result_at END, \
              speed = CASE WHEN t.speed IS NULL THEN w.speed \
-                          WHEN w.speed IS NULL THEN t.speed \
+                          WHEN w.speed IS NULL OR NOT (w.speed < 'Infinity') THEN t.speed \
                           ELSE 0.7 * w.speed + 0.3 * t.speed END \
          FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::bool[], $5::int8[], $6::int8[], \
                      $7::float8[]) AS t(id, dv, di, reset, add, done, speed) \
@@ -173,6 +174,7 @@ pub struct RecordRow {
     leases_total: i64,
     leases_expired: i64,
     streak: i64,
+    failed_units: i64,
 }
 
 impl RecordRow {
@@ -184,6 +186,7 @@ impl RecordRow {
             leases_total: self.leases_total,
             leases_expired: self.leases_expired,
             streak: self.streak,
+            failed_units: self.failed_units,
         }
     }
 }
@@ -208,20 +211,25 @@ pub struct Quarantined {
 /// Quarantines the workers (all, or those in `only`) whose record is below `bar`, and finishes
 /// the purge of any quarantined worker whose purge a crash interrupted. The sweeper runs this
 /// on every pass; the post and expiry paths run it for the workers they just marked.
+/// `max_attempts` is the units' quarantine limit (see [`purge`]).
 pub async fn enforce(
     pool: &PgPool,
     bar: &QuarantineBar,
     only: Option<&[i64]>,
+    max_attempts: u32,
 ) -> Result<Vec<Quarantined>> {
     #[derive(sqlx::FromRow)]
     struct Candidate {
         id: i64,
+        units_done: i64,
         #[sqlx(flatten)]
         record: RecordRow,
     }
     let rows: Vec<Candidate> = sqlx::query_as(
-        "SELECT id, valid, invalid, forged, leases_total, leases_expired, streak FROM workers \
-         WHERE quarantined_at IS NULL AND (forged > 0 OR invalid > 0 OR leases_expired >= $1) \
+        "SELECT id, units_done, valid, invalid, forged, leases_total, leases_expired, streak, \
+                units_failed AS failed_units FROM workers \
+         WHERE quarantined_at IS NULL \
+           AND (forged > 0 OR invalid > 0 OR leases_expired >= $1 OR units_failed > 0) \
            AND ($2::int8[] IS NULL OR id = ANY($2)) ORDER BY id",
     )
     .bind(i64::from(bar.min_expired_leases))
@@ -230,8 +238,8 @@ pub async fn enforce(
     .await?;
     let mut out = Vec::new();
     for r in rows {
-        if let Some(reason) = trust::quarantine_reason(&r.record.reputation(), bar) {
-            if let Some(q) = quarantine(pool, r.id, &reason).await? {
+        if let Some(reason) = trust::quarantine_reason(&r.record.reputation(), r.units_done, bar) {
+            if let Some(q) = quarantine(pool, r.id, &reason, max_attempts).await? {
                 out.push(q);
             }
         }
@@ -245,7 +253,7 @@ pub async fn enforce(
         .fetch_all(pool)
         .await?;
         for (id,) in unfinished {
-            let purged = purge(pool, id).await?;
+            let purged = purge(pool, id, max_attempts).await?;
             tracing::warn!(
                 worker.id = id,
                 ?purged,
@@ -262,6 +270,7 @@ pub async fn quarantine(
     pool: &PgPool,
     worker_id: i64,
     reason: &str,
+    max_attempts: u32,
 ) -> Result<Option<Quarantined>> {
     let marked: Option<(i64,)> = sqlx::query_as(
         "UPDATE workers SET quarantined_at = now(), quarantine_reason = $2 \
@@ -274,13 +283,14 @@ pub async fn quarantine(
     if marked.is_none() {
         return Ok(None);
     }
-    let purged = purge(pool, worker_id).await?;
+    let purged = purge(pool, worker_id, max_attempts).await?;
     tracing::warn!(
         worker.id = worker_id,
         reason,
         leases_revoked = purged.leases_revoked,
         results_voided = purged.results_voided,
         units_reopened = purged.units_reopened,
+        units_restored = purged.units_restored,
         "worker quarantined"
     );
     Ok(Some(Quarantined {
@@ -299,14 +309,18 @@ pub struct Purged {
     pub results_voided: u64,
     /// Done units that are no longer done: the worker was needed for their quorum.
     pub units_reopened: u64,
+    /// Units whose failures it reported were taken back: back in the pool when those reports
+    /// had quarantined them.
+    pub units_restored: u64,
 }
 
 /// Takes everything from a quarantined worker, in one transaction: its active leases are
 /// revoked and their units go back to the pool; its results become void; every unit it had a
 /// result for is settled again from the remaining results with the full quorum (no adaptive
-/// discount), so the units it alone vouched for are redone.
-pub async fn purge(pool: &PgPool, worker_id: i64) -> Result<Purged> {
-    crate::store::retry_transient(5, || purge_once(pool, worker_id)).await
+/// discount), so the units it alone vouched for are redone; the failures it reported are taken
+/// back (one attempt each), and units they had quarantined (`max_attempts`) return to the pool.
+pub async fn purge(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<Purged> {
+    crate::store::retry_transient(5, || purge_once(pool, worker_id, max_attempts)).await
 }
 
 #[derive(sqlx::FromRow)]
@@ -317,7 +331,7 @@ struct TouchedUnit {
     replication: i32,
 }
 
-async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
+async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<Purged> {
     let mut tx = pool.begin().await?;
     let revoked: Vec<(i64,)> = sqlx::query_as(
         "UPDATE leases SET state = 'revoked', ended_at = now() \
@@ -335,6 +349,19 @@ async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    // Its failure reports cost the units nothing any more (a saboteur's reports are lies).
+    let restored: Vec<(bool,)> = sqlx::query_as(
+        "WITH f AS (DELETE FROM unit_failures WHERE worker_id = $1 RETURNING unit_id) \
+         UPDATE units u SET attempts = GREATEST(0, u.attempts - 1), \
+             state = CASE WHEN u.state = 'quarantined' AND u.attempts - 1 < $2 \
+                          THEN 'pending' ELSE u.state END \
+         FROM f WHERE u.id = f.unit_id \
+         RETURNING u.state = 'pending' AND u.attempts + 1 >= $2",
+    )
+    .bind(worker_id)
+    .bind(max_attempts as i32)
+    .fetch_all(&mut *tx)
+    .await?;
     let units: Vec<TouchedUnit> = sqlx::query_as(
         "SELECT u.id, u.state, u.lease_id, c.replication \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
@@ -419,6 +446,7 @@ async fn purge_once(pool: &PgPool, worker_id: i64) -> Result<Purged> {
         units_returned: returned,
         results_voided: voided,
         units_reopened: reopened,
+        units_restored: restored.iter().filter(|(r,)| *r).count() as u64,
     })
 }
 
@@ -428,7 +456,8 @@ pub async fn reinstate(pool: &PgPool, worker_id: i64) -> Result<()> {
     let row: Option<(bool,)> = sqlx::query_as(
         "WITH w AS (SELECT id, quarantined_at IS NOT NULL AS q FROM workers WHERE id = $1 FOR UPDATE), \
          u AS (UPDATE workers SET quarantined_at = NULL, quarantine_reason = NULL, valid = 0, \
-                   invalid = 0, forged = 0, leases_total = 0, leases_expired = 0, streak = 0 \
+                   invalid = 0, forged = 0, leases_total = 0, leases_expired = 0, streak = 0, \
+                   units_failed = 0 \
                FROM w WHERE workers.id = w.id AND w.q) \
          SELECT q FROM w",
     )

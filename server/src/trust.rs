@@ -237,6 +237,13 @@ pub struct QuarantineBar {
     pub min_expired_leases: u32,
     /// ... and they are more than this fraction of its leases.
     pub max_expired_fraction: f64,
+    /// Outvoted results needed before the invalid fraction can quarantine: one vote lost by a
+    /// new honest worker to two colluders is not evidence enough.
+    pub min_outvoted_results: u32,
+    /// Quarantine a worker once it reported at least this many units as failed ...
+    pub min_failed_units: u32,
+    /// ... and they are more than this fraction of the units it failed or finished.
+    pub max_failed_fraction: f64,
 }
 
 impl Default for QuarantineBar {
@@ -245,13 +252,20 @@ impl Default for QuarantineBar {
             max_invalid_fraction: 0.05,
             min_expired_leases: 5,
             max_expired_fraction: 0.5,
+            min_outvoted_results: 3,
+            min_failed_units: 5,
+            max_failed_fraction: 0.5,
         }
     }
 }
 
-/// Why `r` must be quarantined under `bar`, or `None`. A forged case is enough on its own:
-/// MPFR refuted it, so no honest engine produced it.
-pub fn quarantine_reason(r: &WorkerReputation, bar: &QuarantineBar) -> Option<String> {
+/// Why `r` (a worker with `units_done` results) must be quarantined under `bar`, or `None`. A
+/// forged case is enough on its own: MPFR refuted it, so no honest engine produced it.
+pub fn quarantine_reason(
+    r: &WorkerReputation,
+    units_done: i64,
+    bar: &QuarantineBar,
+) -> Option<String> {
     if r.forged > 0 {
         return Some(format!(
             "reported {} result(s) with a case MPFR refutes",
@@ -259,7 +273,9 @@ pub fn quarantine_reason(r: &WorkerReputation, bar: &QuarantineBar) -> Option<St
         ));
     }
     let checked = r.valid + r.invalid;
-    if r.invalid > 0 && r.invalid as f64 > bar.max_invalid_fraction * checked as f64 {
+    if r.invalid >= i64::from(bar.min_outvoted_results.max(1))
+        && r.invalid as f64 > bar.max_invalid_fraction * checked as f64
+    {
         return Some(format!(
             "{} of its {} checked results were outvoted by other workers (the bar is {}%)",
             r.invalid,
@@ -273,6 +289,16 @@ pub fn quarantine_reason(r: &WorkerReputation, bar: &QuarantineBar) -> Option<St
         return Some(format!(
             "{} of its {} leases expired before it returned their results",
             r.leases_expired, r.leases_total
+        ));
+    }
+    // Failures are counted against the units the worker finished, not its leases: releasing
+    // leases untouched cannot dilute them.
+    if r.failed_units >= i64::from(bar.min_failed_units.max(1))
+        && r.failed_units as f64 > bar.max_failed_fraction * (r.failed_units + units_done) as f64
+    {
+        return Some(format!(
+            "it reported {} units as failed and finished {}",
+            r.failed_units, units_done
         ));
     }
     None
@@ -459,39 +485,64 @@ mod tests {
             streak: 500,
             ..Default::default()
         };
-        assert_eq!(quarantine_reason(&honest, &bar), None);
+        assert_eq!(quarantine_reason(&honest, 500, &bar), None);
         let forger = WorkerReputation {
             forged: 1,
             ..honest
         };
-        assert!(quarantine_reason(&forger, &bar)
+        assert!(quarantine_reason(&forger, 0, &bar)
             .unwrap()
             .contains("refutes"));
         let liar = WorkerReputation {
             valid: 0,
+            invalid: 3,
+            ..Default::default()
+        };
+        assert!(quarantine_reason(&liar, 0, &bar)
+            .unwrap()
+            .contains("outvoted"));
+        // A new honest worker outvoted once (by two colluders, say) is not expelled for it.
+        let outvoted_once = WorkerReputation {
             invalid: 1,
             ..Default::default()
         };
-        assert!(quarantine_reason(&liar, &bar).unwrap().contains("outvoted"));
+        assert_eq!(quarantine_reason(&outvoted_once, 0, &bar), None);
+        // Failures count against what the worker finished; leases released untouched do not
+        // dilute them.
+        let saboteur = WorkerReputation {
+            leases_total: 1000,
+            failed_units: 512,
+            ..Default::default()
+        };
+        assert!(quarantine_reason(&saboteur, 0, &bar)
+            .unwrap()
+            .contains("failed"));
+        let flaky = WorkerReputation {
+            failed_units: 5,
+            ..Default::default()
+        };
+        assert_eq!(quarantine_reason(&flaky, 100, &bar), None);
         // One bad result in a hundred is under a 5% bar.
         let unlucky = WorkerReputation {
             valid: 99,
             invalid: 1,
             ..Default::default()
         };
-        assert_eq!(quarantine_reason(&unlucky, &bar), None);
+        assert_eq!(quarantine_reason(&unlucky, 0, &bar), None);
         let late = WorkerReputation {
             leases_total: 6,
             leases_expired: 5,
             ..Default::default()
         };
-        assert!(quarantine_reason(&late, &bar).unwrap().contains("expired"));
+        assert!(quarantine_reason(&late, 0, &bar)
+            .unwrap()
+            .contains("expired"));
         let crashed_once = WorkerReputation {
             leases_total: 1,
             leases_expired: 1,
             ..Default::default()
         };
-        assert_eq!(quarantine_reason(&crashed_once, &bar), None);
+        assert_eq!(quarantine_reason(&crashed_once, 0, &bar), None);
     }
 
     proptest! {

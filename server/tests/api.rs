@@ -81,6 +81,11 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/workers/{id}", "get"),
         ("/api/v1/workers/{id}/quarantine", "post"),
         ("/api/v1/workers/{id}/reinstate", "post"),
+        // The admin's remedies (tests in hostile.rs and hostile_net.rs).
+        ("/api/v1/campaigns/{id}/requeue", "post"),
+        ("/api/v1/enrollment-tokens", "get"),
+        ("/api/v1/enrollment-tokens/{id}/revoke", "post"),
+        ("/api/v1/workers/{id}/revoke", "post"),
     ];
     for (path, method) in expected {
         assert!(
@@ -90,7 +95,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        23,
+        26,
         "a route was added without a test here: {:?}",
         paths.keys()
     );
@@ -735,13 +740,22 @@ async fn release_returns_units_and_failures_count_towards_quarantine() {
         "lease_expired"
     );
 
-    // Failing twice quarantines it (max_attempts = 2), and it is shown, not handed out.
+    // Failing for two workers quarantines it (max_attempts = 2; one worker's reports count
+    // once), and it is shown, not handed out.
     let lease = w.lease(None).await.unwrap().lease.unwrap();
     let (_, r) = release(&lease, vec![unit]).await;
     assert_eq!(r, json!({"returned": 1, "quarantined": 0}));
     let lease = w.lease(None).await.unwrap().lease.unwrap();
     let (_, r) = release(&lease, vec![unit]).await;
-    assert_eq!(r, json!({"returned": 0, "quarantined": 1}));
+    assert_eq!(
+        r,
+        json!({"returned": 1, "quarantined": 0}),
+        "the same worker again"
+    );
+    let (_, w2) = app.worker("w2").await;
+    let lease2 = w2.lease(None).await.unwrap().lease.unwrap();
+    let r = w2.release(&lease2, &[unit]).await.unwrap();
+    assert_eq!((r.returned, r.quarantined), (0, 1));
     assert!(w.lease(None).await.unwrap().lease.is_none());
     let p = app.progress(cid).await;
     assert_eq!(p["quarantined"]["units"], 1);

@@ -186,3 +186,67 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(String::from_utf8_lossy(&head).contains("openapi"));
 }
+
+/// Issue 13: the admin's remedies from the command line, with the token read from a file (a
+/// command line shows in `ps`), and names printed with their control characters escaped.
+#[tokio::test]
+async fn admin_remedies_from_the_command_line() {
+    let app = TestApp::new().await;
+    let dir = std::env::temp_dir().join(format!("tmd-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("admin-token");
+    std::fs::write(&file, format!("{ADMIN}\n")).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let run = |args: Vec<&str>| {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        v.extend([
+            "--server".into(),
+            app.base.clone(),
+            "--admin-token-file".into(),
+            file.clone(),
+        ]);
+        async move {
+            let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+            tmd(&refs).await
+        }
+    };
+    let (ok, out, err) = run(vec!["token", "create", "--owner", "lab"]).await;
+    assert!(ok, "{err}");
+    let t: Value = serde_json::from_str(&out).unwrap();
+    let (ok, out, err) = run(vec!["token", "list"]).await;
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["owner"], "lab");
+    assert!(
+        !out.contains(t["token"].as_str().unwrap()),
+        "the token is never shown again"
+    );
+    let id = t["id"].to_string();
+    let (ok, out, err) = run(vec!["token", "revoke", &id]).await;
+    assert!(ok, "{err}");
+    assert!(serde_json::from_str::<Value>(&out).unwrap()["revoked_at"].is_string());
+
+    // A name stored before names were checked, with a terminal escape in it.
+    let (wid, _) = app.worker("plain").await;
+    sqlx::query("UPDATE workers SET name = $2 WHERE id = $1")
+        .bind(wid)
+        .bind("evil\u{1b}]0;owned\u{7}")
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let (ok, out, err) = run(vec!["worker", "list"]).await;
+    assert!(ok, "{err}");
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    assert!(out.contains("evil\\u{1b}"), "{out}");
+    let wid = wid.to_string();
+    let (ok, out, err) = run(vec!["worker", "revoke", &wid]).await;
+    assert!(ok, "{err}");
+    assert!(serde_json::from_str::<Value>(&out).unwrap()["revoked_at"].is_string());
+
+    let c = app.small_campaign(2, 4).await;
+    let cid = c["id"].to_string();
+    let (ok, out, err) = run(vec!["campaign", "requeue", &cid]).await;
+    assert!(ok, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["requeued"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

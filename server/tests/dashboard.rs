@@ -25,6 +25,8 @@ async fn the_page_is_self_contained() {
         csp.starts_with("default-src 'none'") && csp.contains("connect-src 'self'"),
         "{csp}"
     );
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert!(csp.contains("script-src 'sha256-") && csp.contains("style-src 'sha256-"));
     let html = resp.text().await.unwrap();
     assert!(html.starts_with("<!doctype html>"));
     // The only absolute URL is the SVG namespace, an identifier that is never fetched.

@@ -238,7 +238,10 @@ async fn a_restart_in_the_middle_of_leased_work_loses_nothing() {
 
 #[tokio::test]
 async fn replicated_units_need_agreeing_results_from_different_workers() {
-    let app = TestApp::new().await;
+    // One outvoted result is evidence enough here (the default asks for 3, hostile.rs).
+    let mut config = common::config();
+    config.quarantine.min_outvoted_results = 1;
+    let app = TestApp::with_config(config).await;
     let c = app
         .campaign(json!({
             "function": "exp", "format": "binary32", "min_bits": 12, "unit_bits": 4,

@@ -32,6 +32,9 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
             "2",
             "--min-expired-leases",
             "1",
+            // A mechanism test: one outvoted result is evidence enough here.
+            "--min-outvoted-results",
+            "1",
         ],
     );
     let url = server.url();

@@ -53,6 +53,10 @@ pub mod codes {
     pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
     /// The database is unreachable or another transient failure: retry later.
     pub const UNAVAILABLE: &str = "unavailable";
+    /// The request took longer than the server allows (408).
+    pub const TIMEOUT: &str = "timeout";
+    /// Too many requests from one address (429, with `Retry-After`).
+    pub const RATE_LIMITED: &str = "rate_limited";
     /// An unexpected server error (logged on the server).
     pub const INTERNAL: &str = "internal";
 }
@@ -61,7 +65,15 @@ pub mod codes {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ArgRange {
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^\\s*[A-Za-z0-9.+_-]{1,100}\\s*$")
+    )]
     pub from: String,
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^\\s*[A-Za-z0-9.+_-]{1,100}\\s*$")
+    )]
     pub to: String,
 }
 
@@ -72,26 +84,34 @@ pub struct ArgRange {
 pub struct CreateCampaign {
     /// A label for people; defaults to `"{function}-{format}"`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub name: Option<String>,
     /// The function's name, e.g. `exp`.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 100))]
     pub function: String,
     /// `binary32`, `binary64`, or a precision in bits as a string.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 100))]
     pub format: Option<String>,
     /// The precision in bits (8..=64).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 8, maximum = 64))]
     pub precision: Option<u32>,
     /// Report arguments with at least this many identical bits after the rounding bit.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 256))]
     pub min_bits: u32,
     /// The argument ranges, each half-open; at least one.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1024))]
     pub ranges: Vec<ArgRange>,
     /// log2 of the arguments per unit; the engine's default when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 62))]
     pub unit_bits: Option<u32>,
     /// How many agreeing results each unit needs, from different workers; default 1 (a
     /// trusted farm). 2 or more for volunteers: a disagreement then takes more replicas and
     /// the majority wins.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 16))]
     pub replication: Option<u32>,
     /// Replicas of a unit must also come from different owners (enrollment tokens' owners);
     /// default false.
@@ -104,12 +124,15 @@ pub struct CreateCampaign {
     pub adaptive: Option<bool>,
     /// Probability in (0, 1] that a trusted worker's result is replicated anyway; default 0.1.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0.0, maximum = 1.0))]
     pub audit_rate: Option<f64>,
     /// Agreed results in a row after which a worker is trusted; default 20.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000))]
     pub trust_after: Option<u32>,
     /// Higher first; default 0.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))]
     pub priority: Option<i32>,
 }
 
@@ -251,15 +274,19 @@ pub struct ReplicationReport {
 pub struct CreateEnrollmentToken {
     /// How many workers may register with it; unlimited when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000))]
     pub uses: Option<u32>,
     /// Lifetime in seconds; unlimited when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 315360000))]
     pub expires_in_seconds: Option<u64>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 500))]
     pub note: Option<String>,
     /// Who stands behind the workers registered with it (a lab, a volunteer): replicas of a
     /// unit can be required to come from different owners. Default: `token-{id}`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub owner: Option<String>,
 }
 
@@ -278,8 +305,10 @@ pub struct EnrollmentToken {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RegisterWorker {
+    #[cfg_attr(feature = "openapi", schema(max_length = 200))]
     pub enrollment_token: String,
     /// A label for people, e.g. the host name and GPU.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub name: String,
 }
 
@@ -308,6 +337,9 @@ pub struct WorkerInfo {
     /// When it was quarantined; it gets no work while this is set.
     pub quarantined_at: Option<DateTime<Utc>>,
     pub quarantine_reason: Option<String>,
+    /// When an admin revoked its token; it cannot authenticate after that.
+    #[serde(default)]
+    pub revoked_at: Option<DateTime<Utc>>,
 }
 
 /// A worker's record.
@@ -325,6 +357,9 @@ pub struct WorkerReputation {
     pub leases_expired: i64,
     /// Agreed results since the last outvoted one; trusted at a campaign's `trust_after`.
     pub streak: i64,
+    /// Units it reported as failed when releasing a lease (every report counts).
+    #[serde(default)]
+    pub failed_units: i64,
 }
 
 /// `POST /api/v1/workers/{id}/quarantine` (admin).
@@ -333,6 +368,7 @@ pub struct WorkerReputation {
 #[serde(deny_unknown_fields)]
 pub struct QuarantineWorker {
     /// Why, for the worker's operator and the log.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 500))]
     pub reason: String,
 }
 
@@ -343,6 +379,7 @@ pub struct QuarantineWorker {
 pub struct LeaseRequest {
     /// About how many seconds of work the worker wants; the server's default when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604800))]
     pub seconds: Option<u32>,
 }
 
@@ -463,6 +500,7 @@ impl HrKind {
 #[serde(deny_unknown_fields)]
 pub struct HrCase {
     /// The argument, C99 hexadecimal.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9.+_-]{1,64}$"))]
     pub x: String,
     /// Identical bits after the rounding bit.
     pub bits: u32,
@@ -470,6 +508,7 @@ pub struct HrCase {
     pub neg_log2_d: f64,
     pub kind: HrKind,
     /// f(x) rounded to nearest, C99 hexadecimal.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9.+_-]{1,64}$"))]
     pub rounded: String,
 }
 
@@ -480,13 +519,17 @@ pub struct HrCase {
 pub struct UnitResult {
     pub fencing_token: i64,
     pub stats: UnitStats,
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
     pub hr_cases: Vec<HrCase>,
     /// Arguments (C99 hexadecimal) where f(x) is exactly representable.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
     pub exact_cases: Vec<String>,
     /// Wall-clock seconds the worker spent on the unit.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1000000000.0))]
     pub elapsed: f64,
     /// Hex SHA-256 digest of the unit's result, as the engine computes it.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-fA-F]{64}$"))]
     pub digest: String,
 }
 
@@ -509,8 +552,10 @@ pub struct ReleaseLease {
     /// Units the worker failed on: they count an attempt (and may be quarantined); the others
     /// go back to the pool as they were.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100000))]
     pub failed_units: Vec<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 2000))]
     pub reason: Option<String>,
 }
 
@@ -614,4 +659,43 @@ mod tests {
         assert_eq!(json["negative"], true);
         assert_eq!(serde_json::from_value::<LeasedUnit>(json).unwrap(), u);
     }
+}
+
+/// `POST /api/v1/campaigns/{id}/requeue` (admin): quarantined units back to the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RequeueUnits {
+    /// The units to put back (each must be quarantined); all the campaign's quarantined units
+    /// when absent.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100000))]
+    pub unit_ids: Option<Vec<i64>>,
+}
+
+/// What a requeue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Requeued {
+    /// Units put back in the pool with no attempts and no failure reports.
+    pub requeued: u32,
+}
+
+/// An enrollment token as listed (`GET /api/v1/enrollment-tokens`); the token itself is never
+/// shown again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EnrollmentTokenInfo {
+    pub id: i64,
+    pub note: Option<String>,
+    pub owner: Option<String>,
+    /// Registrations left (`None`: unlimited).
+    pub uses_left: Option<u32>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// When an admin revoked it; it registers no worker after that.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Workers registered with it, and how many of them are quarantined.
+    pub workers: i64,
+    pub quarantined_workers: i64,
 }

@@ -96,11 +96,29 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(server: &str, token: Option<String>) -> Result<Client, ClientError> {
-        let http = reqwest::Client::builder()
+    /// A client of `server`; `ca_cert` is a PEM file of an extra CA to trust (a lab's own).
+    pub fn new(
+        server: &str,
+        token: Option<String>,
+        ca_cert: Option<&std::path::Path>,
+    ) -> Result<Client, ClientError> {
+        let mut http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
-            .user_agent(concat!("tmd-worker/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("tmd-worker/", env!("CARGO_PKG_VERSION")));
+        if let Some(path) = ca_cert {
+            let pem = std::fs::read(path).map_err(|e| {
+                ClientError::Protocol(format!(
+                    "cannot read the CA certificate {}: {e}",
+                    path.display()
+                ))
+            })?;
+            let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| {
+                ClientError::Protocol(format!("bad CA certificate {}: {e}", path.display()))
+            })?;
+            http = http.add_root_certificate(cert);
+        }
+        let http = http
             .build()
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
         Ok(Client {

@@ -74,6 +74,14 @@ pub struct RunArgs {
     /// chunks that do [default: auto, half the free memory].
     #[arg(long, env = "TMD_GPU_MEMORY")]
     pub gpu_memory: Option<MemoryBudget>,
+    /// Allow a plain http:// server that is not on this machine: the worker's token would
+    /// cross the network in clear. Off by default; use https:// instead.
+    #[arg(long, env = "TMD_INSECURE_HTTP")]
+    pub insecure_http: bool,
+    /// An extra CA certificate (PEM) to trust for the server's HTTPS (a lab's own CA), besides
+    /// the built-in web roots.
+    #[arg(long, env = "TMD_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
     /// For the trust tests only: misbehave (lazy, forge, flip, late) so they can check the
     /// server catches it. See misbehave.rs.
     #[arg(long, value_enum, env = "TMD_MISBEHAVE", hide = true)]
@@ -92,6 +100,8 @@ struct FileConfig {
     backend: Option<String>,
     devices: Option<Vec<usize>>,
     gpu_memory: Option<String>,
+    insecure_http: Option<bool>,
+    ca_cert: Option<PathBuf>,
 }
 
 /// The daemon's settings after flags, environment and the configuration file.
@@ -110,6 +120,7 @@ pub struct Settings {
     pub devices: Vec<usize>,
     pub gpu_memory: MemoryBudget,
     pub misbehave: Option<Misbehave>,
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -128,6 +139,7 @@ impl std::fmt::Debug for Settings {
             .field("devices", &self.devices)
             .field("gpu_memory", &self.gpu_memory)
             .field("misbehave", &self.misbehave)
+            .field("ca_cert", &self.ca_cert)
             .finish()
     }
 }
@@ -147,6 +159,14 @@ impl Settings {
         };
         if !(server.starts_with("http://") || server.starts_with("https://")) {
             bail!("--server must be an http:// or https:// URL, got '{server}'");
+        }
+        let insecure_http = a.insecure_http || file.insecure_http.unwrap_or(false);
+        if server.starts_with("http://") && !insecure_http && !is_loopback_url(&server) {
+            bail!(
+                "--server {server} is plain HTTP to another machine: the worker's token would \
+                 cross the network in clear. Use https:// (with --ca-cert for a private CA), or \
+                 pass --insecure-http if the network is trusted"
+            );
         }
         let name = a
             .name
@@ -190,8 +210,24 @@ impl Settings {
             exit_when_idle: a.exit_when_idle,
             status_every: Duration::from_secs(a.status_seconds.max(1)),
             misbehave: a.misbehave,
+            ca_cert: a.ca_cert.or(file.ca_cert),
         })
     }
+}
+
+/// Whether `url`'s host is this machine (`localhost`, 127.0.0.0/8, ::1).
+fn is_loopback_url(url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+    else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The coordinator quarantined this worker: restarting will not help (exit status
@@ -399,7 +435,7 @@ fn limit_reached(settings: &Settings, shared: &Shared) -> bool {
 /// The client with this worker's own token: from the state directory, or by registering with
 /// the enrollment token. `None` when asked to stop while waiting for the server.
 async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result<Option<Client>> {
-    let anonymous = Client::new(&settings.server, None)?;
+    let anonymous = Client::new(&settings.server, None, settings.ca_cert.as_deref())?;
     if let Some(c) = state.credentials()? {
         if c.server == settings.server {
             return Ok(Some(anonymous.with_token(c.token)));
@@ -448,14 +484,27 @@ async fn flush_spool(client: &Client, state: &StateDir) {
         }
     };
     for e in entries {
-        if !post_spooled(client, state, &e).await {
+        if post_spooled(client, state, &e).await == Posted::Later {
             return;
         }
     }
 }
 
-/// Posts one spooled result. `false` when the server is unreachable (the entry stays).
-async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool {
+/// What became of a spooled result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Posted {
+    Accepted,
+    /// The server could not take it now (unreachable, busy, quarantine): it stays spooled.
+    Later,
+    /// The server will never take it (the unit went to another lease, ...): dropped.
+    Refused,
+    /// The server found the result itself unacceptable (400, 413): dropped, and the unit is to
+    /// be released as failed, so it is not left to expire under this worker's name.
+    Unacceptable,
+}
+
+/// Posts one spooled result.
+async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> Posted {
     match client.post_result(e.lease_id, e.unit_id, &e.result).await {
         Ok(acc) => {
             info!(
@@ -467,15 +516,15 @@ async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool
             if let Err(err) = state.spool_remove(e.lease_id, e.unit_id) {
                 error!(error = %err, "cannot remove a posted result from the spool");
             }
-            true
+            Posted::Accepted
         }
         Err(ClientError::Unavailable { message, .. }) => {
             warn!(%message, unit.id = e.unit_id, "server unavailable; the result stays in the spool");
-            false
+            Posted::Later
         }
         Err(ClientError::Misconfigured(message)) => {
             error!(%message, unit.id = e.unit_id, "the result stays in the spool");
-            false
+            Posted::Later
         }
         Err(err) => {
             // The server will never take this result (the unit went to another lease, the
@@ -483,19 +532,52 @@ async fn post_spooled(client: &Client, state: &StateDir, e: &SpoolEntry) -> bool
             let code = err.code().unwrap_or("").to_string();
             if code == codes::UNAUTHORIZED {
                 error!(error = %err, "the server does not know this worker's token");
-                return false;
+                return Posted::Later;
             }
             if code == codes::WORKER_QUARANTINED {
                 error!(error = %err, "the coordinator quarantined this worker; the result stays in the spool");
-                return false;
+                return Posted::Later;
             }
             warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, error = %err, "result refused; dropping it");
             if let Err(err) = state.spool_remove(e.lease_id, e.unit_id) {
                 error!(error = %err, "cannot remove a refused result from the spool");
             }
-            true
+            if code == codes::BAD_REQUEST || code == codes::PAYLOAD_TOO_LARGE {
+                Posted::Unacceptable
+            } else {
+                Posted::Refused
+            }
         }
     }
+}
+
+/// Posts the spooled results of one lease again, a few times: a lease must not be released
+/// while a result of it waits in the spool, or the server would hand its unit to someone else
+/// and refuse the result later. `true` when none is left.
+async fn settle_spool_of(client: &Client, state: &StateDir, lease_id: i64) -> bool {
+    let mut backoff = Backoff::new();
+    for attempt in 0..3 {
+        let entries: Vec<SpoolEntry> = match state.spool() {
+            Ok(e) => e.into_iter().filter(|e| e.lease_id == lease_id).collect(),
+            Err(e) => {
+                error!(error = %e, "cannot read the spool");
+                return false;
+            }
+        };
+        if entries.is_empty() {
+            return true;
+        }
+        if attempt > 0 {
+            tokio::time::sleep(backoff.next(None)).await;
+        }
+        for e in &entries {
+            post_spooled(client, state, e).await;
+        }
+    }
+    state
+        .spool()
+        .map(|s| s.iter().all(|e| e.lease_id != lease_id))
+        .unwrap_or(false)
 }
 
 /// Flags the heartbeat task raises for the lease loop.
@@ -646,7 +728,9 @@ async fn work_lease(
             let overdue = (lease.expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
             tokio::time::sleep(Duration::from_millis(overdue.max(0) as u64)).await;
         }
-        post_spooled(client, state, &entry).await;
+        if post_spooled(client, state, &entry).await == Posted::Unacceptable {
+            failed.push(unit.unit_id);
+        }
     }
     if let Some(h) = heartbeat {
         h.abort();
@@ -656,6 +740,19 @@ async fn work_lease(
         .iter()
         .filter(|u| !ls.done.contains(&u.unit_id))
         .count();
+    if (remaining > 0 || !failed.is_empty())
+        && !flags.lost.load(Ordering::SeqCst)
+        && !settle_spool_of(client, state, lease.lease_id).await
+    {
+        // Releasing now would lose the spooled results: the lease is left to expire instead,
+        // after which the server still accepts them.
+        warn!(
+            lease.id = lease.lease_id,
+            "results of this lease are still spooled; not releasing it"
+        );
+        state.clear_lease()?;
+        return Ok(());
+    }
     if (remaining > 0 || !failed.is_empty()) && !flags.lost.load(Ordering::SeqCst) {
         let body = ReleaseLease {
             fencing_token: lease.fencing_token,
@@ -932,7 +1029,7 @@ mod tests {
         let file = dir.join("worker.toml");
         std::fs::write(
             &file,
-            "server = \"http://from-file:8080\"\nname = \"filename\"\nthreads = 3\ntoken = \"tok\"\n",
+            "server = \"http://from-file:8080\"\nname = \"filename\"\nthreads = 3\ntoken = \"tok\"\ninsecure_http = true\n",
         )
         .unwrap();
         let s = Settings::resolve(RunArgs {
@@ -963,12 +1060,17 @@ mod tests {
             MemoryBudget::Bytes(6 << 30)
         );
         assert_eq!(
-            from_file(Some(MemoryBudget::FreeShare(0.25))).unwrap().gpu_memory,
+            from_file(Some(MemoryBudget::FreeShare(0.25)))
+                .unwrap()
+                .gpu_memory,
             MemoryBudget::FreeShare(0.25)
         );
         std::fs::write(&file, "server = \"http://x\"\ngpu_memory = \"lots\"\n").unwrap();
         let e = format!("{:#}", from_file(None).unwrap_err());
-        assert!(e.contains("gpu_memory") && e.contains("not a memory budget"), "{e}");
+        assert!(
+            e.contains("gpu_memory") && e.contains("not a memory budget"),
+            "{e}"
+        );
         std::fs::write(&file, "sever = \"typo\"\n").unwrap();
         assert!(Settings::resolve(RunArgs {
             config: Some(file.clone()),
@@ -983,5 +1085,27 @@ mod tests {
         })
         .is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn plain_http_is_refused_off_this_machine_unless_asked() {
+        let with = |server: &str, insecure_http: bool| {
+            Settings::resolve(RunArgs {
+                server: Some(server.into()),
+                insecure_http,
+                ..RunArgs::default()
+            })
+        };
+        let err = with("http://coordinator.example:8080", false).unwrap_err();
+        assert!(err.to_string().contains("--insecure-http"), "{err}");
+        assert!(with("http://coordinator.example:8080", true).is_ok());
+        assert!(with("https://coordinator.example", false).is_ok());
+        for local in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+        ] {
+            assert!(with(local, false).is_ok(), "{local}");
+        }
     }
 }

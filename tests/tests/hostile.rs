@@ -1,0 +1,243 @@
+//! A real `tmd-worker` whose results the server refuses as unacceptable (issue 13, item 7):
+//! it used to drop them silently and leave its lease to expire, so an honest worker was
+//! quarantined for expired leases. Now it releases those units as failed, the failures count
+//! against it (not as expiries), and no unit is quarantined by one worker.
+
+use std::time::{Duration, Instant};
+use tmd_test_support::TestDb;
+use tmd_tests::{admin, get, scratch, Server, Worker};
+
+#[tokio::test]
+async fn a_worker_releases_the_units_the_server_refuses() {
+    let db = TestDb::new().await;
+    let dir = scratch("hostile-refused");
+    let mut first = Server::start(db.url(), &dir, &[]);
+    let url = first.url();
+    // Units of 1024 binary32 arguments hold about 8 HR-cases each at 8 bits.
+    let c = admin(
+        &url,
+        &[
+            "campaign",
+            "create",
+            "--function",
+            "exp",
+            "--format",
+            "binary32",
+            "--min-bits",
+            "8",
+            "--unit-bits",
+            "10",
+            "--from",
+            "0x1p+0",
+            "--to",
+            "0x1.002p+0",
+        ],
+    );
+    let campaign = c["id"].as_i64().unwrap();
+    let token = admin(&url, &["token", "create"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The server now takes at most 2 cases per result: every post is refused with 400.
+    first.stop();
+    let server = Server::start(db.url(), &dir, &["--max-cases-per-result", "2"]);
+    let url = server.url();
+    let mut w = Worker::start(
+        &url,
+        &token,
+        &dir.join("w"),
+        &[
+            "--threads",
+            "1",
+            "--lease-seconds",
+            "1",
+            "--status-seconds",
+            "1",
+        ],
+    );
+    let start = Instant::now();
+    let worker = loop {
+        let workers = get(&url, "/workers").await.unwrap_or_default();
+        if let Some(info) = workers.as_array().and_then(|a| a.first()).cloned() {
+            if info["quarantined_at"].is_string() {
+                break info;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    w.kill();
+    let log = w.log();
+    assert!(log.contains("result refused"), "{log}");
+    assert!(log.contains("lease released"), "{log}");
+    let r = &worker["reputation"];
+    assert_eq!(r["leases_expired"], 0, "{worker}");
+    assert!(r["failed_units"].as_i64().unwrap() >= 5, "{worker}");
+    assert!(
+        worker["quarantine_reason"]
+            .as_str()
+            .unwrap()
+            .contains("failed"),
+        "{worker}"
+    );
+    // Its reports were taken back with it: no unit is lost to quarantine.
+    let p = get(&url, &format!("/campaigns/{campaign}/progress"))
+        .await
+        .unwrap();
+    assert_eq!(p["quarantined"]["units"], 0, "{p}");
+    assert_eq!(p["pending"]["units"], 4, "{p}");
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn openssl(args: &[&str]) {
+    let ok = std::process::Command::new("openssl")
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl runs")
+        .success();
+    assert!(ok, "openssl {args:?}");
+}
+
+/// Item 11: `tmd-server serve --tls-cert --tls-key` serves HTTPS; a worker given the lab's CA
+/// (`--ca-cert`) works through it, and the admin commands too.
+#[tokio::test]
+async fn a_campaign_runs_over_https_with_a_private_ca() {
+    let db = TestDb::new().await;
+    let dir = scratch("hostile-tls");
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let (ca_key, ca, key, csr, ext, cert) = (
+        p("ca.key"),
+        p("ca.pem"),
+        p("key.pem"),
+        p("req.csr"),
+        p("ext"),
+        p("cert.pem"),
+    );
+    let mut a = vec!["req", "-x509", "-days", "1", "-subj", "/CN=lab CA"];
+    a.extend(ec);
+    a.extend(["-keyout", &ca_key, "-out", &ca]);
+    openssl(&a);
+    let mut a = vec!["req", "-subj", "/CN=localhost"];
+    a.extend(ec);
+    a.extend(["-keyout", &key, "-out", &csr]);
+    openssl(&a);
+    std::fs::write(
+        &ext,
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &ext,
+        "-out",
+        &cert,
+    ]);
+    let port = tmd_tests::free_port();
+    let log = std::fs::File::create(dir.join("server.log")).unwrap();
+    let mut server = std::process::Command::new(tmd_tests::bin("tmd-server"))
+        .args(["serve", "--database-url", db.url()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-token", tmd_tests::ADMIN_TOKEN])
+        .args(["--tls-cert", &cert, "--tls-key", &key])
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let url = format!("https://localhost:{port}");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap())
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    while client
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .map(|r| !r.status().is_success())
+        .unwrap_or(true)
+    {
+        assert!(start.elapsed() < Duration::from_secs(30), "no HTTPS server");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c = admin(
+        &url,
+        &[
+            "campaign",
+            "create",
+            "--function",
+            "exp",
+            "--format",
+            "binary32",
+            "--min-bits",
+            "12",
+            "--unit-bits",
+            "10",
+            "--from",
+            "0x1p+0",
+            "--to",
+            "0x1.002p+0",
+            "--ca-cert",
+            &ca,
+        ],
+    );
+    let campaign = c["id"].as_i64().unwrap();
+    let token = admin(&url, &["token", "create", "--ca-cert", &ca])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut w = Worker::start(
+        &url,
+        &token,
+        &dir.join("w"),
+        &["--threads", "1", "--ca-cert", &ca, "--exit-when-idle"],
+    );
+    let start = Instant::now();
+    loop {
+        let p: serde_json::Value = client
+            .get(format!("{url}/api/v1/campaigns/{campaign}/progress"))
+            .bearer_auth(tmd_tests::ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if p["complete"] == true {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(w.stop());
+    // Without the CA, the same worker refuses the server's certificate.
+    let mut stranger = Worker::start(&url, &token, &dir.join("s"), &["--threads", "1"]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stranger.kill();
+    let log = stranger.log();
+    assert!(!log.contains("registered"), "{log}");
+    assert!(log.contains("certificate"), "{log}");
+    let _ = server.kill();
+    let _ = server.wait();
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
