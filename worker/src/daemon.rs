@@ -1045,7 +1045,7 @@ mod tests {
         assert_eq!(s.gpu_memory, MemoryBudget::default());
         std::fs::write(
             &file,
-            "server = \"http://from-file:8080\"\ngpu_memory = \"6G\"\n",
+            "server = \"https://from-file:8080\"\ngpu_memory = \"6G\"\n",
         )
         .unwrap();
         let from_file = |gpu_memory| {
@@ -1065,7 +1065,7 @@ mod tests {
                 .gpu_memory,
             MemoryBudget::FreeShare(0.25)
         );
-        std::fs::write(&file, "server = \"http://x\"\ngpu_memory = \"lots\"\n").unwrap();
+        std::fs::write(&file, "server = \"https://x\"\ngpu_memory = \"lots\"\n").unwrap();
         let e = format!("{:#}", from_file(None).unwrap_err());
         assert!(
             e.contains("gpu_memory") && e.contains("not a memory budget"),
