@@ -36,15 +36,7 @@ async fn operations_endpoints_and_unknown_routes() {
 
     // Metrics count what happened, including the unit gauge from the database.
     app.small_campaign(3, 4).await;
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("tmd_units{state=\"pending\"} 3"), "{text}");
     assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/campaigns\",status=\"201\"} 1"), "{text}");
 }

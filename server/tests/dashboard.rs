@@ -166,15 +166,7 @@ fn target_dir() -> PathBuf {
 
 /// Requests served so far for every campaign's progress, and for one campaign's (`/metrics`).
 async fn requests(app: &TestApp) -> (u64, u64) {
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     let count = |route: &str| {
         let key = format!(
             "tmd_http_request_duration_seconds_count{{method=\"GET\",route=\"{route}\",status=\"200\"}} "

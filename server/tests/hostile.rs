@@ -108,13 +108,7 @@ async fn failure_reports_need_several_workers_and_admins_can_requeue() {
     assert_eq!(r.quarantined, 1, "two workers failing it is evidence");
     assert_eq!(units(&app.progress(id).await, "quarantined"), 1);
     // The admin distrusts `a`: its report is taken back and the unit returns to the pool.
-    let (status, _) = app
-        .admin(
-            Method::POST,
-            &format!("/api/v1/workers/{a_id}/quarantine"),
-            Some(json!({"reason": "sabotage"})),
-        )
-        .await;
+    let (status, _) = app.quarantine(a_id, "sabotage").await;
     assert_eq!(status, StatusCode::OK);
     let p = app.progress(id).await;
     assert_eq!(units(&p, "quarantined"), 0, "{p}");
@@ -250,15 +244,7 @@ async fn hard_campaign(app: &TestApp) -> i64 {
 }
 
 async fn verified_total(app: &TestApp) -> u64 {
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix("tmd_hr_cases_verified_total "))
         .unwrap()
@@ -312,13 +298,7 @@ async fn a_quarantined_worker_does_not_reach_verification() {
     // Someone asks for work: the expiry pass ends the lease as `expired`.
     let (_, other) = app.worker("other").await;
     other.lease(Some(1)).await.unwrap();
-    let (status, _) = app
-        .admin(
-            Method::POST,
-            &format!("/api/v1/workers/{id}/quarantine"),
-            Some(json!({"reason": "known bad"})),
-        )
-        .await;
+    let (status, _) = app.quarantine(id, "known bad").await;
     assert_eq!(status, StatusCode::OK);
     let mut r = empty_result(lease.fencing_token, unit.unit_id, 1.0);
     r.hr_cases = seed::hard_cases(&unit.spec);
@@ -369,13 +349,7 @@ async fn bad_text_and_shapes_are_refused_with_400() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     hard_campaign(&app).await;
     let (wid, w) = app.worker("forger").await;
-    let (status, _) = app
-        .admin(
-            Method::POST,
-            &format!("/api/v1/workers/{wid}/quarantine"),
-            Some(json!({"reason": "r\u{0}"})),
-        )
-        .await;
+    let (status, _) = app.quarantine(wid, "r\u{0}").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
     let unit = &lease.units[0];
@@ -442,15 +416,7 @@ async fn verification_is_bounded() {
     for t in tasks {
         t.await.unwrap().unwrap();
     }
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     let max: u64 = text
         .lines()
         .find_map(|l| l.strip_prefix("tmd_verifications_in_flight_max "))

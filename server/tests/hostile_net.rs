@@ -101,22 +101,12 @@ async fn metrics_stay_bounded_and_cheap() {
             .await
             .unwrap();
     }
-    let scrape = || async {
-        app.http
-            .get(app.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
-    let first = scrape().await;
+    let first = app.metrics().await;
     assert!(first.contains("method=\"other\""), "{first}");
     assert!(!first.contains("method=\"X1\""));
     // Units counted at the first scrape are served from memory for a while.
     app.small_campaign(3, 4).await;
-    let second = scrape().await;
+    let second = app.metrics().await;
     assert!(
         !second.contains("tmd_units{state=\"pending\"} 3"),
         "{second}"
@@ -154,13 +144,7 @@ async fn sybil_identities_are_limited_and_revocable() {
         let (status, w) = register(&app, &t, name).await;
         assert_eq!(status, StatusCode::CREATED);
         let id = w["worker_id"].as_i64().unwrap();
-        let (status, _) = app
-            .admin(
-                Method::POST,
-                &format!("/api/v1/workers/{id}/quarantine"),
-                Some(json!({"reason": "sybil"})),
-            )
-            .await;
+        let (status, _) = app.quarantine(id, "sybil").await;
         assert_eq!(status, StatusCode::OK);
     }
     let (status, v) = register(&app, &t, "s3").await;
@@ -279,71 +263,21 @@ async fn floods_are_rate_limited() {
     let _ = ADMIN;
 }
 
-fn openssl(args: &[&str]) {
-    let ok = std::process::Command::new("openssl")
-        .args(args)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl runs")
-        .success();
-    assert!(ok, "openssl {args:?}");
-}
-
 /// Item 11: the coordinator serves HTTPS itself from PEM files; a client trusting the CA
 /// talks to it, plain HTTP does not get through.
 #[tokio::test]
 async fn the_coordinator_serves_https() {
     let dir = std::env::temp_dir().join(format!("tmd-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     // A lab's own CA, and the coordinator's certificate signed by it.
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca_args = vec!["req", "-x509", "-days", "1", "-subj", "/CN=tmd test CA"];
-    ca_args.extend(ec);
-    let (ca_key, ca_pem, csr, ext) = (path("ca.key"), path("ca.pem"), path("req.csr"), path("ext"));
-    ca_args.extend(["-keyout", &ca_key, "-out", &ca_pem]);
-    openssl(&ca_args);
-    let mut req_args = vec!["req", "-subj", "/CN=localhost"];
-    req_args.extend(ec);
-    let (key_s, cert_s) = (path("key.pem"), path("cert.pem"));
-    req_args.extend(["-keyout", &key_s, "-out", &csr]);
-    openssl(&req_args);
-    std::fs::write(
-        &ext,
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr,
-        "-CA",
-        &ca_pem,
-        "-CAkey",
-        &ca_key,
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        &ext,
-        "-out",
-        &cert_s,
-    ]);
+    let pki = tmd_test_support::private_ca(&dir);
     let app = TestApp::with_config(Config {
-        tls: Some(tmd_server::listen::load_tls(&cert, &key).unwrap()),
+        tls: Some(tmd_server::listen::load_tls(&pki.cert, &pki.key).unwrap()),
         ..config()
     })
     .await;
     assert!(app.base.starts_with("https://"), "{}", app.base);
-    let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.join("ca.pem")).unwrap()).unwrap();
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&pki.ca).unwrap()).unwrap();
     let client = reqwest::Client::builder()
         .add_root_certificate(ca)
         .build()

@@ -165,15 +165,7 @@ async fn a_unit_that_keeps_expiring_is_quarantined_by_the_sweeper() {
         w.lease(None).await.unwrap().lease.is_none(),
         "not retried forever"
     );
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("tmd_units_quarantined_total 1"), "{text}");
     assert!(
         text.contains("tmd_units{state=\"quarantined\"} 1"),

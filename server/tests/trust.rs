@@ -81,13 +81,7 @@ async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_red
     // An admin learns a's GPU is broken: every unit a counted for (all three: the two it
     // shared with b need a quorum of 2) goes back to the pool, and its lease is revoked.
     let lease = a.lease(Some(1)).await.unwrap().lease.unwrap();
-    let (status, info) = app
-        .admin(
-            Method::POST,
-            &format!("/api/v1/workers/{a_id}/quarantine"),
-            Some(json!({"reason": "fan failure"})),
-        )
-        .await;
+    let (status, info) = app.quarantine(a_id, "fan failure").await;
     assert_eq!(status, StatusCode::OK, "{info}");
     assert!(info["quarantine_reason"]
         .as_str()
@@ -116,13 +110,7 @@ async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_red
         "worker_quarantined"
     );
     assert_eq!(code_of(a.lease(Some(1)).await), "worker_quarantined");
-    let (status, again) = app
-        .admin(
-            Method::POST,
-            &format!("/api/v1/workers/{a_id}/quarantine"),
-            Some(json!({"reason": "twice"})),
-        )
-        .await;
+    let (status, again) = app.quarantine(a_id, "twice").await;
     assert_eq!(
         (status, again["code"].as_str()),
         (StatusCode::CONFLICT, Some("conflict"))
@@ -344,13 +332,7 @@ async fn a_dispute_settled_by_a_quarantine_ends_the_lease_that_held_the_unit() {
     post(b, 1).await;
     assert_eq!(app.progress(cid).await["pending"]["units"], 1);
     let held = z.lease(Some(1)).await.unwrap().lease.unwrap();
-    let (status, _) = app
-        .admin(
-            Method::POST,
-            &format!("/api/v1/workers/{x_id}/quarantine"),
-            Some(json!({"reason": "known bad"})),
-        )
-        .await;
+    let (status, _) = app.quarantine(x_id, "known bad").await;
     assert_eq!(status, StatusCode::OK);
     // Without x, a and b are 2 of 3: the unit is done, and z's lease ends with it.
     let p = app.progress(cid).await;

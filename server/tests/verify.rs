@@ -151,15 +151,7 @@ async fn forged_cases_are_rejected_and_real_ones_recorded_as_verified() {
     assert_eq!(stored["kind"], json!(hard.kind));
     assert_eq!(stored["rounded"], hard.rounded);
     assert_eq!(stored["unit_id"], u.unit_id);
-    let text = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("tmd_forged_cases_total 4"), "{text}");
     assert!(text.contains("tmd_hr_cases_verified_total 1"), "{text}");
 }

@@ -254,6 +254,81 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// A lab's own certificate authority and a coordinator certificate it signed, for the HTTPS
+/// tests: PEM files in one folder.
+pub struct PrivateCa {
+    /// The CA's certificate: what a client is told to trust (`--ca-cert`).
+    pub ca: PathBuf,
+    /// The server's certificate (for `localhost` and `127.0.0.1`) and its key.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Makes a [`PrivateCa`] in `dir` with the `openssl` command (P-256 keys, valid one day).
+pub fn private_ca(dir: &Path) -> PrivateCa {
+    let p = |name: &str| dir.join(name).to_str().expect("a UTF-8 path").to_string();
+    let (ca_key, ca, key, csr, ext, cert) = (
+        p("ca.key"),
+        p("ca.pem"),
+        p("key.pem"),
+        p("req.csr"),
+        p("ext"),
+        p("cert.pem"),
+    );
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut a = vec!["req", "-x509", "-days", "1", "-subj", "/CN=tmd test CA"];
+    a.extend(ec);
+    a.extend(["-keyout", &ca_key, "-out", &ca]);
+    openssl(&a);
+    let mut a = vec!["req", "-subj", "/CN=localhost"];
+    a.extend(ec);
+    a.extend(["-keyout", &key, "-out", &csr]);
+    openssl(&a);
+    std::fs::write(
+        &ext,
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .expect("write the certificate's extensions");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &ext,
+        "-out",
+        &cert,
+    ]);
+    PrivateCa {
+        ca: ca.into(),
+        cert: cert.into(),
+        key: key.into(),
+    }
+}
+
+fn openssl(args: &[&str]) {
+    let ok = Command::new("openssl")
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl runs")
+        .success();
+    assert!(ok, "openssl {args:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

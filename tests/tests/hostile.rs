@@ -91,68 +91,15 @@ async fn a_worker_releases_the_units_the_server_refuses() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn openssl(args: &[&str]) {
-    let ok = std::process::Command::new("openssl")
-        .args(args)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl runs")
-        .success();
-    assert!(ok, "openssl {args:?}");
-}
-
 /// Item 11: `tmd-server serve --tls-cert --tls-key` serves HTTPS; a worker given the lab's CA
 /// (`--ca-cert`) works through it, and the admin commands too.
 #[tokio::test]
 async fn a_campaign_runs_over_https_with_a_private_ca() {
     let db = TestDb::new().await;
     let dir = scratch("hostile-tls");
-    let p = |name: &str| dir.join(name).to_str().unwrap().to_string();
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let (ca_key, ca, key, csr, ext, cert) = (
-        p("ca.key"),
-        p("ca.pem"),
-        p("key.pem"),
-        p("req.csr"),
-        p("ext"),
-        p("cert.pem"),
-    );
-    let mut a = vec!["req", "-x509", "-days", "1", "-subj", "/CN=lab CA"];
-    a.extend(ec);
-    a.extend(["-keyout", &ca_key, "-out", &ca]);
-    openssl(&a);
-    let mut a = vec!["req", "-subj", "/CN=localhost"];
-    a.extend(ec);
-    a.extend(["-keyout", &key, "-out", &csr]);
-    openssl(&a);
-    std::fs::write(
-        &ext,
-        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr,
-        "-CA",
-        &ca,
-        "-CAkey",
-        &ca_key,
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        &ext,
-        "-out",
-        &cert,
-    ]);
+    let pki = tmd_test_support::private_ca(&dir);
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.cert), path(&pki.key));
     let port = tmd_tests::free_port();
     let log = std::fs::File::create(dir.join("server.log")).unwrap();
     let mut server = std::process::Command::new(tmd_tests::bin("tmd-server"))

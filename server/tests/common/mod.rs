@@ -90,6 +90,28 @@ impl TestApp {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// An admin quarantines worker `id`: the answer's status and body.
+    pub async fn quarantine(&self, id: i64, reason: &str) -> (StatusCode, Value) {
+        self.admin(
+            Method::POST,
+            &format!("/api/v1/workers/{id}/quarantine"),
+            Some(serde_json::json!({ "reason": reason })),
+        )
+        .await
+    }
+
+    /// The `/metrics` page as text (Prometheus exposition format).
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn admin(
         &self,
         method: Method,
