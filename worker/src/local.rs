@@ -2,13 +2,14 @@
 //! `bench` (whole units, timed per phase) and `eval` (one argument through MPFR).
 
 use crate::journal::{self, Journal};
+use crate::state::replace_file;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
@@ -460,7 +461,8 @@ pub fn search(a: SearchArgs) -> Result<()> {
     let text = render(a.output, &described, &result, &engine, elapsed)?;
     match &a.output_file {
         Some(path) => {
-            write_atomically(path, &text)?;
+            replace_file(path, &text, false)
+                .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
                 "tmd: {} HR-cases, {} exact cases in {elapsed:.2} s, written to {}",
                 result.hr_cases.len(),
@@ -473,19 +475,6 @@ pub fn search(a: SearchArgs) -> Result<()> {
     for line in engine.memory_lines() {
         eprintln!("tmd: {line}");
     }
-    Ok(())
-}
-
-/// Replaces `path` with `bytes` in one step (a temporary file renamed over it).
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
     Ok(())
 }
 

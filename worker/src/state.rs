@@ -66,6 +66,34 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
     }
 }
 
+/// Replaces `path` with `bytes` in one step, so a crash leaves the old file or the new one,
+/// never a part: a temporary file beside it (`NAME.tmp`), synced, renamed over it, and the
+/// folder synced. `private` files (credentials, leases) are readable by their owner alone.
+pub fn replace_file(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let mut opts = OpenOptions::new();
+        opts.create(true).write(true).truncate(true);
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
 impl StateDir {
     pub fn open(root: &Path) -> Result<StateDir, StateError> {
         fs::create_dir_all(root.join("spool")).map_err(io_err(root))?;
@@ -92,27 +120,8 @@ impl StateDir {
     }
 
     fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<(), StateError> {
-        let tmp = path.with_extension("tmp");
         let text = serde_json::to_vec_pretty(value).expect("state serialises");
-        {
-            let mut opts = OpenOptions::new();
-            opts.create(true).write(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(&text).map_err(io_err(&tmp))?;
-            f.sync_all().map_err(io_err(&tmp))?;
-        }
-        fs::rename(&tmp, path).map_err(io_err(path))?;
-        if let Some(dir) = path.parent() {
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
+        replace_file(path, &text, true).map_err(io_err(path))
     }
 
     fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StateError> {
