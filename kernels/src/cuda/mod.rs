@@ -57,10 +57,10 @@ mod selftest;
 pub use compile::{
     cache_key, compile, compile_options, compile_uncached, nvrtc_available, nvrtc_version,
 };
-pub use memory::{
-    batch_domains, grow_to, human_bytes, slot_fits, slots_for, split_packets,
-    work_words_per_domain, BadBudget, MemoryBudget, Shares, MIN_SLOT_BYTES,
+use memory::{
+    batch_domains, grow_to, slot_fits, slots_for, split_packets, work_words_per_domain, Shares,
 };
+pub use memory::{human_bytes, BadBudget, MemoryBudget, MIN_SLOT_BYTES};
 pub use selftest::{selftest, Check, Report};
 
 use crate::existence::Test;
