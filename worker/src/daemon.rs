@@ -820,10 +820,16 @@ fn compute_unit(
     Err(tries.join("; "))
 }
 
-/// The release's reason for the units given up: what failed, within the server's 2000
-/// characters.
+/// The release's reason for the units given up: what failed, on one line (the server refuses
+/// control characters, and an NVRTC log or a driver message may hold newlines) and within its
+/// 2000 bytes.
 fn failure_reason(failures: &[String]) -> String {
-    let mut reason = format!("engine failure: {}", failures.join(" | "));
+    let joined = failures.join(" | ");
+    let one_line: Vec<&str> = joined
+        .split(char::is_control)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut reason = format!("engine failure: {}", one_line.join(" "));
     if reason.len() > 2000 {
         let mut cut = 1990;
         while !reason.is_char_boundary(cut) {
@@ -936,6 +942,9 @@ mod retry_tests {
             failure_reason(&["unit 3: boom".into()]),
             "engine failure: unit 3: boom"
         );
+        let log = failure_reason(&["unit 4: NVRTC: line 1\nline 2\r\n\tline 3\u{0}".into()]);
+        assert_eq!(log, "engine failure: unit 4: NVRTC: line 1 line 2 line 3");
+        assert!(!log.chars().any(char::is_control));
     }
 }
 
