@@ -515,6 +515,7 @@ async fn request_lease(
     Ok(Json(LeaseResponse {
         lease,
         retry_after_seconds: s.config.retry_after_seconds,
+        units_outstanding: 0,
     }))
 }
 

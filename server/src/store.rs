@@ -80,6 +80,8 @@ impl CampaignDb {
             priority: self.priority,
             state: parse_state(&self.state)?,
             created_at: self.created_at,
+            // Filled in by the completion work of issue 12 (server side).
+            completed_at: None,
             units_total: self.units_total,
             arguments_total: self.arguments_total,
         })
@@ -310,6 +312,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
             arguments: campaign.arguments_total.clone(),
         },
         complete: done.units == campaign.units_total,
+        completed_at: None,
         done,
         leased,
         pending,

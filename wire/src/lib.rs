@@ -144,6 +144,8 @@ pub enum CampaignState {
     Active,
     Paused,
     Cancelled,
+    /// Every unit is done (set by the server, never by a request).
+    Complete,
 }
 
 impl CampaignState {
@@ -152,6 +154,7 @@ impl CampaignState {
             CampaignState::Active => "active",
             CampaignState::Paused => "paused",
             CampaignState::Cancelled => "cancelled",
+            CampaignState::Complete => "complete",
         }
     }
 
@@ -160,6 +163,7 @@ impl CampaignState {
             "active" => Some(CampaignState::Active),
             "paused" => Some(CampaignState::Paused),
             "cancelled" => Some(CampaignState::Cancelled),
+            "complete" => Some(CampaignState::Complete),
             _ => None,
         }
     }
@@ -185,6 +189,9 @@ pub struct Campaign {
     pub priority: i32,
     pub state: CampaignState,
     pub created_at: DateTime<Utc>,
+    /// When the last unit was done (state `complete`); absent before.
+    #[serde(default)]
+    pub completed_at: Option<DateTime<Utc>>,
     pub units_total: i64,
     /// Decimal string: a whole binary64 campaign has 2^64 arguments.
     pub arguments_total: String,
@@ -241,6 +248,9 @@ pub struct CampaignProgress {
     pub eta_seconds: Option<f64>,
     /// Every unit is done.
     pub complete: bool,
+    /// When the last unit was done; absent while units remain.
+    #[serde(default)]
+    pub completed_at: Option<DateTime<Utc>>,
     pub hr_cases: i64,
     /// The hardest cases so far, most identical bits first (at most 10).
     pub hardest: Vec<StoredHrCase>,
@@ -435,6 +445,11 @@ pub struct LeaseResponse {
     pub lease: Option<Lease>,
     /// When `lease` is absent: ask again after this many seconds.
     pub retry_after_seconds: u32,
+    /// When `lease` is absent: units still pending or leased (to anyone) in the campaigns this
+    /// worker may work on. 0 means nothing is left that could come back to it, so a daemon run
+    /// with `--exit-when-idle` may stop; above 0 some lease may still expire and return work.
+    #[serde(default)]
+    pub units_outstanding: i64,
 }
 
 /// `POST /api/v1/leases/{id}/heartbeat`.
@@ -541,6 +556,69 @@ pub struct ResultAccepted {
     pub unit_id: i64,
     /// HR-cases verified and recorded with this result.
     pub hr_cases: u32,
+}
+
+/// `POST /api/v1/results`: finished units of one or more of the worker's leases, recorded in
+/// one request. Each unit is judged as a single post of it would be (fencing, verification,
+/// replication, trust); the answer has one outcome per unit, in the same order, so a retry of
+/// a partly accepted batch is safe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ResultBatch {
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1000))]
+    pub results: Vec<BatchedResult>,
+}
+
+/// One unit's result in a [`ResultBatch`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BatchedResult {
+    pub lease_id: i64,
+    pub unit_id: i64,
+    pub result: UnitResult,
+}
+
+/// What became of one unit of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum UnitOutcomeStatus {
+    /// Recorded now.
+    Accepted,
+    /// The same result was recorded before (a retry): same `result_id`.
+    Replayed,
+    /// Not recorded; `error` says why with the code a single post would answer
+    /// (`lease_expired`, `stale_token`, `unit_done`, `forged_case`, `bad_request`, ...).
+    Refused,
+    /// Not judged now (the server is busy verifying): post this unit again later.
+    Retry,
+}
+
+/// The outcome of one unit of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UnitOutcome {
+    pub lease_id: i64,
+    pub unit_id: i64,
+    pub status: UnitOutcomeStatus,
+    /// For `accepted` and `replayed`.
+    #[serde(default)]
+    pub result_id: Option<i64>,
+    /// HR-cases verified and recorded with the result (`accepted`, `replayed`).
+    #[serde(default)]
+    pub hr_cases: Option<u32>,
+    /// For `refused` and `retry`.
+    #[serde(default)]
+    pub error: Option<ApiError>,
+}
+
+/// The answer to a [`ResultBatch`]: one outcome per posted unit, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ResultBatchResponse {
+    pub outcomes: Vec<UnitOutcome>,
 }
 
 /// `POST /api/v1/leases/{id}/release`: give back the lease's unfinished units.
