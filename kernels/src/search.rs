@@ -4,7 +4,7 @@
 //! words (`phase1_packet`, `phase2_domain`, `phase3_subdomain`); the CPU back end runs them over
 //! rayon, the CUDA back end mirrors them in `kernels/cuda/` and must give identical answers.
 
-use crate::existence::{regular_lanes, Test, LANES};
+use crate::existence::Test;
 use crate::fixed::{self, Word};
 use crate::format::Precision;
 use crate::function::Function;
@@ -167,8 +167,7 @@ pub fn packet_state<const L: usize>(
     (conv(&g.walk_b), conv(&g.walk_slope), conv(&g.walk_r2))
 }
 
-/// Phase 1 on one packet: walk the domains, run the test, collect the failures. The regular
-/// test runs on `LANES` domains at once (same answers, overlapping divisions).
+/// Phase 1 on one packet: walk the domains, run the test, collect the failures.
 pub fn phase1_packet<const L: usize>(
     g: &Generated,
     test: Test,
@@ -179,41 +178,16 @@ pub fn phase1_packet<const L: usize>(
     let (mut wb, mut ws, mut wr) = packet_state::<L>(g, u, packet_domains);
     let i0 = u * packet_domains;
     let i1 = (i0 + packet_domains).min(g.domains);
-    let mut lane = 0;
-    let mut pending: [Option<FailedDomain<L>>; LANES] = [None; LANES];
-    let (mut la, mut lb, mut ln) = ([0u64; LANES], [0u64; LANES], [1u64; LANES]);
     for i in i0..i1 {
         let a = fixed::neg_floor64(&ws[0]);
         let b = fixed::ceil64(&wb[0]);
-        let n = g.domain_len(i);
-        let here = FailedDomain {
-            index: i,
-            b: wb[0],
-            slope: ws[0],
-            r2: wr[0],
-        };
-        match test {
-            Test::Regular => {
-                la[lane] = a;
-                lb[lane] = b;
-                ln[lane] = n;
-                pending[lane] = Some(here);
-                lane += 1;
-                if lane == LANES || i + 1 == i1 {
-                    let ok = regular_lanes(la, lb, ln, g.e1);
-                    for k in 0..lane {
-                        if !ok[k] {
-                            failed.push(pending[k].take().expect("filled lane"));
-                        }
-                    }
-                    lane = 0;
-                }
-            }
-            Test::Lefevre => {
-                if !test.run(a, b, n, g.e1) {
-                    failed.push(here);
-                }
-            }
+        if !test.run(a, b, g.domain_len(i), g.e1) {
+            failed.push(FailedDomain {
+                index: i,
+                b: wb[0],
+                slope: ws[0],
+                r2: wr[0],
+            });
         }
         step(&mut wb);
         step(&mut ws);
