@@ -506,20 +506,21 @@ __device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
     }
 }
 
-// Packed words (local memory) into a register array: every index a compile-time constant.
-template <int N>
-__device__ __forceinline__ void to_registers(u64 (*w)[L], const u64 *packed) {
+// The top WL limbs of packed words (local memory) into a register array: every index a
+// compile-time constant. WL = L keeps the whole words.
+template <int N, int WL>
+__device__ __forceinline__ void to_registers(u64 (*w)[WL], const u64 *packed) {
 #pragma unroll
     for (int l = 0; l < N; l++)
 #pragma unroll
-        for (int k = 0; k < L; k++) w[l][k] = packed[l * L + k];
+        for (int k = 0; k < WL; k++) w[l][k] = packed[l * L + (L - WL) + k];
 }
 
 // One step of tabulated differences: w[l] += w[l + 1], low l first.
-template <int N>
-__device__ __forceinline__ void step(u64 (*w)[L]) {
+template <int N, int WL>
+__device__ __forceinline__ void step(u64 (*w)[WL]) {
 #pragma unroll
-    for (int l = 0; l < N - 1; l++) w_add<L>(w[l], w[l + 1]);
+    for (int l = 0; l < N - 1; l++) w_add<WL>(w[l], w[l + 1]);
 }
 
 // ---------------------------------------------------------------- phase 1
@@ -541,44 +542,56 @@ __device__ __forceinline__ void emit_failure(u64 i, u64 *out_index, u64 cap, u64
     if (j < cap) out_index[j] = i;
 }
 
-extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
-    tmd_phase1(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count, u32 domain_bits,
-               u64 packet, u64 first_packet, u64 end_packet, u64 e1, int test, u64 *out_index,
-               u64 cap, u64 *counters) {
+// The walk of one packet. WL = L: exact words. WL = 2 < L (tmd_phase1_top): only the top two
+// limbs of each word are walked, which drops the carries from the limbs below, so a walked
+// word is below the true one's top 128 bits by at most the host's `slack` (its bound on the
+// dropped carries over a packet). Where the second limb of the walked value lies in
+// [1, 2^64 - 1 - slack], the true top limb is the walked one and the limbs below it are not all
+// zero, so a = ~top and b = top + 1 exactly as from the whole word; elsewhere (about slack /
+// 2^64 of the domains) the domain's index goes to the `exact` list (counters[5]), which
+// tmd_phase1_exact tests from exact words. Two limbs instead of L keep the walk in registers
+// with room to spare: the occupancy that phase 1 lacked (issue 15).
+template <int WL>
+__device__ __forceinline__ void phase1_walk(const u64 *rho_b, const u64 *rho_s, u64 domains,
+                                            u64 count, u32 domain_bits, u64 packet,
+                                            u64 first_packet, u64 end_packet, u64 e1, int test,
+                                            u64 *out_index, u64 cap, u64 *counters,
+                                            u64 slack_b, u64 slack_s, u64 *exact,
+                                            u64 exact_cap) {
     u64 u = first_packet + (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= end_packet) return;
     u64 i0 = u * packet;
     if (i0 >= domains) return;
     u64 i1 = i0 + packet < domains ? i0 + packet : domains;
 
-    u64 wb[NB][L], ws[NS][L];
+    u64 wb[NB][WL], ws[NS][WL];
     {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
         shift_state(scratch, NB, rho_b, c);
-        to_registers<NB>(wb, scratch);
+        to_registers<NB, WL>(wb, scratch);
         shift_state(scratch, NS, rho_s, c);
-        to_registers<NS>(ws, scratch);
+        to_registers<NS, WL>(ws, scratch);
     }
 
     u64 big_n = 1ull << domain_bits;
-    if (TMD_LANES == 2 && test == 0) {
+    if (WL == L && TMD_LANES == 2 && test == 0) {
         for (u64 i = i0; i < i1; i += 2) {
             bool second = i + 1 < i1;
-            u64 a0 = w_neg_floor64<L>(ws[0]);
-            u64 b0 = w_ceil64<L>(wb[0]);
+            u64 a0 = w_neg_floor64<WL>(ws[0]);
+            u64 b0 = w_ceil64<WL>(wb[0]);
             u64 rest = count - i * big_n;
             u64 n0 = rest < big_n ? rest : big_n;
-            step<NB>(wb);
-            step<NS>(ws);
-            u64 a1 = w_neg_floor64<L>(ws[0]);
-            u64 b1 = w_ceil64<L>(wb[0]);
+            step<NB, WL>(wb);
+            step<NS, WL>(ws);
+            u64 a1 = w_neg_floor64<WL>(ws[0]);
+            u64 b1 = w_ceil64<WL>(wb[0]);
             u64 n1 = 0;
             if (second) {
                 rest = count - (i + 1) * big_n;
                 n1 = rest < big_n ? rest : big_n;
-                step<NB>(wb);
-                step<NS>(ws);
+                step<NB, WL>(wb);
+                step<NS, WL>(ws);
             }
             bool ok0, ok1;
             regular2(a0, b0, n0, a1, b1, n1, second, e1, &ok0, &ok1);
@@ -588,14 +601,52 @@ extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
         return;
     }
     for (u64 i = i0; i < i1; i++) {
-        u64 a = w_neg_floor64<L>(ws[0]);
-        u64 b = w_ceil64<L>(wb[0]);
+        u64 a, b;
+        bool sure = true;
+        if (WL == L) {
+            a = w_neg_floor64<WL>(ws[0]);
+            b = w_ceil64<WL>(wb[0]);
+        } else {
+            u64 lo_b = wb[0][WL - 2], lo_s = ws[0][WL - 2];
+            sure = lo_b != 0 && lo_b <= ~slack_b && lo_s != 0 && lo_s <= ~slack_s;
+            b = wb[0][WL - 1] + 1;
+            a = ~ws[0][WL - 1];
+        }
         u64 rest = count - i * big_n;
         u64 n = rest < big_n ? rest : big_n;
-        if (!run_test(test, a, b, n, e1)) emit_failure(i, out_index, cap, counters);
-        step<NB>(wb);
-        step<NS>(ws);
+        if (!sure) {
+            u64 j = atomicAdd(&counters[5], 1ull);
+            if (j < exact_cap) exact[j] = i;
+        } else if (!run_test(test, a, b, n, e1)) {
+            emit_failure(i, out_index, cap, counters);
+        }
+        step<NB, WL>(wb);
+        step<NS, WL>(ws);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
+    tmd_phase1(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count, u32 domain_bits,
+               u64 packet, u64 first_packet, u64 end_packet, u64 e1, int test, u64 *out_index,
+               u64 cap, u64 *counters) {
+    phase1_walk<L>(rho_b, rho_s, domains, count, domain_bits, packet, first_packet, end_packet,
+                   e1, test, out_index, cap, counters, 0, 0, 0, 0);
+}
+
+// Phase 1 with the two-limb walk (see phase1_walk); the host uses it only where L > 2 and the
+// slack is small. More blocks per multiprocessor fit than with whole words.
+#ifndef TMD_TOP_MINBLOCKS
+#define TMD_TOP_MINBLOCKS 4
+#endif
+#define TOP_WL (L > 2 ? 2 : L)
+extern "C" __global__ void __launch_bounds__(256, TMD_TOP_MINBLOCKS)
+    tmd_phase1_top(const u64 *rho_b, const u64 *rho_s, u64 domains, u64 count,
+                   u32 domain_bits, u64 packet, u64 first_packet, u64 end_packet, u64 e1,
+                   int test, u64 *out_index, u64 cap, u64 *counters, u64 slack_b, u64 slack_s,
+                   u64 *exact, u64 exact_cap) {
+    phase1_walk<TOP_WL>(rho_b, rho_s, domains, count, domain_bits, packet, first_packet,
+                        end_packet, e1, test, out_index, cap, counters, slack_b, slack_s, exact,
+                        exact_cap);
 }
 
 // C(i0, m) for m < M, exact, as `binomials`, with the loop over m unrolled so that each
@@ -657,6 +708,28 @@ extern "C" __global__ void tmd_phase1_words(const u64 *rho_b, const u64 *rho_s,
     value_at<NR>(w, rho_r, c);
 #pragma unroll
     for (int k = 0; k < L; k++) words[(2 * L + k) * cap + j] = w[k];
+}
+
+// One thread per domain that the two-limb walk could not decide (tmd_phase1_top's `exact`
+// list of n entries): its b and slope words exactly at its index, then the test; failures are
+// appended to the phase-1 list as tmd_phase1 does.
+extern "C" __global__ void tmd_phase1_exact(const u64 *rho_b, const u64 *rho_s,
+                                            const u64 *exact, u64 n, u64 count,
+                                            u32 domain_bits, u64 e1, int test, u64 *out_index,
+                                            u64 cap, u64 *counters) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 i = exact[j];
+    u64 c[NB][BL];
+    binomials_const<NB>(i, c);
+    u64 wb[L], ws[L];
+    value_at<NB>(wb, rho_b, c);
+    value_at<NS>(ws, rho_s, c);
+    u64 big_n = 1ull << domain_bits;
+    u64 rest = count - i * big_n;
+    u64 len = rest < big_n ? rest : big_n;
+    if (!run_test(test, w_neg_floor64<L>(ws), w_ceil64<L>(wb), len, e1))
+        emit_failure(i, out_index, cap, counters);
 }
 
 // ---------------------------------------------------------------- phase 2

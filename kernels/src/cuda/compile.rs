@@ -8,6 +8,9 @@ use std::path::PathBuf;
 
 /// Phase-1 blocks per multiprocessor the register allocation must allow (tuned on an H200).
 const PHASE1_MIN_BLOCKS: u64 = 2;
+/// Phase-1 blocks per multiprocessor with the two-limb walk (`tmd_phase1_top`), whose state
+/// is a fraction of the whole words'; `TMD_CUDA_TOP_MINBLOCKS` overrides it.
+const PHASE1_TOP_MIN_BLOCKS: u64 = 4;
 /// Domains tested at once per phase-1 thread by the regular test (1 or 2; `TMD_CUDA_LANES`).
 /// Two lanes measured slower on an H100 (7.8 ms against 6.3 ms per binary64 unit): the lanes'
 /// branches do not overlap, and the second state costs registers.
@@ -38,17 +41,20 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
 
 /// The NVRTC options of one module, in one place. Tuning knobs: `TMD_CUDA_MINBLOCKS` asks that
 /// many blocks of phase 1 to fit on a multiprocessor (fewer registers per thread, more resident
-/// warps, some walk state in local memory); `TMD_CUDA_LANES` (1 or 2) how many domains one
-/// thread tests at once. No answer depends on them.
+/// warps, some walk state in local memory), `TMD_CUDA_TOP_MINBLOCKS` the same for the two-limb
+/// walk; `TMD_CUDA_LANES` (1 or 2) how many domains one thread tests at once. No answer
+/// depends on them.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
     let lanes = env_u64("TMD_CUDA_LANES").unwrap_or(PHASE1_LANES);
+    let top_min_blocks = env_u64("TMD_CUDA_TOP_MINBLOCKS").unwrap_or(PHASE1_TOP_MIN_BLOCKS);
     vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
         format!("-DTMD_DEG={degree}"),
         format!("-DTMD_MINBLOCKS={min_blocks}"),
         format!("-DTMD_LANES={lanes}"),
+        format!("-DTMD_TOP_MINBLOCKS={top_min_blocks}"),
         "--std=c++17".to_string(),
     ]
 }
@@ -178,6 +184,8 @@ mod tests {
                     Ok(ptx) => {
                         let entries = [
                             "tmd_phase1",
+                            "tmd_phase1_top",
+                            "tmd_phase1_exact",
                             "tmd_phase1_words",
                             "tmd_phase2",
                             "tmd_phase3",

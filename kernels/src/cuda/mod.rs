@@ -220,6 +220,8 @@ fn launch_config(threads: u64) -> Result<LaunchConfig, CudaError> {
 /// The functions of one compiled module.
 struct Module {
     phase1: CudaFunction,
+    phase1_top: CudaFunction,
+    phase1_exact: CudaFunction,
     phase1_words: CudaFunction,
     phase2: CudaFunction,
     phase3: CudaFunction,
@@ -258,13 +260,44 @@ struct Slot {
     work: Option<CudaSlice<u64>>,
     candidates: Option<CudaSlice<u64>>,
     counters: CudaSlice<u64>,
+    /// The domains the two-limb walk could not decide (`tmd_phase1_top`), `EXACT_CAP` entries.
+    exact: CudaSlice<u64>,
+    /// A floor under the two-limb walk's slack: the self-test raises it so that many domains
+    /// take the exact path and its overflow; 0 otherwise.
+    slack_floor: u64,
     gauge: Arc<Gauge>,
+}
+
+/// Entries of a slot's list of domains that the two-limb walk leaves to exact words: about
+/// `slack / 2^64` of the domains go there (one per binary64 unit of 2^25 domains); a range with
+/// more runs again with the exact walk.
+const EXACT_CAP: u64 = 4096;
+
+/// The most the two-limb walk may drop over a packet: above it the exact walk runs.
+const MAX_SLACK: u64 = 1 << 60;
+
+/// A bound on what the two-limb walk of a table of `n` differences drops from the top 128 bits
+/// of its lowest difference over `steps` steps: each step adds the upper difference's own
+/// shortfall and at most one lost carry (`D_l += D_(l+1) + 1`, the highest difference exact).
+/// `None` when it exceeds `MAX_SLACK`.
+pub fn walk_slack(n: usize, steps: u64) -> Option<u64> {
+    let mut d = vec![0u128; n];
+    for _ in 0..steps {
+        for l in 0..n.saturating_sub(1) {
+            d[l] = d[l].saturating_add(d[l + 1]).saturating_add(1);
+        }
+        if d.first().is_some_and(|&x| x > MAX_SLACK as u128) {
+            return None;
+        }
+    }
+    Some(d.first().copied().unwrap_or(0) as u64)
 }
 
 impl Slot {
     fn new(ctx: &Arc<CudaContext>, bytes: u64, gauge: Arc<Gauge>) -> Result<Slot, CudaError> {
         let stream = ctx.new_stream()?;
         let counters = stream.alloc_zeros::<u64>(8)?;
+        let exact = stream.alloc_zeros::<u64>(EXACT_CAP as usize)?;
         Ok(Slot {
             stream,
             shares: Shares::of(bytes),
@@ -272,6 +305,8 @@ impl Slot {
             work: None,
             candidates: None,
             counters,
+            exact,
+            slack_floor: 0,
             gauge,
         })
     }
@@ -487,6 +522,8 @@ impl Device {
         );
         let m = Arc::new(Module {
             phase1: module.load_function("tmd_phase1")?,
+            phase1_top: module.load_function("tmd_phase1_top")?,
+            phase1_exact: module.load_function("tmd_phase1_exact")?,
             phase1_words: module.load_function("tmd_phase1_words")?,
             phase2: module.load_function("tmd_phase2")?,
             phase3: module.load_function("tmd_phase3")?,
@@ -659,6 +696,20 @@ fn run_piece_in(
     }
     let m = dev.module(l, g.degree)?;
     let stream = slot.stream.clone();
+    // The two-limb walk where words are wider and the dropped carries stay small over a packet
+    // (TMD_CUDA_TOP=0 turns it off: a tuning knob, no answer depends on it).
+    let slack = if l > 2 && env_u64("TMD_CUDA_TOP") != Some(0) {
+        let steps = packet.saturating_sub(1);
+        match (
+            walk_slack(g.walk_b.len(), steps),
+            walk_slack(g.walk_slope.len(), steps),
+        ) {
+            (Some(b), Some(s)) => Some((b.max(slot.slack_floor), s.max(slot.slack_floor))),
+            _ => None,
+        }
+    } else {
+        None
+    };
     let t = Instant::now();
     let piece = PieceData {
         g,
@@ -677,6 +728,7 @@ fn run_piece_in(
         },
         packet,
         kappa_bits,
+        slack,
     };
     let mut out = PieceOutcome::default();
     out.stats.domains = g.domains;
@@ -735,12 +787,19 @@ struct PieceData<'a> {
     consts: CudaSlice<u64>,
     packet: u64,
     kappa_bits: u32,
+    /// The two-limb walk's slack for `b` and the slope, where it is used.
+    slack: Option<(u64, u64)>,
 }
 
 impl PieceData<'_> {
     /// Phase 1 on packets `[p0, p1)` into the slot's index list: the number of failing
     /// domains, which may exceed the list (then only its capacity was written).
     fn phase1(&self, slot: &mut Slot, p0: u64, p1: u64) -> Result<u64, CudaError> {
+        if let Some((slack_b, slack_s)) = self.slack {
+            if let Some(failed) = self.phase1_top(slot, p0, p1, slack_b, slack_s)? {
+                return Ok(failed);
+            }
+        }
         let g = self.g;
         let stream = &slot.stream;
         let index = slot.index.as_mut().expect("ensured by the caller");
@@ -771,6 +830,78 @@ impl PieceData<'_> {
         Ok(c[0])
     }
 
+    /// Phase 1 on packets `[p0, p1)` with the two-limb walk, then the undecided domains from
+    /// exact words: the same failing domains as `tmd_phase1` finds. `None` when more domains
+    /// were undecided than the slot's list holds (the caller runs the exact walk instead).
+    fn phase1_top(
+        &self,
+        slot: &mut Slot,
+        p0: u64,
+        p1: u64,
+        slack_b: u64,
+        slack_s: u64,
+    ) -> Result<Option<u64>, CudaError> {
+        let g = self.g;
+        let stream = &slot.stream;
+        let index = slot.index.as_mut().expect("ensured by the caller");
+        let cap = index.len() as u64;
+        stream.memset_zeros(&mut slot.counters)?;
+        {
+            let mut b = stream.launch_builder(&self.m.phase1_top);
+            b.arg(&self.rho_b)
+                .arg(&self.rho_s)
+                .arg(&g.domains)
+                .arg(&g.piece.count)
+                .arg(&g.domain_bits)
+                .arg(&self.packet)
+                .arg(&p0)
+                .arg(&p1)
+                .arg(&g.e1)
+                .arg(&self.test_id)
+                .arg(&mut *index)
+                .arg(&cap)
+                .arg(&mut slot.counters)
+                .arg(&slack_b)
+                .arg(&slack_s)
+                .arg(&mut slot.exact)
+                .arg(&EXACT_CAP);
+            // SAFETY: as tmd_phase1, then u64 slacks and the `exact` list of EXACT_CAP
+            // entries, which the kernel writes only below EXACT_CAP.
+            unsafe { b.launch(launch_config(p1 - p0)?) }?;
+        }
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        let undecided = c[5];
+        if undecided > EXACT_CAP {
+            tracing::debug!(undecided, "two-limb walk: the exact walk runs this range");
+            return Ok(None);
+        }
+        if undecided == 0 {
+            return Ok(Some(c[0]));
+        }
+        {
+            let mut b = stream.launch_builder(&self.m.phase1_exact);
+            b.arg(&self.rho_b)
+                .arg(&self.rho_s)
+                .arg(&slot.exact)
+                .arg(&undecided)
+                .arg(&g.piece.count)
+                .arg(&g.domain_bits)
+                .arg(&g.e1)
+                .arg(&self.test_id)
+                .arg(&mut *index)
+                .arg(&cap)
+                .arg(&mut slot.counters);
+            // SAFETY: tmd_phase1_exact(rho_b, rho_s, exact, n, count, domain_bits, e1, test,
+            // index, cap, counters): `exact` holds `undecided` <= EXACT_CAP entries written
+            // above; one thread per entry; failures are written only below `cap`.
+            unsafe { b.launch(launch_config(undecided)?) }?;
+        }
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        Ok(Some(c[0]))
+    }
+
     /// Phases 2 and 3 on the failing domains `j0 .. j0 + n` of the slot's index list: adds
     /// the counts to `out` and the candidates to `out.candidates`.
     fn batch(
@@ -792,6 +923,7 @@ impl PieceData<'_> {
             candidates,
             counters,
             gauge,
+            ..
         } = slot;
         let cap2 = n << kb;
         let needed = n * work_words_per_domain(l, kb);
@@ -1046,5 +1178,32 @@ mod tests {
             assert!(launch_config(threads).is_ok());
         }
         assert_eq!(gpu_packet(1 << 25), 256);
+    }
+
+    /// The slack bounds what the two-limb walk drops: walking words of 3 limbs exactly and by
+    /// their top two limbs, the shortfall of the lowest difference never exceeds it.
+    #[test]
+    fn the_two_limb_walk_stays_within_its_slack() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+        for n in [2usize, 4, 7, 9] {
+            let steps = 200u64;
+            let slack = walk_slack(n, steps).expect("small");
+            let mut full: Vec<[u64; 3]> = (0..n).map(|_| rng.gen()).collect();
+            let mut top: Vec<[u64; 2]> = full.iter().map(|w| [w[1], w[2]]).collect();
+            for _ in 0..steps {
+                for l in 0..n - 1 {
+                    let (x, y) = (full[l + 1], top[l + 1]);
+                    fixed::add(&mut full[l], &x);
+                    fixed::add(&mut top[l], &y);
+                }
+                let t = ((full[0][2] as u128) << 64) | full[0][1] as u128;
+                let w = ((top[0][1] as u128) << 64) | top[0][0] as u128;
+                assert!(t.wrapping_sub(w) <= slack as u128, "n={n}");
+            }
+        }
+        assert_eq!(walk_slack(1, 1000), Some(0));
+        assert_eq!(walk_slack(2, 256), Some(256));
+        assert!(walk_slack(13, 4096).is_none());
     }
 }

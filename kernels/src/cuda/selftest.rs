@@ -403,6 +403,15 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
         ),
         (crate::Function::Log, 24, 16, 3 << 22, 20, Test::Lefevre),
         (crate::Function::Sin, 20, 14, 1 << 19, 16, Test::Regular),
+        // Words of 3 limbs: phase 1 walks their top two limbs (tmd_phase1_top).
+        (
+            crate::Function::Exp,
+            53,
+            32,
+            (1 << 52) + (1 << 50),
+            30,
+            Test::Regular,
+        ),
     ] {
         let p = crate::Precision::new(bits).map_err(|e| CudaError::Unsupported(e.to_string()))?;
         let piece = crate::plan::UnitSpec {
@@ -432,7 +441,21 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                     candidates: 1 << g.sub_bits,
                 };
                 let chunked = run_piece_in(dev, &mut tiny, &g, test)?;
-                for (what, got) in [("", gpu), (", in a tiny slot", chunked)] {
+                let mut runs = vec![("", gpu), (", in a tiny slot", chunked)];
+                if g.limbs > 2 {
+                    // The two-limb walk with a slack far above its bound: many domains from
+                    // exact words (2^-12 of them), then more than the list holds (a quarter:
+                    // the range runs again with the exact walk).
+                    for (floor, what) in [
+                        (1u64 << 52, ", undecided domains from exact words"),
+                        (1u64 << 62, ", undecided domains overflowing their list"),
+                    ] {
+                        let mut slot = Slot::new(&dev.ctx, 64 << 20, dev.gauge.clone())?;
+                        slot.slack_floor = floor;
+                        runs.push((what, run_piece_in(dev, &mut slot, &g, test)?));
+                    }
+                }
+                for (what, got) in runs {
                     let same = cpu.stats == got.stats && cpu.candidates == got.candidates;
                     let name = format!("{name}{what}");
                     tracing::info!(check = %name, same, stats = ?got.stats, "self-test check");
