@@ -128,6 +128,24 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
     }
 }
 
+/// `(x / y, x % y)` for `y > 0`, by subtraction when the quotient is below 3 (about 59% of the
+/// partial quotients of a random number, by Gauss-Kuzmin), else by one hardware division.
+#[inline(always)]
+fn divrem(x: u64, y: u64) -> (u64, u64) {
+    if x < y {
+        return (0, x);
+    }
+    let r = x - y;
+    if r < y {
+        return (1, r);
+    }
+    let r2 = r - y;
+    if r2 < y {
+        return (2, r2);
+    }
+    (x / y, x % y)
+}
+
 /// `ceil(m / u) >= k` for `u > 0`, i.e. `(k - 1) u < m`: one multiplication instead of a
 /// division.
 #[inline(always)]
@@ -142,18 +160,20 @@ fn ceil_div_ge(m: u64, u: u64, k: u64) -> bool {
 /// structure is the same as after that many single steps of Lefevre's test). A zero divisor
 /// means a rational `a` with a short expansion: "maybe".
 ///
-/// Quotients are hardware divisions: on the CPU a division costs less than the mispredicted
-/// branches of quotients by repeated subtraction (the partial quotients of a random number
-/// follow Gauss-Kuzmin, no branch predicts them). The cap on the last quotient is checked by a
-/// multiplication and divided only where it applies (issue 15: 2x faster than with a division
-/// per half-step and subtraction for small quotients).
+/// Written for the branch predictor (issue 15). The partial quotients depend on the slope `a`
+/// alone, which neighbouring domains share to many bits, so their branches (subtraction for
+/// quotients below 3) are predicted along a walk; the offset `d` is new in every domain, so
+/// its reductions branch only on the quotient and select the rest without a branch (its
+/// reduced quotient is below the partial quotient `k`). The cap on the last quotient is
+/// checked by a multiplication and divided only where it applies. Same answers as before
+/// (tested against the former code), about 2x faster in phase 1.
 #[inline]
 pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
     if let Some(answer) = flat(a, b, n, e) {
         return answer;
     }
     // Not flat, so a != 0. 2^64 = k p + q with 0 <= q < p: q = 2^64 mod p = (2^64 - p) mod p.
-    let (mut p, mut q, mut d) = (a, a.wrapping_neg() % a, b % a);
+    let (mut p, mut q, mut d) = (a, divrem(a.wrapping_neg(), a).1, b % a);
     let (mut u, mut v) = (1u64, 0u64);
     let done = |u: u64, v: u64| u as u128 + v as u128 >= n as u128;
     loop {
@@ -165,7 +185,7 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
         }
         // The p-gaps split into a p'-gap followed by k q-gaps.
         let m = n - u - v;
-        let (mut k, rem) = (p / q, p % q);
+        let (mut k, rem) = divrem(p, q);
         if ceil_div_ge(m, u, k) {
             p = rem;
         } else {
@@ -173,7 +193,12 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
             p -= k * q;
         }
         v = v.saturating_add(k.saturating_mul(u));
-        if d >= p {
+        // d < p + k q, so where d >= p, (d - p) / q < k.
+        if k <= 2 {
+            let t = d.wrapping_sub(p);
+            let t = if t >= q { t - q } else { t };
+            d = if d >= p { t } else { d };
+        } else if d >= p {
             d = (d - p) % q;
         }
         if done(u, v) {
@@ -184,7 +209,7 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
         }
         // The q-gaps split into k p-gaps followed by a q'-gap.
         let m = n - u - v;
-        let (mut k, rem) = (q / p, q % p);
+        let (mut k, rem) = divrem(q, p);
         if ceil_div_ge(m, v, k) {
             q = rem;
         } else {
@@ -192,7 +217,20 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
             q -= k * p;
         }
         u = u.saturating_add(k.saturating_mul(v));
-        d = if d < k * p { d % p } else { d - k * p };
+        // d < k p + q: d - k p where that is >= 0, else d mod p, whose quotient is below k.
+        let kp = k * p;
+        d = if k <= 2 {
+            let r = if d >= p { d - p } else { d };
+            if d < kp {
+                r
+            } else {
+                d - kp
+            }
+        } else if d < kp {
+            d % p
+        } else {
+            d - kp
+        };
     }
 }
 
