@@ -321,7 +321,16 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
             k = kn;
         }
         v = sat_add(v, sat_mul(k, u));
-        if (d >= p) divrem(d - p, q, &d);
+        // d < p + k q, so where d >= p, (d - p) / q < k. The partial quotients follow the
+        // slope, which the threads of a warp share to many bits, while d differs from thread
+        // to thread: for k <= 2 the reduction is selected without a branch (existence.rs).
+        if (k <= 2) {
+            u64 t = d - p;
+            t = t >= q ? t - q : t;
+            d = d >= p ? t : d;
+        } else if (d >= p) {
+            divrem(d - p, q, &d);
+        }
         if (sum_ge(u, v, n)) return d >= e;
         if (p == 0) return false;
         kf = divrem(q, p, &rem);
@@ -334,10 +343,15 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
             k = kn;
         }
         u = sat_add(u, sat_mul(k, v));
-        if (d < k * p) {
+        // d < k p + q: d - k p where that is >= 0, else d mod p, whose quotient is below k.
+        u64 kp = k * p;
+        if (k <= 2) {
+            u64 r = d >= p ? d - p : d;
+            d = d < kp ? r : d - kp;
+        } else if (d < kp) {
             divrem(d, p, &d);
         } else {
-            d = d - k * p;
+            d = d - kp;
         }
     }
 }

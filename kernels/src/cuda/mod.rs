@@ -185,11 +185,12 @@ pub fn read_interleaved(
         .collect()
 }
 
-/// Domains per GPU thread in phase 1: enough threads to fill a large GPU (about 2^17), but at
+/// Domains per GPU thread in phase 1: enough threads to fill a large GPU twice over (about 2^18:
+/// 128 domains per thread on a binary64 unit measured 4% faster on an H100 than 256), but at
 /// least 16 domains each so that the start state (about `degree^2 L^2` multiplications) stays
 /// cheap next to the walk.
 pub fn gpu_packet(domains: u64) -> u64 {
-    (domains >> 17).clamp(16, 1024)
+    (domains >> 18).clamp(16, 1024)
 }
 
 /// `gpu_packet`, unless the tuning knob `TMD_CUDA_PACKET` sets it (no answer depends on it).
@@ -1177,7 +1178,7 @@ mod tests {
             assert!(threads * p >= domains && (threads - 1) * p < domains);
             assert!(launch_config(threads).is_ok());
         }
-        assert_eq!(gpu_packet(1 << 25), 256);
+        assert_eq!(gpu_packet(1 << 25), 128);
     }
 
     /// The slack bounds what the two-limb walk drops: walking words of 3 limbs exactly and by
