@@ -7,7 +7,10 @@
 //!   `2^F`, a few hundred bytes;
 //! - phase 1 (`tmd_phase1`): one thread per packet of domains computes its exact start state
 //!   (`Generated::shift`, with exact multi-limb binomials `C(i0, m)`), walks its domains with
-//!   tabulated differences (only `b` and the slope: `r2` is needed at failing domains alone),
+//!   tabulated differences (only `b` and the slope: `r2` is needed at failing domains alone;
+//!   where words have more than two limbs, `tmd_phase1_top` walks only their top two limbs,
+//!   within a bound on the dropped carries, and `tmd_phase1_exact` tests the rare domains that
+//!   bound leaves undecided from exact words: half the registers, twice the occupancy),
 //!   runs the existence test on each (optionally the regular test on two domains at once,
 //!   interleaved: `TMD_CUDA_LANES=2`, slower so far) and appends the failing domains' indices
 //!   to a compacted list through an atomic counter: no polynomial goes through memory;
