@@ -295,7 +295,8 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
     }
 }
 
-__device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
+// The regular test for any n (the self-test's and the CPU's range).
+__device__ bool regular_general(u64 a, u64 b, u64 n, u64 e) {
     int f = flat(a, b, n, e);
     if (f >= 0) return f == 1;
     u64 p = a;
@@ -343,6 +344,70 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
             k = kn;
         }
         u = sat_add(u, sat_mul(k, v));
+        // d < k p + q: d - k p where that is >= 0, else d mod p, whose quotient is below k.
+        u64 kp = k * p;
+        if (k <= 2) {
+            u64 r = d >= p ? d - p : d;
+            d = d < kp ? r : d - kp;
+        } else if (d < kp) {
+            divrem(d, p, &d);
+        } else {
+            d = d - kp;
+        }
+    }
+}
+
+// The regular test. Domains have fewer than 2^32 arguments (the phases' n): then u and v stay
+// below n (each capped step keeps u + v below n until the last), so they are 32-bit, the cap
+// test is a 32 x 32-bit product and the capped quotient a 32-bit division, and no saturation
+// can happen: the same values as regular_general, which takes larger n.
+__device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
+    if (n >> 32) return regular_general(a, b, n, e);
+    int f = flat(a, b, n, e);
+    if (f >= 0) return f == 1;
+    u64 p = a;
+    u64 q;
+    divrem(0ull - p, p, &q);
+    u64 d;
+    divrem(b, p, &d);
+    u32 nn = (u32)n, u = 1, v = 0;
+    for (;;) {
+        if ((u64)u + v >= n) return d >= e;
+        if (q == 0) return false;
+        u64 rem;
+        u64 k = divrem(p, q, &rem);
+        u32 m = nn - u - v;
+        // ceil(m / u) >= k, with u >= 1: k <= m is necessary, then (k - 1) u < m.
+        if (k == 0 || (k <= m && (u64)((u32)k - 1) * u < m)) {
+            p = rem;
+        } else {
+            k = m / u + (m % u != 0 ? 1u : 0u);
+            p -= k * q;
+        }
+        // k u < m + u: v stays below n.
+        v += (u32)k * u;
+        // d < p + k q, so where d >= p, (d - p) / q < k. The partial quotients follow the
+        // slope, which the threads of a warp share to many bits, while d differs from thread
+        // to thread: for k <= 2 the reduction is selected without a branch (existence.rs).
+        if (k <= 2) {
+            u64 t = d - p;
+            t = t >= q ? t - q : t;
+            d = d >= p ? t : d;
+        } else if (d >= p) {
+            divrem(d - p, q, &d);
+        }
+        if ((u64)u + v >= n) return d >= e;
+        if (p == 0) return false;
+        k = divrem(q, p, &rem);
+        m = nn - u - v;
+        // As above with v, which may be 0 (then every k fits and u does not move).
+        if (k == 0 || v == 0 || (k <= m && (u64)((u32)k - 1) * v < m)) {
+            q = rem;
+        } else {
+            k = m / v + (m % v != 0 ? 1u : 0u);
+            q -= k * p;
+        }
+        u += v == 0 ? 0u : (u32)k * v;
         // d < k p + q: d - k p where that is >= 0, else d mod p, whose quotient is below k.
         u64 kp = k * p;
         if (k <= 2) {
