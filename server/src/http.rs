@@ -512,10 +512,16 @@ async fn request_lease(
         }
         None => Metrics::add(&s.metrics.lease_requests_without_work, 1),
     }
+    // Only asked when no work is handed out: a worker told 0 may stop (`--exit-when-idle`),
+    // one told more waits, as a lease held elsewhere may expire and return its units.
+    let units_outstanding = match lease {
+        Some(_) => 0,
+        None => store::units_outstanding(&s.pool).await?,
+    };
     Ok(Json(LeaseResponse {
         lease,
         retry_after_seconds: s.config.retry_after_seconds,
-        units_outstanding: 0,
+        units_outstanding,
     }))
 }
 

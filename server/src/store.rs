@@ -779,6 +779,26 @@ pub async fn claim_lease(
     Ok(None)
 }
 
+/// Units pending or leased (to any worker) in the active campaigns: work that is not done
+/// yet and could still come to a worker asking for it, through an expiry or a release. Paused
+/// campaigns do not count: their units come back only when an admin resumes them, and a
+/// daemon run with `--exit-when-idle` should not wait on a person for that.
+///
+/// Both parts follow partial indexes: `units_pending` for the pending units, and the active
+/// leases (`leases_active_expiry`) with their units (`units_lease`) for the leased ones.
+pub async fn units_outstanding(pool: &PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+                 WHERE c.state = 'active' AND u.state = 'pending') \
+              + (SELECT count(*) FROM leases l \
+                 JOIN units u ON u.lease_id = l.id AND u.state = 'leased' \
+                 JOIN campaigns c ON c.id = l.campaign_id \
+                 WHERE l.state = 'active' AND c.state = 'active')",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
 const LEASE_COLUMNS: &str = "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, \
      state, expires_at <= now() AS expired";
 
