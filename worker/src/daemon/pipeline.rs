@@ -251,7 +251,8 @@ impl<C: Coordinator> Pipeline<C> {
         let mut unit_secs: Option<f64> = None;
         let mut last_tick = Instant::now();
         // A lease request answered "no work" while work was in hand (the server caps what one
-        // worker holds): asked again as soon as the work in hand is done, not a wait later.
+        // worker holds, or the units left are this worker's own): asked again as soon as the
+        // work in hand is done and settled, not a whole retry interval later.
         let mut refused_in_hand = false;
         loop {
             let now = Instant::now();
@@ -259,6 +260,11 @@ impl<C: Coordinator> Pipeline<C> {
                 self.shared.add_busy(now - last_tick);
             }
             last_tick = now;
+            while let Some(r) = closing.try_join_next() {
+                if let Err(e) = r {
+                    error!(error = %e, "closing a lease failed");
+                }
+            }
             if stop.is_none() && self.shared.finishing() {
                 stop = Some(Stop::Signal);
             }
@@ -307,7 +313,7 @@ impl<C: Coordinator> Pipeline<C> {
             }
             let queued: usize = leases.iter().map(|a| a.queue.len()).sum();
             let in_hand = queued + running.len();
-            if refused_in_hand && leases.is_empty() && running.is_empty() {
+            if refused_in_hand && leases.is_empty() && running.is_empty() && closing.is_empty() {
                 refused_in_hand = false;
                 next_ask = Instant::now();
             }
@@ -379,7 +385,9 @@ impl<C: Coordinator> Pipeline<C> {
                                     leases.push(a);
                                 }
                                 None => {
-                                    let idle = leases.is_empty() && running.is_empty();
+                                    // Leases still closing hold units the server counts
+                                    // as outstanding: not idle until they are settled.
+                                    let idle = leases.is_empty() && running.is_empty() && closing.is_empty();
                                     if idle && self.settings.exit_when_idle && resp.units_outstanding == 0 {
                                         info!("no work left on the server; exiting as asked");
                                         stop = Some(Stop::Idle);
