@@ -53,6 +53,8 @@ struct Campaign {
     /// At each lease request: units this worker held that were not posted yet.
     held_at_request: Vec<usize>,
     idle_answers: u32,
+    /// Units reported failed in releases.
+    released_failed: Vec<i64>,
 }
 
 /// A coordinator in memory: leases of `per_lease` units, results recorded per unit.
@@ -66,6 +68,10 @@ struct Fake {
     no_batch_route: bool,
     /// Lease answers without work that still report units outstanding elsewhere.
     phantom_outstanding: Arc<AtomicU32>,
+    /// Batches whose units are all answered `retry` before any is judged.
+    retries: Arc<AtomicU32>,
+    /// A unit whose result is refused as unacceptable (`bad_request`).
+    unacceptable: Option<i64>,
 }
 
 impl Fake {
@@ -91,6 +97,8 @@ impl Fake {
             unavailable: Arc::new(AtomicU32::new(0)),
             no_batch_route: false,
             phantom_outstanding: Arc::new(AtomicU32::new(0)),
+            retries: Arc::new(AtomicU32::new(0)),
+            unacceptable: None,
         }
     }
 
@@ -194,16 +202,39 @@ impl Coordinator for Fake {
             return Err(unavailable());
         }
         self.c.lock().unwrap().batches.push(batch.results.len());
+        let retry = self.retries.load(Ordering::SeqCst) > 0;
+        if retry {
+            self.retries.fetch_sub(1, Ordering::SeqCst);
+        }
         let outcomes = batch
             .results
             .iter()
-            .map(|r| UnitOutcome {
-                lease_id: r.lease_id,
-                unit_id: r.unit_id,
-                status: self.record(r.lease_id, r.unit_id),
-                result_id: Some(r.unit_id),
-                hr_cases: Some(0),
-                error: None::<ApiError>,
+            .map(|r| {
+                let refused = |status, code: &str| UnitOutcome {
+                    lease_id: r.lease_id,
+                    unit_id: r.unit_id,
+                    status,
+                    result_id: None,
+                    hr_cases: None,
+                    error: Some(ApiError {
+                        code: code.into(),
+                        message: code.into(),
+                    }),
+                };
+                if retry {
+                    refused(UnitOutcomeStatus::Retry, "unavailable")
+                } else if self.unacceptable == Some(r.unit_id) {
+                    refused(UnitOutcomeStatus::Refused, "bad_request")
+                } else {
+                    UnitOutcome {
+                        lease_id: r.lease_id,
+                        unit_id: r.unit_id,
+                        status: self.record(r.lease_id, r.unit_id),
+                        result_id: Some(r.unit_id),
+                        hr_cases: Some(0),
+                        error: None,
+                    }
+                }
             })
             .collect();
         Ok(ResultBatchResponse { outcomes })
@@ -212,9 +243,10 @@ impl Coordinator for Fake {
     async fn release(
         &self,
         lease_id: i64,
-        _: &ReleaseLease,
+        body: &ReleaseLease,
     ) -> Result<ReleaseResponse, ClientError> {
         let mut c = self.c.lock().unwrap();
+        c.released_failed.extend(&body.failed_units);
         let back = c.leased.remove(&lease_id).unwrap_or_default();
         Ok(ReleaseResponse {
             returned: back.len() as u32,
@@ -315,5 +347,27 @@ async fn exit_when_idle_waits_while_units_are_outstanding() {
     every_unit_once(&fake, 2);
     assert_eq!(fake.phantom_outstanding.load(Ordering::SeqCst), 0);
     assert!(fake.c.lock().unwrap().idle_answers >= 3);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_units_are_posted_again_and_unacceptable_ones_released_as_failed() {
+    let mut fake = Fake::new(4, 4);
+    fake.retries.store(1, Ordering::SeqCst);
+    fake.unacceptable = Some(102);
+    let (_, dir) = run(fake.clone(), "outcomes", 2).await;
+    let c = fake.c.lock().unwrap();
+    assert_eq!(
+        c.done.keys().copied().collect::<Vec<_>>(),
+        vec![100, 101, 103]
+    );
+    assert!(c.done.values().all(|&n| n == 1), "{:?}", c.done);
+    assert_eq!(
+        c.released_failed,
+        vec![102],
+        "the refused unit is given back as failed"
+    );
+    assert_eq!(fake.retries.load(Ordering::SeqCst), 0);
+    drop(c);
     let _ = std::fs::remove_dir_all(dir);
 }
