@@ -171,6 +171,17 @@ impl WorkerClient {
     }
 }
 
+impl WorkerClient {
+    /// Posts the results of many units (of one or more of the worker's leases) in one request.
+    pub async fn post_batch(
+        &self,
+        results: Vec<tmd_wire::BatchedResult>,
+    ) -> anyhow::Result<tmd_wire::ResultBatchResponse> {
+        self.call("/results", &tmd_wire::ResultBatch { results })
+            .await
+    }
+}
+
 /// Registers a worker with an enrollment token.
 pub async fn register(
     http: &reqwest::Client,

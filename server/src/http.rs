@@ -2,7 +2,7 @@
 //! result), the router, and the OpenAPI document generated from the handlers' annotations.
 
 use crate::auth::{self, Admin, Worker};
-use crate::domain::{self, Judgement};
+use crate::domain;
 use crate::engine;
 use crate::error::{DatabaseUnavailable, Error, Result};
 use crate::metrics::Metrics;
@@ -18,8 +18,7 @@ use std::time::Instant;
 use tmd_wire::{
     ApiError, Campaign, CampaignProgress, CampaignState, CreateCampaign, CreateEnrollmentToken,
     EnrollmentToken, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, QuarantineWorker,
-    RegisterWorker, ReleaseLease, ReleaseResponse, ResultAccepted, UnitResult, WorkerInfo,
-    WorkerRegistered,
+    RegisterWorker, ReleaseLease, ReleaseResponse, WorkerInfo, WorkerRegistered,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -111,8 +110,9 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(reinstate_worker))
         .routes(routes!(request_lease))
         .routes(routes!(heartbeat))
-        .routes(routes!(post_result))
         .routes(routes!(release_lease))
+        // Results, single and batched: see results.rs.
+        .merge(crate::results::routes())
         // The admin's remedies against hostile volunteers: see admin.rs.
         .merge(crate::admin::routes())
         // Views of a campaign (exports, dashboard data): see export.rs and dashboard.rs.
@@ -512,10 +512,16 @@ async fn request_lease(
         }
         None => Metrics::add(&s.metrics.lease_requests_without_work, 1),
     }
+    // Only asked when no work is handed out: a worker told 0 may stop (`--exit-when-idle`),
+    // one told more waits, as a lease held elsewhere may expire and return its units.
+    let units_outstanding = match lease {
+        Some(_) => 0,
+        None => store::units_outstanding(&s.pool).await?,
+    };
     Ok(Json(LeaseResponse {
         lease,
         retry_after_seconds: s.config.retry_after_seconds,
-        units_outstanding: 0,
+        units_outstanding,
     }))
 }
 
@@ -549,7 +555,7 @@ pub async fn enforce(s: &AppState, only: Option<&[i64]>) -> Result<()> {
     Ok(())
 }
 
-fn note_quarantine(s: &AppState, q: &store_trust::Quarantined) {
+pub(crate) fn note_quarantine(s: &AppState, q: &store_trust::Quarantined) {
     Metrics::add(&s.metrics.workers_quarantined, 1);
     Metrics::add(&s.metrics.units_reopened, q.purged.units_reopened);
 }
@@ -579,132 +585,6 @@ async fn heartbeat(
         expires_at,
         campaign_state,
     }))
-}
-
-/// Posts the result of one unit. Idempotent; every HR-case is re-verified with MPFR first.
-#[utoipa::path(post, path = "/leases/{lease_id}/units/{unit_id}/result", tag = "leases",
-    security(("worker" = [])), request_body = UnitResult,
-    params(("lease_id" = i64, Path, description = "lease id"),
-           ("unit_id" = i64, Path, description = "unit id")),
-    responses((status = 200, body = ResultAccepted), (status = 400, body = ApiError),
-              (status = 403, body = ApiError), (status = 404, body = ApiError),
-              (status = 409, body = ApiError), (status = 413, body = ApiError),
-              (status = 422, body = ApiError)))]
-async fn post_result(
-    State(s): State<AppState>,
-    worker: Worker,
-    ApiPath((lease_id, unit_id)): ApiPath<(i64, i64)>,
-    ApiJson(result): ApiJson<UnitResult>,
-) -> Result<Json<ResultAccepted>> {
-    domain::validate_result(&result, s.config.max_cases_per_result)?;
-    // Cases to verify need the campaign and a first judgement before the slow MPFR work,
-    // which runs outside any transaction; a result without cases goes straight to the
-    // (locked) recording, which judges it anyway.
-    let verified = if result.hr_cases.is_empty() && result.exact_cases.is_empty() {
-        Vec::new()
-    } else {
-        let ctx = store::precheck_result(&s.pool, worker.id, lease_id, unit_id, &result).await?;
-        if let Judgement::Replay {
-            result_id,
-            hr_cases,
-        } = ctx.judgement
-        {
-            Metrics::add(&s.metrics.results_replayed, 1);
-            return Ok(Json(ResultAccepted {
-                result_id,
-                unit_id,
-                hr_cases,
-            }));
-        }
-        // MPFR time is bounded: a few results at a time, the others wait their turn (and are
-        // told to come back when the queue does not move).
-        let _permit = tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            s.verify_permits.clone().acquire_owned(),
-        )
-        .await
-        .map_err(|_| {
-            Error::Unavailable("the server is busy verifying results; retry later".into())
-        })?
-        .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
-        let started = Instant::now();
-        let cases = result.hr_cases.clone();
-        let exact = result.exact_cases.clone();
-        let in_flight = s.metrics.verification_started();
-        let verified = tokio::task::spawn_blocking(move || {
-            engine::verify_result(
-                &ctx.function,
-                ctx.precision,
-                ctx.min_bits,
-                &ctx.unit,
-                &cases,
-                &exact,
-            )
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("verification task failed: {e}")));
-        drop(in_flight);
-        let verified = verified?;
-        match verified {
-            Ok(v) => {
-                tracing::debug!(
-                    unit.id = unit_id,
-                    hr_cases = v.len(),
-                    duration_ms = started.elapsed().as_secs_f64() * 1e3,
-                    "cases verified"
-                );
-                v
-            }
-            Err(e) => {
-                if let Error::ForgedCase(why) = &e {
-                    Metrics::add(&s.metrics.forged_cases, 1);
-                    tracing::warn!(worker.id = worker.id, unit.id = unit_id, error = ?e, "forged case refused");
-                    // No honest engine reports a case MPFR refutes: the worker is quarantined
-                    // at once and what it alone vouched for is redone.
-                    store_trust::record_forgery(&s.pool, worker.id).await?;
-                    let reason = format!("reported a case MPFR refutes: {why}");
-                    let max_attempts = s.config.policy.max_attempts;
-                    if let Some(q) =
-                        store_trust::quarantine(&s.pool, worker.id, &reason, max_attempts).await?
-                    {
-                        note_quarantine(&s, &q);
-                    }
-                    return Err(Error::ForgedCase(format!(
-                        "{why}; this worker is now quarantined"
-                    )));
-                }
-                return Err(e);
-            }
-        }
-    };
-    let audit_roll: f64 = rand::random();
-    let recorded = store::record_result(
-        &s.pool, worker.id, lease_id, unit_id, &result, &verified, audit_roll,
-    )
-    .await?;
-    let accepted = recorded.accepted;
-    if recorded.replayed {
-        Metrics::add(&s.metrics.results_replayed, 1);
-        return Ok(Json(accepted));
-    }
-    if !recorded.outvoted_workers.is_empty() {
-        Metrics::add(
-            &s.metrics.results_outvoted,
-            recorded.outvoted_workers.len() as u64,
-        );
-        enforce(&s, Some(&recorded.outvoted_workers)).await?;
-    }
-    s.workers.set_speed(&worker.token_hash, recorded.speed);
-    Metrics::add(&s.metrics.results_accepted, 1);
-    Metrics::add(&s.metrics.hr_cases_verified, verified.len() as u64);
-    tracing::debug!(
-        worker.id = worker.id,
-        lease.id = lease_id,
-        unit.id = unit_id,
-        hr_cases = verified.len(),
-        "result recorded"
-    );
-    Ok(Json(accepted))
 }
 
 /// Gives back a lease's unfinished units; failed ones count an attempt.

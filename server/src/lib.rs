@@ -29,8 +29,10 @@ pub mod http;
 pub mod listen;
 pub mod metrics;
 pub mod outage;
+pub mod results;
 pub mod store;
 pub mod store_admin;
+pub mod store_results;
 pub mod store_trust;
 pub mod trust;
 // Views of a campaign for people (issue 8): dashboard, exports, `campaign watch`.
@@ -290,6 +292,15 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
                     Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
                 }
                 if !state.outage.active() {
+                    match store::complete_finished_campaigns(&state.pool).await {
+                        Ok(ids) => {
+                            for id in ids {
+                                tracing::info!(campaign.id = id, "campaign complete: every unit is done");
+                            }
+                        }
+                        Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
+                        Err(e) => tracing::warn!(error = %e, "completion sweep failed"),
+                    }
                     match http::enforce(&state, None).await {
                         Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                         Err(e) => tracing::warn!(error = %e, "quarantine sweep failed"),

@@ -35,6 +35,7 @@ pub struct Metrics {
     pub results_outvoted: AtomicU64,
     pub workers_quarantined: AtomicU64,
     pub units_reopened: AtomicU64,
+    pub campaigns_completed: AtomicU64,
     /// Results being verified with MPFR now, and the most at once since the start.
     pub verifications_in_flight: AtomicU64,
     pub verifications_in_flight_max: AtomicU64,
@@ -107,7 +108,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the unit counts given.
     pub fn render(&self, units_by_state: &[(String, i64)]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 14] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "tmd_leases_granted_total",
                 "Leases handed out.",
@@ -162,6 +163,11 @@ impl Metrics {
                 "tmd_units_reopened_total",
                 "Done units reopened because a quarantined worker was part of their quorum.",
                 &self.units_reopened,
+            ),
+            (
+                "tmd_campaigns_completed_total",
+                "Campaigns whose last unit this server recorded.",
+                &self.campaigns_completed,
             ),
             (
                 "tmd_units_expired_total",

@@ -5,17 +5,16 @@
 //! expiry paths cannot deadlock one another; claims and expiry skip locked rows instead of
 //! waiting. Times (lease expiry, last seen, throughput) come from the database clock `now()`.
 
-use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
+use crate::domain::{self, LeaseRow};
 use crate::error::{Error, Result};
 use crate::store_trust;
-use crate::trust::{self, ReplicationPolicy, Verdict};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgPool, Postgres, Transaction};
 use tmd_wire::{
-    ArgRange, Campaign, CampaignProgress, CampaignState, EnrollmentToken, HrCase, HrKind, Lease,
-    LeaseTask, LeasedUnit, QuarantinedUnit, ReleaseResponse, ReplicationReport, ResultAccepted,
-    StateCount, StoredHrCase, UnitResult, UnitSpec, WorkerInfo,
+    ArgRange, Campaign, CampaignProgress, CampaignState, EnrollmentToken, HrKind, Lease, LeaseTask,
+    LeasedUnit, QuarantinedUnit, ReleaseResponse, ReplicationReport, StateCount, StoredHrCase,
+    UnitSpec, WorkerInfo,
 };
 
 /// The migrations in `migrations/`, embedded in the binary.
@@ -57,10 +56,11 @@ struct CampaignDb {
     units_total: i64,
     arguments_total: String,
     created_at: DateTime<Utc>,
+    completed_at: Option<DateTime<Utc>>,
 }
 
 const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, min_bits, ranges, unit_bits, \
-     replication, distinct_owners, adaptive, audit_rate, trust_after, priority, state, units_total, arguments_total::text AS arguments_total, created_at";
+     replication, distinct_owners, adaptive, audit_rate, trust_after, priority, state, units_total, arguments_total::text AS arguments_total, created_at, completed_at";
 
 impl CampaignDb {
     fn into_wire(self) -> Result<Campaign> {
@@ -80,8 +80,7 @@ impl CampaignDb {
             priority: self.priority,
             state: parse_state(&self.state)?,
             created_at: self.created_at,
-            // Filled in by the completion work of issue 12 (server side).
-            completed_at: None,
+            completed_at: self.completed_at,
             units_total: self.units_total,
             arguments_total: self.arguments_total,
         })
@@ -208,11 +207,23 @@ pub async fn set_campaign_state(pool: &PgPool, id: i64, to: CampaignState) -> Re
     let current = parse_state(&current)?;
     if !domain::transition_allowed(current, to) {
         tx.rollback().await?;
-        return Err(Error::Conflict(format!(
-            "campaign {id} is {}; it cannot become {}",
-            current.as_str(),
-            to.as_str()
-        )));
+        return Err(Error::Conflict(if current == CampaignState::Complete {
+            format!(
+                "campaign {id} is complete: every unit is done, there is nothing to {}",
+                match to {
+                    CampaignState::Paused => "pause",
+                    CampaignState::Active => "resume",
+                    CampaignState::Cancelled => "cancel",
+                    CampaignState::Complete => "complete",
+                }
+            )
+        } else {
+            format!(
+                "campaign {id} is {}; it cannot become {}",
+                current.as_str(),
+                to.as_str()
+            )
+        }));
     }
     sqlx::query("UPDATE campaigns SET state = $2 WHERE id = $1")
         .bind(id)
@@ -312,7 +323,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
             arguments: campaign.arguments_total.clone(),
         },
         complete: done.units == campaign.units_total,
-        completed_at: None,
+        completed_at: campaign.completed_at,
         done,
         leased,
         pending,
@@ -779,7 +790,28 @@ pub async fn claim_lease(
     Ok(None)
 }
 
-const LEASE_COLUMNS: &str = "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, \
+/// Units pending or leased (to any worker) in the active campaigns: work that is not done
+/// yet and could still come to a worker asking for it, through an expiry or a release. Paused
+/// campaigns do not count: their units come back only when an admin resumes them, and a
+/// daemon run with `--exit-when-idle` should not wait on a person for that.
+///
+/// Both parts follow partial indexes: `units_pending` for the pending units, and the active
+/// leases (`leases_active_expiry`) with their units (`units_lease`) for the leased ones.
+pub async fn units_outstanding(pool: &PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+                 WHERE c.state = 'active' AND u.state = 'pending') \
+              + (SELECT count(*) FROM leases l \
+                 JOIN units u ON u.lease_id = l.id AND u.state = 'leased' \
+                 JOIN campaigns c ON c.id = l.campaign_id \
+                 WHERE l.state = 'active' AND c.state = 'active')",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+pub(crate) const LEASE_COLUMNS: &str =
+    "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, \
      state, expires_at <= now() AS expired";
 
 async fn fetch_lease<'e, E: sqlx::PgExecutor<'e>>(
@@ -926,122 +958,10 @@ pub async fn release_lease(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Results
+// Results (their recording is in `store_results`)
 
-const UNIT_COLUMNS: &str = "id, campaign_id, seq, state, lease_id, fence, count, negative, \
-     exponent, first::text AS first";
-
-async fn fetch_unit<'e, E: sqlx::PgExecutor<'e>>(
-    ex: E,
-    id: i64,
-    lock: bool,
-) -> Result<Option<UnitRow>> {
-    let lock = if lock { " FOR UPDATE" } else { "" };
-    Ok(sqlx::query_as(&format!(
-        "SELECT {UNIT_COLUMNS} FROM units WHERE id = $1{lock}"
-    ))
-    .bind(id)
-    .fetch_optional(ex)
-    .await?)
-}
-
-async fn fetch_prior<'e, E: sqlx::PgExecutor<'e>>(
-    ex: E,
-    unit_id: i64,
-    lease_id: i64,
-) -> Result<Option<PriorResult>> {
-    Ok(sqlx::query_as(
-        "SELECT id, digest, hr_count FROM results WHERE unit_id = $1 AND lease_id = $2",
-    )
-    .bind(unit_id)
-    .bind(lease_id)
-    .fetch_optional(ex)
-    .await?)
-}
-
-/// What the verifier needs to know about a post that passed the first check.
-pub struct PostContext {
-    pub judgement: Judgement,
-    pub function: String,
-    pub precision: u32,
-    pub min_bits: u32,
-    pub unit: UnitSpec,
-}
-
-/// Judges a post without locking, so the slow MPFR verification can run outside any
-/// transaction; [`record_result`] judges again under locks.
-pub async fn precheck_result(
-    pool: &PgPool,
-    worker_id: i64,
-    lease_id: i64,
-    unit_id: i64,
-    result: &UnitResult,
-) -> Result<PostContext> {
-    // A quarantined worker's posts never reach MPFR, even under a lease that merely expired.
-    let standing: Option<(Option<String>,)> = sqlx::query_as(
-        "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
-    )
-    .bind(worker_id)
-    .fetch_optional(pool)
-    .await?;
-    if let Some((reason,)) = standing {
-        return Err(store_trust::quarantined(worker_id, reason.as_deref()));
-    }
-    let lease = fetch_lease(pool, lease_id, false).await?;
-    let unit = fetch_unit(pool, unit_id, false).await?;
-    let prior = fetch_prior(pool, unit_id, lease_id).await?;
-    let judgement = match domain::judge_post(
-        worker_id,
-        result.fencing_token,
-        lease.as_ref(),
-        unit.as_ref(),
-        prior.as_ref(),
-        &result.digest,
-    ) {
-        Ok(j) => j,
-        Err(e) => return Err(store_trust::refusal(pool, worker_id, e).await),
-    };
-    let unit = unit.ok_or_else(|| Error::Internal("judged unit vanished".into()))?;
-    let (function, precision, min_bits): (String, i32, i32) =
-        sqlx::query_as("SELECT function, precision, min_bits FROM campaigns WHERE id = $1")
-            .bind(unit.campaign_id)
-            .fetch_one(pool)
-            .await?;
-    Ok(PostContext {
-        judgement,
-        function,
-        precision: precision as u32,
-        min_bits: min_bits as u32,
-        unit: UnitSpec {
-            negative: unit.negative,
-            exponent: unit.exponent,
-            first: unit.first.parse().map_err(|_| {
-                Error::Internal(format!("unit {} has first {}", unit.id, unit.first))
-            })?,
-            count: unit.count as u64,
-        },
-    })
-}
-
-/// A unit locked for recording, with what the judge, the replication rule and the write need.
-#[derive(sqlx::FromRow)]
-struct UnitForResult {
-    #[sqlx(flatten)]
-    unit: UnitRow,
-    replication: i32,
-    adaptive: bool,
-    audit_rate: f64,
-    trust_after: i32,
-    replicas_needed: Option<i32>,
-    prior_id: Option<i64>,
-    prior_digest: Option<String>,
-    prior_hr_count: Option<i32>,
-    own_streak: i64,
-    own_quarantined: bool,
-    own_quarantine_reason: Option<String>,
-    /// Seconds since the worker's previous result or this lease's grant, whichever is later.
-    wall_seconds: Option<f64>,
-}
+pub(crate) const UNIT_COLUMNS: &str = "id, campaign_id, seq, state, lease_id, fence, count, \
+     negative, exponent, first::text AS first";
 
 /// One live (not void) result of a unit.
 #[derive(sqlx::FromRow)]
@@ -1051,34 +971,6 @@ pub struct LiveResult {
     pub worker_id: i64,
     pub claim: String,
     pub verdict: String,
-}
-
-/// Records a verified result in one transaction: the result row, its HR-cases, the verdicts of
-/// the unit's replicas (`trust::settle`) and the records of their workers, the unit's new state
-/// (done, pending for another replica, or quarantined when replicas never reach a majority),
-/// the worker's speed, and the lease's end when it was its last unit. Judges the post again
-/// under the lease's and the unit's row locks, so a retry is answered as before. Replicas are
-/// compared by the server's own digest of what is recorded (`trust::claim_digest`);
-/// `audit_roll` is a fresh uniform draw in [0, 1).
-///
-/// A deadlock with a concurrent quarantine is retried here (twice) before it reaches the
-/// worker as "unavailable".
-#[allow(clippy::too_many_arguments)]
-pub async fn record_result(
-    pool: &PgPool,
-    worker_id: i64,
-    lease_id: i64,
-    unit_id: i64,
-    result: &UnitResult,
-    verified: &[HrCase],
-    audit_roll: f64,
-) -> Result<Recorded> {
-    retry_transient(2, || {
-        record_result_once(
-            pool, worker_id, lease_id, unit_id, result, verified, audit_roll,
-        )
-    })
-    .await
 }
 
 /// Runs `attempt` again, at most `retries` more times, while it fails with a deadlock or a
@@ -1100,225 +992,86 @@ where
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn record_result_once(
-    pool: &PgPool,
-    worker_id: i64,
-    lease_id: i64,
-    unit_id: i64,
-    result: &UnitResult,
-    verified: &[HrCase],
-    audit_roll: f64,
-) -> Result<Recorded> {
-    let mut tx: Transaction<'_, Postgres> = pool.begin().await?;
-    let lease = fetch_lease(&mut *tx, lease_id, true).await?;
-    let row: Option<UnitForResult> = sqlx::query_as(
-        "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
-                u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
-                c.trust_after, u.replicas_needed, \
-                r.id AS prior_id, r.digest AS prior_digest, r.hr_count AS prior_hr_count, \
-                w.streak AS own_streak, w.quarantined_at IS NOT NULL AS own_quarantined, \
-                w.quarantine_reason AS own_quarantine_reason, \
-                extract(epoch FROM now() - GREATEST(l.created_at, w.last_result_at))::float8 \
-                    AS wall_seconds \
-         FROM units u JOIN campaigns c ON c.id = u.campaign_id \
-              JOIN workers w ON w.id = $3 \
-              LEFT JOIN leases l ON l.id = $2 \
-              LEFT JOIN results r ON r.unit_id = u.id AND r.lease_id = $2 \
-         WHERE u.id = $1 FOR UPDATE OF u",
-    )
-    .bind(unit_id)
-    .bind(lease_id)
-    .bind(worker_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let prior = row.as_ref().and_then(|r| {
-        Some(PriorResult {
-            id: r.prior_id?,
-            digest: r.prior_digest.clone()?,
-            hr_count: r.prior_hr_count?,
-        })
-    });
-    let judgement = domain::judge_post(
-        worker_id,
-        result.fencing_token,
-        lease.as_ref(),
-        row.as_ref().map(|r| &r.unit),
-        prior.as_ref(),
-        &result.digest,
-    );
-    // A refusal or a replay ends the transaction at once: a dropped one keeps its row locks
-    // until the connection is next used, which would hide the lease from the expiry pass.
-    match judgement {
-        Ok(Judgement::Accept) => {}
-        Ok(Judgement::Replay {
-            result_id,
-            hr_cases,
-        }) => {
-            tx.rollback().await?;
-            return Ok(Recorded {
-                accepted: ResultAccepted {
-                    result_id,
-                    unit_id,
-                    hr_cases,
-                },
-                replayed: true,
-                speed: None,
-                outvoted_workers: Vec::new(),
-            });
-        }
-        Err(e) => {
-            tx.rollback().await?;
-            // A quarantined worker is told that, rather than why this one post is refused
-            // (its leases were revoked).
-            return Err(match &row {
-                Some(r) if r.own_quarantined => {
-                    store_trust::quarantined(worker_id, r.own_quarantine_reason.as_deref())
-                }
-                _ => e,
-            });
-        }
+/// Marks complete, in the caller's transaction, those of `campaigns` (active or paused) whose
+/// units are all done, as this transaction sees them; returns their ids.
+///
+/// Two transactions that finish a campaign's last two units at once must not both miss it
+/// (each seeing the other's unit still leased): so when no unit of a campaign is pending or
+/// quarantined any more, the campaign's row is locked (in id order) before the final check,
+/// which then runs after the other transaction committed. While units are still pending the
+/// lock is skipped, so the campaign row is not a point every result waits on; the sweeper
+/// ([`complete_finished_campaigns`]) catches the rare campaign finished by a transaction that
+/// saw a pending unit which another finished in the meantime.
+pub async fn complete_campaigns(
+    tx: &mut Transaction<'_, Postgres>,
+    campaigns: &[i64],
+) -> Result<Vec<i64>> {
+    if campaigns.is_empty() {
+        return Ok(Vec::new());
     }
-    let (Some(lease), Some(row)) = (lease, row) else {
-        return Err(Error::Internal("judged rows vanished".into()));
-    };
-    if row.own_quarantined {
-        tx.rollback().await?;
-        return Err(crate::store_trust::quarantined(
-            worker_id,
-            row.own_quarantine_reason.as_deref(),
-        ));
+    let near_end: Vec<(i64,)> = sqlx::query_as(
+        "SELECT c.id FROM campaigns c WHERE c.id = ANY($1) AND c.state IN ('active', 'paused') \
+           AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state = 'pending') \
+           AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id \
+                           AND u.state = 'quarantined') \
+         ORDER BY c.id FOR NO KEY UPDATE",
+    )
+    .bind(campaigns)
+    .fetch_all(&mut **tx)
+    .await?;
+    if near_end.is_empty() {
+        return Ok(Vec::new());
     }
-    let spec = UnitSpec {
-        negative: row.unit.negative,
-        exponent: row.unit.exponent,
-        first: row.unit.first.parse().map_err(|_| {
-            Error::Internal(format!("unit {} has first {}", unit_id, row.unit.first))
-        })?,
-        count: row.unit.count as u64,
-    };
-    let claim = trust::claim_digest(&spec, &result.stats, verified, &result.exact_cases);
-    let live: Vec<LiveResult> = sqlx::query_as(
-        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
-         WHERE unit_id = $1 AND NOT void ORDER BY id",
+    let ids: Vec<i64> = near_end.into_iter().map(|(id,)| id).collect();
+    let done: Vec<(i64,)> = sqlx::query_as(
+        "UPDATE campaigns c SET state = 'complete', completed_at = now() \
+         WHERE c.id = ANY($1) AND c.state IN ('active', 'paused') \
+           AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state <> 'done') \
+         RETURNING c.id",
     )
-    .bind(unit_id)
-    .fetch_all(&mut *tx)
+    .bind(&ids)
+    .fetch_all(&mut **tx)
     .await?;
-    let policy = ReplicationPolicy {
-        quorum: row.replication.max(1) as u32,
-        adaptive: row.adaptive,
-        audit_rate: row.audit_rate,
-        trust_after: row.trust_after.max(1) as u32,
-    };
-    // The number of agreeing results is fixed by the unit's first result, after it was posted.
-    let needed = match row.replicas_needed {
-        Some(n) => n.max(1) as u32,
-        None => trust::replicas_needed(&policy, row.own_streak, audit_roll),
-    };
-    // Speed is an exponential moving average of arguments per second, so one slow unit does
-    // not halve the next lease.
-    let speed = domain::speed_sample(
-        row.unit.count,
-        result.elapsed,
-        row.wall_seconds.unwrap_or(0.0),
-    );
-    let xs: Vec<&str> = verified.iter().map(|c| c.x.as_str()).collect();
-    let bits: Vec<i32> = verified.iter().map(|c| c.bits as i32).collect();
-    let d: Vec<f64> = verified.iter().map(|c| c.neg_log2_d).collect();
-    let kinds: Vec<&str> = verified.iter().map(|c| c.kind.as_str()).collect();
-    let rounded: Vec<&str> = verified.iter().map(|c| c.rounded.as_str()).collect();
-    let result_id: i64 = sqlx::query_scalar(
-        "WITH r AS ( \
-             INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
-                                  exact_cases, elapsed_seconds, hr_count, claim) \
-             VALUES ($1, $2, $3, $4, lower($5), $6, $7, $8, $9, $16) RETURNING id), \
-         h AS ( \
-             INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, rounded) \
-             SELECT $10, $1, r.id, t.x, t.b, t.d, t.k, t.rd FROM r, \
-                    UNNEST($11::text[], $12::int4[], $13::float8[], $14::text[], $15::text[]) \
-                    AS t(x, b, d, k, rd) \
-             ON CONFLICT (campaign_id, x) DO NOTHING) \
-         SELECT id FROM r",
-    )
-    .bind(unit_id)
-    .bind(lease_id)
-    .bind(worker_id)
-    .bind(result.fencing_token)
-    .bind(&result.digest)
-    .bind(Json(&result.stats))
-    .bind(Json(&result.exact_cases))
-    .bind(result.elapsed)
-    .bind(verified.len() as i32)
-    .bind(lease.campaign_id)
-    .bind(&xs)
-    .bind(&bits)
-    .bind(&d)
-    .bind(&kinds)
-    .bind(&rounded)
-    .bind(&claim)
-    .fetch_one(&mut *tx)
-    .await?;
-    let mut replicas = live;
-    replicas.push(LiveResult {
-        id: result_id,
-        unit_id,
-        worker_id,
-        claim,
-        verdict: Verdict::Pending.as_str().into(),
-    });
-    let mut changes = store_trust::Changes::default();
-    let settlement = changes.settle(&replicas, needed, policy.quorum)?;
-    changes.worker(worker_id).done += 1;
-    changes.worker(worker_id).speed = speed;
-    store_trust::apply_verdicts(&mut tx, &changes).await?;
-    let own = store_trust::apply_records(&mut tx, &changes).await?;
-    let Some((speed, false)) = own.get(&worker_id).copied() else {
-        tx.rollback().await?;
-        return Err(crate::store_trust::quarantined(worker_id, None));
-    };
-    // The lease-finished test runs in the same snapshot as the unit's update, which it cannot
-    // see: so it excludes this unit by id.
-    sqlx::query(
-        "WITH u AS ( \
-             UPDATE units SET replicas_done = $2, replicas_needed = $3, lease_id = NULL, \
-                 state = $4, done_at = CASE WHEN $4 = 'done' THEN COALESCE(done_at, now()) END \
-             WHERE id = $1), \
-         l AS ( \
-             UPDATE leases SET state = 'finished', ended_at = now() \
-             WHERE id = $5 AND state = 'active' AND NOT EXISTS ( \
-                 SELECT 1 FROM units WHERE lease_id = $5 AND id <> $1)) \
-         SELECT 1",
-    )
-    .bind(unit_id)
-    .bind(replicas.len() as i32)
-    .bind(needed as i32)
-    .bind(store_trust::unit_state(&settlement))
-    .bind(lease_id)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Recorded {
-        accepted: ResultAccepted {
-            result_id,
-            unit_id,
-            hr_cases: verified.len() as u32,
-        },
-        replayed: false,
-        speed,
-        outvoted_workers: changes.outvoted_workers(),
-    })
+    Ok(done.into_iter().map(|(id,)| id).collect())
 }
 
-/// What [`record_result`] did.
-pub struct Recorded {
-    pub accepted: ResultAccepted,
-    /// The same post was recorded before; nothing changed.
-    pub replayed: bool,
-    /// The worker's speed after this result.
-    pub speed: Option<f64>,
-    /// Workers whose results this one outvoted: their records must be checked against the bar.
-    pub outvoted_workers: Vec<i64>,
+/// Makes active again, in the caller's transaction, the complete campaigns of `units` that
+/// have a unit not done any more (reopened by a quarantine's purge, or requeued by an admin),
+/// and clears their completion time.
+pub async fn reopen_campaigns(tx: &mut Transaction<'_, Postgres>, units: &[i64]) -> Result<()> {
+    let reopened: Vec<(i64,)> = sqlx::query_as(
+        "UPDATE campaigns c SET state = 'active', completed_at = NULL \
+         WHERE c.state = 'complete' AND c.id IN ( \
+             SELECT campaign_id FROM units WHERE id = ANY($1) AND state <> 'done') \
+         RETURNING c.id",
+    )
+    .bind(units)
+    .fetch_all(&mut **tx)
+    .await?;
+    for (id,) in reopened {
+        tracing::info!(
+            campaign.id = id,
+            "complete campaign active again: a unit was reopened"
+        );
+    }
+    Ok(())
+}
+
+/// Marks complete every active or paused campaign whose units are all done (the sweeper's
+/// backstop of [`complete_campaigns`]); returns their ids. The completion time is when its
+/// last unit was done.
+pub async fn complete_finished_campaigns(pool: &PgPool) -> Result<Vec<i64>> {
+    let done: Vec<(i64,)> = sqlx::query_as(
+        "UPDATE campaigns c SET state = 'complete', \
+             completed_at = COALESCE((SELECT max(done_at) FROM units u \
+                                      WHERE u.campaign_id = c.id AND u.state = 'done'), now()) \
+         WHERE c.state IN ('active', 'paused') \
+           AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state <> 'done') \
+         RETURNING c.id",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(done.into_iter().map(|(id,)| id).collect())
 }
 
 /// Units per state over all campaigns, for `/metrics`.

@@ -37,6 +37,7 @@ pub async fn requeue_units(
         .bind(&ids)
         .execute(&mut *tx)
         .await?;
+    crate::store::reopen_campaigns(&mut tx, &ids).await?;
     tx.commit().await?;
     Ok(ids.len() as u64)
 }

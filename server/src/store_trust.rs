@@ -426,6 +426,10 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
     .bind(&counts)
     .execute(&mut *tx)
     .await?;
+    // A complete campaign with a unit reopened here has work again.
+    if reopened > 0 {
+        crate::store::reopen_campaigns(&mut tx, &ids).await?;
+    }
     // A lease left with no unit is finished, as when its last result is posted: otherwise it
     // would expire and count against a worker that did nothing wrong.
     if !settled_under.is_empty() {

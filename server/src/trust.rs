@@ -213,6 +213,11 @@ impl RecordDelta {
         d
     }
 
+    /// A streak after this change, as the workers' update in `store_trust` computes it.
+    pub fn applied_to(self, streak: i64) -> i64 {
+        ((if self.streak_reset { 0 } else { streak }) + self.streak_add).max(0)
+    }
+
     /// Both changes, `self` first.
     pub fn then(self, o: RecordDelta) -> RecordDelta {
         RecordDelta {

@@ -63,6 +63,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/leases/{id}/heartbeat", "post"),
         ("/api/v1/leases/{lease_id}/units/{unit_id}/result", "post"),
         ("/api/v1/leases/{id}/release", "post"),
+        // Result batches (tests in batch.rs).
+        ("/api/v1/results", "post"),
         // Views of a campaign (tests in export.rs and dashboard.rs).
         ("/api/v1/campaigns/{id}/hr-cases", "get"),
         ("/api/v1/campaigns/{id}/coverage", "get"),
@@ -87,11 +89,18 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        26,
+        27,
         "a route was added without a test here: {:?}",
         paths.keys()
     );
-    for schema in ["UnitResult", "Lease", "CampaignProgress", "ApiError"] {
+    for schema in [
+        "UnitResult",
+        "Lease",
+        "CampaignProgress",
+        "ApiError",
+        "ResultBatch",
+        "ResultBatchResponse",
+    ] {
         assert!(
             doc["components"]["schemas"].get(schema).is_some(),
             "{schema} missing"
@@ -392,10 +401,35 @@ async fn campaign_lifecycle_and_progress() {
     assert!(p["arguments_per_second_last_hour"].as_f64().unwrap() > 0.0);
     assert_eq!(p["eta_seconds"], 0.0);
 
+    // Its last unit done, the campaign is complete, with the time; it takes no more changes.
+    assert_eq!(p["state"], "complete", "{p}");
+    assert!(p["completed_at"].is_string(), "{p}");
+    let (_, shown) = app
+        .admin(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+        .await;
+    assert_eq!(shown["state"], "complete");
+    assert_eq!(shown["completed_at"], p["completed_at"]);
+    for action in ["pause", "resume", "cancel"] {
+        let (status, v) = app
+            .admin(
+                Method::POST,
+                &format!("/api/v1/campaigns/{id}/{action}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{action}: {v}");
+        assert_eq!(v["code"], "conflict");
+        assert!(
+            v["message"].as_str().unwrap().contains("is complete"),
+            "{v}"
+        );
+    }
+
+    let other = app.small_campaign(2, 4).await["id"].as_i64().unwrap();
     let (status, c2) = app
         .admin(
             Method::POST,
-            &format!("/api/v1/campaigns/{id}/cancel"),
+            &format!("/api/v1/campaigns/{other}/cancel"),
             None,
         )
         .await;
@@ -406,7 +440,7 @@ async fn campaign_lifecycle_and_progress() {
     let (status, v) = app
         .admin(
             Method::POST,
-            &format!("/api/v1/campaigns/{id}/resume"),
+            &format!("/api/v1/campaigns/{other}/resume"),
             None,
         )
         .await;

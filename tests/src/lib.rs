@@ -191,6 +191,41 @@ impl Worker {
         self.spawn();
     }
 
+    /// SIGKILL and a new process at once, without waiting for the old one to be gone: the
+    /// restart a supervisor does, which may find the state directory still locked.
+    pub fn kill_and_restart_at_once(&mut self) {
+        let old = self.child.take();
+        if let Some(c) = &old {
+            signal(c, "KILL");
+        }
+        self.spawn();
+        if let Some(mut c) = old {
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit by itself; its status, or `None`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        loop {
+            let c = self.child.as_mut()?;
+            if let Ok(Some(status)) = c.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The worker's id at the server, once it registered.
+    pub fn worker_id(&self) -> Option<i64> {
+        let text = std::fs::read_to_string(self.state_dir.join("credentials.json")).ok()?;
+        serde_json::from_str::<Value>(&text).ok()?["worker_id"].as_i64()
+    }
+
     /// SIGTERM and wait for a clean exit.
     pub fn stop(&mut self) -> bool {
         match self.child.take() {

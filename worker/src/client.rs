@@ -9,7 +9,8 @@ use serde::Serialize;
 use std::time::Duration;
 use tmd_wire::{
     ApiError, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, RegisterWorker,
-    ReleaseLease, ReleaseResponse, ResultAccepted, UnitResult, WorkerRegistered,
+    ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitResult,
+    WorkerRegistered,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -269,6 +270,15 @@ impl Client {
             result,
         )
         .await
+    }
+
+    /// Posts finished units of this worker's leases in one request; the answer has an outcome
+    /// per unit, in order.
+    pub async fn post_results(
+        &self,
+        batch: &ResultBatch,
+    ) -> Result<ResultBatchResponse, ClientError> {
+        self.post("/results", batch).await
     }
 
     pub async fn release(

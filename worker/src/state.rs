@@ -1,6 +1,10 @@
 //! What the daemon keeps on disk so that a crash or a restart loses nothing: its credentials,
-//! the lease in hand with the units already finished, and the results the server has not yet
+//! the leases in hand with the units already accepted, and the results the server has not yet
 //! accepted (the spool). Every file is written to a temporary name, synced, then renamed.
+//!
+//! A lease's finished units are those in its `done` set and those with a result in the spool:
+//! a result is spooled before it is queued for posting, and a unit enters `done` before its
+//! accepted result leaves the spool, so a crash at any point loses no finished unit.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -8,6 +12,7 @@ use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use tmd_wire::{Lease, UnitResult};
 
 /// The worker's identity at one server.
@@ -28,7 +33,8 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// The lease in hand and which of its units are finished (spooled or accepted).
+/// A lease in hand and which of its units are finished (accepted; the spooled ones are the
+/// spool's to tell).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LeaseState {
     pub lease: Lease,
@@ -94,9 +100,44 @@ pub fn replace_file(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
     Ok(())
 }
 
+fn remove_if_there(p: &Path) -> Result<(), StateError> {
+    match fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(p)(e)),
+    }
+}
+
 impl StateDir {
+    /// Opens `root`, waiting up to `wait` while another process holds its lock: a predecessor
+    /// killed a moment ago may still be exiting (a GPU context takes seconds to tear down), and
+    /// a restart should not fail on it. `waiting(elapsed)` is called about every `report` while
+    /// it waits, to say why. After `wait`, [`StateError::Locked`].
+    pub fn open_waiting(
+        root: &Path,
+        wait: Duration,
+        report: Duration,
+        mut waiting: impl FnMut(Duration),
+    ) -> Result<StateDir, StateError> {
+        let start = Instant::now();
+        let mut reported = start;
+        loop {
+            match StateDir::open(root) {
+                Err(StateError::Locked(_)) if start.elapsed() < wait => {
+                    if reported == start || reported.elapsed() >= report {
+                        reported = Instant::now();
+                        waiting(start.elapsed());
+                    }
+                    std::thread::sleep(Duration::from_millis(100).min(wait));
+                }
+                other => return other,
+            }
+        }
+    }
+
     pub fn open(root: &Path) -> Result<StateDir, StateError> {
         fs::create_dir_all(root.join("spool")).map_err(io_err(root))?;
+        fs::create_dir_all(root.join("leases")).map_err(io_err(root))?;
         let lock_path = root.join("lock");
         let lock = OpenOptions::new()
             .create(true)
@@ -147,21 +188,45 @@ impl StateDir {
         self.write_json(&self.root.join("credentials.json"), c)
     }
 
-    pub fn lease(&self) -> Result<Option<LeaseState>, StateError> {
-        self.read_json(&self.root.join("lease.json"))
+    fn lease_path(&self, lease_id: i64) -> PathBuf {
+        self.root
+            .join("leases")
+            .join(format!("lease-{lease_id}.json"))
+    }
+
+    /// Every lease in hand, oldest first; with the single `lease.json` of earlier versions.
+    pub fn leases(&self) -> Result<Vec<LeaseState>, StateError> {
+        let dir = self.root.join("leases");
+        let mut out: Vec<LeaseState> = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let path = entry.map_err(io_err(&dir))?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                out.extend(self.read_json::<LeaseState>(&path)?);
+            }
+        }
+        if let Some(old) = self.read_json::<LeaseState>(&self.root.join("lease.json"))? {
+            if out.iter().all(|l| l.lease.lease_id != old.lease.lease_id) {
+                out.push(old);
+            }
+        }
+        out.sort_by_key(|l| l.lease.lease_id);
+        Ok(out)
     }
 
     pub fn save_lease(&self, l: &LeaseState) -> Result<(), StateError> {
-        self.write_json(&self.root.join("lease.json"), l)
+        self.write_json(&self.lease_path(l.lease.lease_id), l)
     }
 
-    pub fn clear_lease(&self) -> Result<(), StateError> {
-        let p = self.root.join("lease.json");
-        match fs::remove_file(&p) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(&p)(e)),
+    /// Forgets a lease (finished, released or lost).
+    pub fn clear_lease(&self, lease_id: i64) -> Result<(), StateError> {
+        remove_if_there(&self.lease_path(lease_id))?;
+        let old = self.root.join("lease.json");
+        if let Ok(Some(l)) = self.read_json::<LeaseState>(&old) {
+            if l.lease.lease_id == lease_id {
+                remove_if_there(&old)?;
+            }
         }
+        Ok(())
     }
 
     fn spool_path(&self, lease_id: i64, unit_id: i64) -> PathBuf {
@@ -175,12 +240,26 @@ impl StateDir {
     }
 
     pub fn spool_remove(&self, lease_id: i64, unit_id: i64) -> Result<(), StateError> {
-        let p = self.spool_path(lease_id, unit_id);
-        match fs::remove_file(&p) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(&p)(e)),
+        remove_if_there(&self.spool_path(lease_id, unit_id))
+    }
+
+    /// The units of `lease_id` with a result in the spool, read from the names alone.
+    pub fn spooled_units(&self, lease_id: i64) -> Result<BTreeSet<i64>, StateError> {
+        let dir = self.root.join("spool");
+        let prefix = format!("lease-{lease_id}-unit-");
+        let mut out = BTreeSet::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let name = entry.map_err(io_err(&dir))?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(unit) = name
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix(".json"))
+                .and_then(|u| u.parse().ok())
+            {
+                out.insert(unit);
+            }
         }
+        Ok(out)
     }
 
     /// Every spooled result, oldest lease first.
@@ -250,9 +329,92 @@ mod tests {
         let c = s.credentials().unwrap().unwrap();
         assert_eq!(c.worker_id, 4);
         assert!(!format!("{c:?}").contains("secret"));
-        assert!(s.lease().unwrap().is_none());
+        assert!(s.leases().unwrap().is_empty());
+        assert_eq!(s.spooled_units(2).unwrap(), BTreeSet::from([7]));
         fs::write(dir.join("lease.json"), b"{not json").unwrap();
-        assert!(matches!(s.lease(), Err(StateError::Damaged { .. })));
+        assert!(matches!(s.leases(), Err(StateError::Damaged { .. })));
+        drop(s);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_held_lock_is_waited_for_and_a_released_one_taken() {
+        let dir = std::env::temp_dir().join(format!("tmd-state-lock-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let held = StateDir::open(&dir).unwrap();
+        // Still held after the bound: the clear error, after having said why it waited.
+        let mut said = 0;
+        let t = Instant::now();
+        let r = StateDir::open_waiting(
+            &dir,
+            Duration::from_millis(400),
+            Duration::from_millis(100),
+            |_| said += 1,
+        );
+        assert!(matches!(r, Err(StateError::Locked(_))));
+        assert!(t.elapsed() >= Duration::from_millis(400));
+        assert!(said >= 2, "{said}");
+        // Released while waited for: taken.
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(held);
+        });
+        let t = Instant::now();
+        let s = StateDir::open_waiting(
+            &dir,
+            Duration::from_secs(30),
+            Duration::from_secs(5),
+            |_| {},
+        )
+        .unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(250));
+        assert!(t.elapsed() < Duration::from_secs(10));
+        releaser.join().unwrap();
+        drop(s);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn leases_are_kept_apart_and_the_old_single_file_is_read() {
+        let dir = std::env::temp_dir().join(format!("tmd-state-leases-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let s = StateDir::open(&dir).unwrap();
+        let lease = |id: i64| LeaseState {
+            lease: Lease {
+                lease_id: id,
+                fencing_token: 1,
+                expires_at: chrono::Utc::now(),
+                heartbeat_seconds: 1,
+                task: tmd_wire::LeaseTask {
+                    campaign_id: 1,
+                    function: "exp".into(),
+                    precision: 24,
+                    min_bits: 12,
+                },
+                units: vec![],
+            },
+            done: BTreeSet::from([id * 10]),
+        };
+        s.save_lease(&lease(5)).unwrap();
+        s.save_lease(&lease(3)).unwrap();
+        fs::write(
+            dir.join("lease.json"),
+            serde_json::to_vec(&lease(1)).unwrap(),
+        )
+        .unwrap();
+        let ids = |s: &StateDir| {
+            s.leases()
+                .unwrap()
+                .iter()
+                .map(|l| l.lease.lease_id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&s), vec![1, 3, 5]);
+        s.clear_lease(1).unwrap();
+        s.clear_lease(5).unwrap();
+        assert_eq!(ids(&s), vec![3]);
+        assert!(!dir.join("lease.json").exists());
+        assert_eq!(s.leases().unwrap()[0].done, BTreeSet::from([30]));
         drop(s);
         fs::remove_dir_all(&dir).unwrap();
     }

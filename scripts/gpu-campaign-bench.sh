@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Times the same range two ways on this machine, for issue 12's target (a campaign through the
+# coordinator at most 5% slower than a local search): `tmd-worker search` alone, then a campaign
+# of the same range through `tmd-server` with one `tmd-worker run` daemon. Prints both walls and
+# their ratio, and the daemon's own account (engine busy time, result requests).
+#
+# Needs the release binaries (target/release, or BIN=...) and a PostgreSQL (DATABASE_URL's
+# server, default postgres://postgres@127.0.0.1:5432; the database TMD_BENCH_DB is dropped and
+# created again). Run it on the GPU machine as is; BACKEND=cpu and a smaller range try it
+# anywhere.
+#
+# Settings (environment): BACKEND (cuda), FUNCTION (exp), FORMAT (binary64), FROM (0x1p+0),
+# TO (0x1p+1), MIN_BITS (44), UNIT_BITS (40), THREADS (all cores), WORKER_ARGS (extra flags of
+# both runs, e.g. "--gpu-memory 8G" or "--devices 0,1"), LEASE_SECONDS (60),
+# DIR (/tmp/tmd-gpu-bench), BIN (target/release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BACKEND=${BACKEND:-cuda}
+FUNCTION=${FUNCTION:-exp}
+FORMAT=${FORMAT:-binary64}
+FROM=${FROM:-0x1p+0}
+TO=${TO:-0x1p+1}
+MIN_BITS=${MIN_BITS:-44}
+UNIT_BITS=${UNIT_BITS:-40}
+LEASE_SECONDS=${LEASE_SECONDS:-60}
+DIR=${DIR:-/tmp/tmd-gpu-bench}
+BIN=${BIN:-target/release}
+PG=${DATABASE_URL_BASE:-postgres://postgres@127.0.0.1:5432}
+DB=${TMD_BENCH_DB:-tmd_gpu_bench}
+ADMIN_TOKEN=bench-admin-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+read -r -a EXTRA <<< "${WORKER_ARGS:-}"
+THREAD_ARGS=()
+[ -n "${THREADS:-}" ] && THREAD_ARGS=(--threads "$THREADS")
+export RUST_BACKTRACE=0
+
+say() { printf '== %s\n' "$*" >&2; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+
+for b in tmd-server tmd-worker; do
+  [ -x "$BIN/$b" ] || { echo "no $BIN/$b: build with cargo build --release" >&2; exit 1; }
+done
+rm -rf "$DIR"; mkdir -p "$DIR"
+RANGE=(--function "$FUNCTION" --format "$FORMAT" --min-bits "$MIN_BITS" --from "$FROM" --to "$TO" --unit-bits "$UNIT_BITS")
+
+# 1. The local search. It runs first, so the daemon below finds the kernel cache warm and
+# neither run pays for compiling kernels.
+say "tmd-worker search --backend $BACKEND ${RANGE[*]}"
+t0=$(now)
+"$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
+  --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
+t1=$(now)
+SEARCH_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+SEARCH_CASES=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["hr_cases"]))' "$DIR/search.json")
+say "search: ${SEARCH_WALL} s, $SEARCH_CASES HR-cases"
+
+# 2. The same range as a campaign.
+psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
+PORT=$(free_port)
+SERVER="http://127.0.0.1:$PORT"
+"$BIN/tmd-server" serve --database-url "$PG/$DB" --listen "127.0.0.1:$PORT" \
+  --admin-token "$ADMIN_TOKEN" > "$DIR/server.log" 2>&1 &
+SERVER_PID=$!
+trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
+for _ in $(seq 200); do curl -sf "$SERVER/readyz" >/dev/null && break; sleep 0.1; done
+curl -sf "$SERVER/readyz" >/dev/null || { cat "$DIR/server.log" >&2; exit 1; }
+export TMD_ADMIN_TOKEN="$ADMIN_TOKEN"
+CAMPAIGN=$("$BIN/tmd-server" campaign create "${RANGE[@]}" --server "$SERVER" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+TOKEN=$("$BIN/tmd-server" token create --server "$SERVER" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+say "campaign $CAMPAIGN through $SERVER: tmd-worker run --backend $BACKEND --lease-seconds $LEASE_SECONDS"
+t0=$(now)
+"$BIN/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$DIR/worker-state" \
+  --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" --lease-seconds "$LEASE_SECONDS" \
+  --exit-when-idle --status-seconds 10 > "$DIR/worker.log" 2>&1
+t1=$(now)
+CAMPAIGN_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+PROGRESS=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/progress")
+DONE=$(python3 -c 'import json,sys; p=json.loads(sys.argv[1]); print("%s/%s" % (p["done"]["units"], p["total"]["units"]))' "$PROGRESS")
+CASES=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/hr-cases?format=json" \
+  | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+
+# The daemon's start-up (self-test, back end) and its working time, from its log's timestamps.
+python3 - "$DIR/worker.log" "$SEARCH_WALL" "$CAMPAIGN_WALL" "$DONE" "$CASES" "$SEARCH_CASES" <<'EOF'
+import re, sys
+from datetime import datetime
+log, search, campaign, done, cases, search_cases = sys.argv[1:]
+search, campaign = float(search), float(campaign)
+ansi = re.compile(r'\x1b\[[0-9;]*m')
+first = leased = last = None
+stopped = ""
+for line in open(log, errors="replace"):
+    line = ansi.sub("", line)
+    m = re.match(r'(\d{4}-\d\d-\d\dT[\d:.]+)Z', line)
+    if not m:
+        continue
+    t = datetime.fromisoformat(m.group(1)[:26])
+    first = first or t
+    if leased is None and " leased" in line:
+        leased = t
+    last = t
+    if "tmd-worker stopped" in line:
+        stopped = line.strip()
+startup = (leased - first).total_seconds() if leased and first else float("nan")
+working = (last - leased).total_seconds() if leased and last else float("nan")
+print(f"search wall:            {search:8.2f} s  ({search_cases} HR-cases)")
+print(f"campaign wall:          {campaign:8.2f} s  ({done} units, {cases} HR-cases)")
+print(f"  daemon start-up:      {startup:8.2f} s  (start to first lease)")
+print(f"  daemon working:       {working:8.2f} s  (first lease to exit)")
+print(f"ratio campaign/search:  {campaign / search:8.3f}")
+print(f"ratio working/search:   {working / search:8.3f}")
+for key in ("engine_busy_percent", "slot_use_percent", "results_posted", "result_requests"):
+    m = re.search(key + r'="?([\d.]+)', stopped)
+    if m:
+        print(f"  {key}: {m.group(1)}")
+if cases != search_cases:
+    print(f"WARNING: the campaign found {cases} HR-cases, the search {search_cases}")
+EOF

@@ -1,0 +1,570 @@
+//! Storage of unit results: the unlocked first judgement of posts (before their MPFR
+//! verification) and the recording of many units' results in one transaction, with multi-row
+//! statements. A single post is a batch of one through the same code.
+//!
+//! Lock order, as everywhere in `store`: the batch's leases (in id order), then its units (in
+//! id order), then workers' rows (in id order, in `store_trust::apply_records`), then the
+//! campaigns that may have just completed (in id order).
+
+use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
+use crate::error::{Error, Result};
+use crate::store::{self, LiveResult};
+use crate::store_trust;
+use crate::trust::{self, ReplicationPolicy};
+use sqlx::types::Json;
+use sqlx::PgPool;
+use std::collections::{BTreeSet, HashMap};
+use tmd_wire::{HrCase, ResultAccepted, UnitResult, UnitSpec};
+
+/// A posted result, as the first judgement sees it.
+pub struct Posted<'a> {
+    pub lease_id: i64,
+    pub unit_id: i64,
+    pub result: &'a UnitResult,
+}
+
+/// What the verifier needs to know about a post that passed the first check.
+pub struct PostContext {
+    pub judgement: Judgement,
+    pub function: String,
+    pub precision: u32,
+    pub min_bits: u32,
+    pub unit: UnitSpec,
+}
+
+fn spec_of(u: &UnitRow) -> Result<UnitSpec> {
+    Ok(UnitSpec {
+        negative: u.negative,
+        exponent: u.exponent,
+        first: u
+            .first
+            .parse()
+            .map_err(|_| Error::Internal(format!("unit {} has first {}", u.id, u.first)))?,
+        count: u.count as u64,
+    })
+}
+
+/// Judges posts without locking (four queries for any number of them), so the slow MPFR
+/// verification can run outside any transaction; [`record_results`] judges again under locks.
+/// A quarantined worker's posts never reach MPFR, even under a lease that merely expired.
+pub async fn precheck(
+    pool: &PgPool,
+    worker_id: i64,
+    posts: &[Posted<'_>],
+) -> Result<Vec<Result<PostContext>>> {
+    let standing: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
+    )
+    .bind(worker_id)
+    .fetch_optional(pool)
+    .await?;
+    if let Some((reason,)) = standing {
+        return Ok(posts
+            .iter()
+            .map(|_| Err(store_trust::quarantined(worker_id, reason.as_deref())))
+            .collect());
+    }
+    let lease_ids: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
+    let unit_ids: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
+    let leases: Vec<LeaseRow> = sqlx::query_as(&format!(
+        "SELECT {} FROM leases WHERE id = ANY($1)",
+        store::LEASE_COLUMNS
+    ))
+    .bind(&lease_ids)
+    .fetch_all(pool)
+    .await?;
+    let units: Vec<UnitRow> = sqlx::query_as(&format!(
+        "SELECT {} FROM units WHERE id = ANY($1)",
+        store::UNIT_COLUMNS
+    ))
+    .bind(&unit_ids)
+    .fetch_all(pool)
+    .await?;
+    let priors = fetch_priors(pool, &unit_ids, &lease_ids).await?;
+    let campaign_ids: Vec<i64> = units.iter().map(|u| u.campaign_id).collect();
+    let campaigns: Vec<(i64, String, i32, i32)> = sqlx::query_as(
+        "SELECT id, function, precision, min_bits FROM campaigns WHERE id = ANY($1)",
+    )
+    .bind(&campaign_ids)
+    .fetch_all(pool)
+    .await?;
+    let leases: HashMap<i64, LeaseRow> = leases.into_iter().map(|l| (l.id, l)).collect();
+    let units: HashMap<i64, UnitRow> = units.into_iter().map(|u| (u.id, u)).collect();
+    let campaigns: HashMap<i64, (String, i32, i32)> = campaigns
+        .into_iter()
+        .map(|(id, f, p, m)| (id, (f, p, m)))
+        .collect();
+    let mut out = Vec::with_capacity(posts.len());
+    for p in posts {
+        let unit = units.get(&p.unit_id);
+        let judged = domain::judge_post(
+            worker_id,
+            p.result.fencing_token,
+            leases.get(&p.lease_id),
+            unit,
+            priors.get(&(p.unit_id, p.lease_id)),
+            &p.result.digest,
+        );
+        out.push(judged.and_then(|judgement| {
+            let unit = unit.ok_or_else(|| Error::Internal("judged unit vanished".into()))?;
+            let (function, precision, min_bits) = campaigns
+                .get(&unit.campaign_id)
+                .ok_or_else(|| Error::Internal("a unit's campaign vanished".into()))?;
+            Ok(PostContext {
+                judgement,
+                function: function.clone(),
+                precision: *precision as u32,
+                min_bits: *min_bits as u32,
+                unit: spec_of(unit)?,
+            })
+        }));
+    }
+    Ok(out)
+}
+
+/// The results already recorded for these (unit, lease) pairs.
+async fn fetch_priors<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    unit_ids: &[i64],
+    lease_ids: &[i64],
+) -> Result<HashMap<(i64, i64), PriorResult>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        unit_id: i64,
+        lease_id: i64,
+        #[sqlx(flatten)]
+        prior: PriorResult,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT r.unit_id, r.lease_id, r.id, r.digest, r.hr_count \
+         FROM results r JOIN UNNEST($1::int8[], $2::int8[]) AS t(u, l) \
+              ON r.unit_id = t.u AND r.lease_id = t.l",
+    )
+    .bind(unit_ids)
+    .bind(lease_ids)
+    .fetch_all(ex)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| ((r.unit_id, r.lease_id), r.prior))
+        .collect())
+}
+
+/// A result to record: the post, its HR-cases as the server verified them, and a fresh
+/// uniform draw in [0, 1) for adaptive replication.
+pub struct Post<'a> {
+    pub lease_id: i64,
+    pub unit_id: i64,
+    pub result: &'a UnitResult,
+    pub verified: &'a [HrCase],
+    pub audit_roll: f64,
+}
+
+/// What became of one post: recorded now, recorded before (a retry), or refused.
+#[derive(Debug)]
+pub enum Recorded {
+    Accepted(ResultAccepted),
+    Replayed(ResultAccepted),
+    Refused(Error),
+}
+
+/// What [`record_results`] did.
+#[derive(Debug, Default)]
+pub struct BatchRecorded {
+    /// One per post, in order.
+    pub outcomes: Vec<Recorded>,
+    /// The worker's speed after these results (when any was accepted).
+    pub speed: Option<f64>,
+    /// Workers whose results these outvoted: their records must be checked against the bar.
+    pub outvoted_workers: Vec<i64>,
+    /// Campaigns whose last unit these results finished.
+    pub completed_campaigns: Vec<i64>,
+}
+
+/// Records verified results of one worker in one transaction: the result rows and their
+/// HR-cases, the verdicts of each unit's replicas (`trust::settle`) and the records of their
+/// workers, each unit's new state (done, pending for another replica, or quarantined when
+/// replicas never reach a majority), the worker's speed, the end of each lease whose last unit
+/// this was, and the completion of a campaign whose last unit this was. Each post is judged
+/// again under the leases' and the units' row locks, so a retry is answered as before. The
+/// units of `posts` must be distinct (the handler answers a repeated unit itself).
+///
+/// A deadlock with a concurrent quarantine is retried here (twice) before it reaches the
+/// worker as "unavailable".
+pub async fn record_results(
+    pool: &PgPool,
+    worker_id: i64,
+    posts: &[Post<'_>],
+) -> Result<BatchRecorded> {
+    store::retry_transient(2, || record_once(pool, worker_id, posts)).await
+}
+
+/// A unit locked for recording, with its campaign's replication rule.
+#[derive(sqlx::FromRow)]
+struct UnitForResult {
+    #[sqlx(flatten)]
+    unit: UnitRow,
+    replication: i32,
+    adaptive: bool,
+    audit_rate: f64,
+    trust_after: i32,
+    replicas_needed: Option<i32>,
+}
+
+/// A lease locked for recording, with its age on the database clock.
+#[derive(sqlx::FromRow)]
+struct LeaseForResult {
+    #[sqlx(flatten)]
+    lease: LeaseRow,
+    age_seconds: f64,
+}
+
+/// The posting worker as the recording sees it (not locked: `apply_records` locks it last).
+#[derive(sqlx::FromRow)]
+struct Poster {
+    streak: i64,
+    quarantined: bool,
+    quarantine_reason: Option<String>,
+    revoked: bool,
+    since_last_result: Option<f64>,
+}
+
+async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Result<BatchRecorded> {
+    let mut tx = pool.begin().await?;
+    let lease_ids: BTreeSet<i64> = posts.iter().map(|p| p.lease_id).collect();
+    let lease_ids: Vec<i64> = lease_ids.into_iter().collect();
+    let leases: Vec<LeaseForResult> = sqlx::query_as(&format!(
+        "SELECT {}, extract(epoch FROM now() - created_at)::float8 AS age_seconds \
+         FROM leases WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        store::LEASE_COLUMNS
+    ))
+    .bind(&lease_ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    let leases: HashMap<i64, LeaseForResult> =
+        leases.into_iter().map(|l| (l.lease.id, l)).collect();
+    let mut unit_ids: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
+    unit_ids.sort_unstable();
+    let units: Vec<UnitForResult> = sqlx::query_as(
+        "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
+                u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
+                c.trust_after, u.replicas_needed \
+         FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+         WHERE u.id = ANY($1) ORDER BY u.id FOR UPDATE OF u",
+    )
+    .bind(&unit_ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    let units: HashMap<i64, UnitForResult> = units.into_iter().map(|u| (u.unit.id, u)).collect();
+    let post_units: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
+    let post_leases: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
+    let priors = fetch_priors(&mut *tx, &post_units, &post_leases).await?;
+    let poster: Option<Poster> = sqlx::query_as(
+        "SELECT streak, quarantined_at IS NOT NULL AS quarantined, quarantine_reason, \
+                revoked_at IS NOT NULL AS revoked, \
+                extract(epoch FROM now() - last_result_at)::float8 AS since_last_result \
+         FROM workers WHERE id = $1",
+    )
+    .bind(worker_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let poster = poster.ok_or_else(|| Error::Internal(format!("no worker {worker_id}")))?;
+    // A quarantined worker is told that, rather than why one post is refused (its leases
+    // were revoked); a revoked one (still in another coordinator's token cache) likewise.
+    let barred = || -> Option<Error> {
+        if poster.quarantined {
+            Some(store_trust::quarantined(
+                worker_id,
+                poster.quarantine_reason.as_deref(),
+            ))
+        } else if poster.revoked {
+            Some(Error::Unauthorized(
+                "this worker's token was revoked".into(),
+            ))
+        } else {
+            None
+        }
+    };
+
+    // Judge every post; the accepted ones are recorded below.
+    let mut outcomes: Vec<Option<Recorded>> = Vec::with_capacity(posts.len());
+    let mut accepted: Vec<usize> = Vec::new();
+    for (i, p) in posts.iter().enumerate() {
+        let row = units.get(&p.unit_id);
+        let judgement = domain::judge_post(
+            worker_id,
+            p.result.fencing_token,
+            leases.get(&p.lease_id).map(|l| &l.lease),
+            row.map(|r| &r.unit),
+            priors.get(&(p.unit_id, p.lease_id)),
+            &p.result.digest,
+        );
+        outcomes.push(match judgement {
+            Ok(Judgement::Replay {
+                result_id,
+                hr_cases,
+            }) => Some(Recorded::Replayed(ResultAccepted {
+                result_id,
+                unit_id: p.unit_id,
+                hr_cases,
+            })),
+            Err(e) => Some(Recorded::Refused(barred().unwrap_or(e))),
+            Ok(Judgement::Accept) => match barred() {
+                Some(e) => Some(Recorded::Refused(e)),
+                None => {
+                    accepted.push(i);
+                    None
+                }
+            },
+        });
+    }
+    // A batch with nothing to record ends the transaction at once: a dropped one keeps its
+    // row locks until the connection is next used, which would hide the leases from expiry.
+    if accepted.is_empty() {
+        tx.rollback().await?;
+        return Ok(BatchRecorded {
+            outcomes: outcomes
+                .into_iter()
+                .map(Option::unwrap_or_else_refused)
+                .collect(),
+            ..BatchRecorded::default()
+        });
+    }
+
+    // The result rows and their HR-cases, in one statement.
+    let mut claims = Vec::with_capacity(accepted.len());
+    let mut specs = Vec::with_capacity(accepted.len());
+    for &i in &accepted {
+        let p = &posts[i];
+        let row = &units[&p.unit_id];
+        let spec = spec_of(&row.unit)?;
+        claims.push(trust::claim_digest(
+            &spec,
+            &p.result.stats,
+            p.verified,
+            &p.result.exact_cases,
+        ));
+        specs.push(spec);
+    }
+    let col = |f: &dyn Fn(&Post<'_>) -> i64| -> Vec<i64> {
+        accepted.iter().map(|&i| f(&posts[i])).collect()
+    };
+    let r_unit = col(&|p| p.unit_id);
+    let r_lease = col(&|p| p.lease_id);
+    let r_token = col(&|p| p.result.fencing_token);
+    let r_digest: Vec<String> = accepted
+        .iter()
+        .map(|&i| posts[i].result.digest.to_ascii_lowercase())
+        .collect();
+    let r_stats: Vec<Json<&tmd_wire::UnitStats>> = accepted
+        .iter()
+        .map(|&i| Json(&posts[i].result.stats))
+        .collect();
+    let r_exact: Vec<Json<&Vec<String>>> = accepted
+        .iter()
+        .map(|&i| Json(&posts[i].result.exact_cases))
+        .collect();
+    let r_elapsed: Vec<f64> = accepted.iter().map(|&i| posts[i].result.elapsed).collect();
+    let r_hr: Vec<i32> = accepted
+        .iter()
+        .map(|&i| posts[i].verified.len() as i32)
+        .collect();
+    let (mut h_unit, mut h_campaign, mut h_x, mut h_bits, mut h_d, mut h_kind, mut h_rounded) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    for &i in &accepted {
+        let p = &posts[i];
+        let campaign = units[&p.unit_id].unit.campaign_id;
+        for c in p.verified {
+            h_unit.push(p.unit_id);
+            h_campaign.push(campaign);
+            h_x.push(c.x.as_str());
+            h_bits.push(c.bits as i32);
+            h_d.push(c.neg_log2_d);
+            h_kind.push(c.kind.as_str());
+            h_rounded.push(c.rounded.as_str());
+        }
+    }
+    let inserted: Vec<(i64, i64)> = sqlx::query_as(
+        "WITH r AS ( \
+             INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
+                                  exact_cases, elapsed_seconds, hr_count, claim) \
+             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c \
+             FROM UNNEST($2::int8[], $3::int8[], $4::int8[], $5::text[], $6::jsonb[], \
+                         $7::jsonb[], $8::float8[], $9::int4[], $10::text[]) \
+                  AS t(u, l, f, d, s, e, el, h, c) \
+             RETURNING id, unit_id), \
+         h AS ( \
+             INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, \
+                                   rounded) \
+             SELECT t.c, t.u, r.id, t.x, t.b, t.d, t.k, t.rd \
+             FROM UNNEST($11::int8[], $12::int8[], $13::text[], $14::int4[], $15::float8[], \
+                         $16::text[], $17::text[]) AS t(u, c, x, b, d, k, rd) \
+                  JOIN r ON r.unit_id = t.u \
+             ON CONFLICT (campaign_id, x) DO NOTHING) \
+         SELECT unit_id, id FROM r",
+    )
+    .bind(worker_id)
+    .bind(&r_unit)
+    .bind(&r_lease)
+    .bind(&r_token)
+    .bind(&r_digest)
+    .bind(&r_stats)
+    .bind(&r_exact)
+    .bind(&r_elapsed)
+    .bind(&r_hr)
+    .bind(&claims)
+    .bind(&h_unit)
+    .bind(&h_campaign)
+    .bind(&h_x)
+    .bind(&h_bits)
+    .bind(&h_d)
+    .bind(&h_kind)
+    .bind(&h_rounded)
+    .fetch_all(&mut *tx)
+    .await?;
+    let result_ids: HashMap<i64, i64> = inserted.into_iter().collect();
+
+    // Each unit's live results, the new one last (the highest id), settled in the batch's
+    // order: the worker's streak as it grows decides how many replicas each next unit needs,
+    // as it would between single posts.
+    let live: Vec<LiveResult> = sqlx::query_as(
+        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
+         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
+    )
+    .bind(&r_unit)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut by_unit: HashMap<i64, Vec<LiveResult>> = HashMap::new();
+    for r in live {
+        by_unit.entry(r.unit_id).or_default().push(r);
+    }
+    let mut changes = store_trust::Changes::default();
+    let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
+    let (mut count, mut elapsed, mut oldest_lease) = (0i64, 0f64, 0f64);
+    let mut done_campaigns = BTreeSet::new();
+    for &i in &accepted {
+        let p = &posts[i];
+        let row = &units[&p.unit_id];
+        let policy = ReplicationPolicy {
+            quorum: row.replication.max(1) as u32,
+            adaptive: row.adaptive,
+            audit_rate: row.audit_rate,
+            trust_after: row.trust_after.max(1) as u32,
+        };
+        // The number of agreeing results is fixed by the unit's first result.
+        let needed = match row.replicas_needed {
+            Some(n) => n.max(1) as u32,
+            None => {
+                let streak = changes.worker(worker_id).record.applied_to(poster.streak);
+                trust::replicas_needed(&policy, streak, p.audit_roll)
+            }
+        };
+        let replicas = by_unit.remove(&p.unit_id).unwrap_or_default();
+        if !replicas
+            .iter()
+            .any(|r| Some(&r.id) == result_ids.get(&p.unit_id))
+        {
+            return Err(Error::Internal(format!(
+                "the result of unit {} is not among its live results",
+                p.unit_id
+            )));
+        }
+        let settlement = changes.settle(&replicas, needed, policy.quorum)?;
+        let state = store_trust::unit_state(&settlement);
+        if state == "done" {
+            done_campaigns.insert(row.unit.campaign_id);
+        }
+        u_live.push(replicas.len() as i32);
+        u_needed.push(needed as i32);
+        u_state.push(state);
+        count += row.unit.count;
+        elapsed += p.result.elapsed;
+        oldest_lease = oldest_lease.max(leases[&p.lease_id].age_seconds);
+    }
+    // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
+    // never faster than the server's clock allows since the worker's previous result or the
+    // batch's oldest lease, whichever is later (a batch of one: exactly the single post's rule).
+    let wall = poster
+        .since_last_result
+        .map_or(oldest_lease, |s| s.min(oldest_lease));
+    {
+        let own = changes.worker(worker_id);
+        own.done += accepted.len() as i64;
+        own.speed = domain::speed_sample(count, elapsed, wall);
+    }
+    store_trust::apply_verdicts(&mut tx, &changes).await?;
+    let records = store_trust::apply_records(&mut tx, &changes).await?;
+    let Some((speed, false)) = records.get(&worker_id).copied() else {
+        // Quarantined since the judgement above (a concurrent forgery or outvote).
+        tx.rollback().await?;
+        let refused = store_trust::quarantined(worker_id, None);
+        let mut outcomes = outcomes;
+        for &i in &accepted {
+            outcomes[i] = Some(Recorded::Refused(Error::WorkerQuarantined(
+                refused.to_string(),
+            )));
+        }
+        return Ok(BatchRecorded {
+            outcomes: outcomes
+                .into_iter()
+                .map(Option::unwrap_or_else_refused)
+                .collect(),
+            ..BatchRecorded::default()
+        });
+    };
+    sqlx::query(
+        "UPDATE units u SET replicas_done = t.live, replicas_needed = t.needed, lease_id = NULL, \
+             state = t.state, \
+             done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END \
+         FROM UNNEST($1::int8[], $2::int4[], $3::int4[], $4::text[]) AS t(id, live, needed, state) \
+         WHERE u.id = t.id",
+    )
+    .bind(&r_unit)
+    .bind(&u_live)
+    .bind(&u_needed)
+    .bind(&u_state)
+    .execute(&mut *tx)
+    .await?;
+    // A lease whose last unit this was is finished (this statement sees the update above).
+    sqlx::query(
+        "UPDATE leases l SET state = 'finished', ended_at = now() \
+         WHERE l.id = ANY($1) AND l.state = 'active' \
+           AND NOT EXISTS (SELECT 1 FROM units WHERE lease_id = l.id)",
+    )
+    .bind(&r_lease)
+    .execute(&mut *tx)
+    .await?;
+    let done_campaigns: Vec<i64> = done_campaigns.into_iter().collect();
+    let completed = store::complete_campaigns(&mut tx, &done_campaigns).await?;
+    tx.commit().await?;
+    for (slot, &i) in accepted.iter().enumerate() {
+        let p = &posts[i];
+        outcomes[i] = Some(Recorded::Accepted(ResultAccepted {
+            result_id: result_ids[&p.unit_id],
+            unit_id: p.unit_id,
+            hr_cases: r_hr[slot] as u32,
+        }));
+    }
+    Ok(BatchRecorded {
+        outcomes: outcomes
+            .into_iter()
+            .map(Option::unwrap_or_else_refused)
+            .collect(),
+        speed,
+        outvoted_workers: changes.outvoted_workers(),
+        completed_campaigns: completed,
+    })
+}
+
+/// Every slot of a batch gets an outcome; a missing one would be a bug, answered as such.
+trait Filled {
+    fn unwrap_or_else_refused(self) -> Recorded;
+}
+
+impl Filled for Option<Recorded> {
+    fn unwrap_or_else_refused(self) -> Recorded {
+        self.unwrap_or_else(|| {
+            Recorded::Refused(Error::Internal("a post of the batch got no outcome".into()))
+        })
+    }
+}

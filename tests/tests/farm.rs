@@ -1,0 +1,260 @@
+//! A farm's daemons at the edges of a campaign (issue 12), with real processes: daemons run
+//! with `--exit-when-idle` finish a campaign whose last lease belonged to a killed worker; a
+//! daemon restarted while its predecessor still holds the state directory waits and resumes
+//! its lease; results posted in batches survive a coordinator crash and a worker crash.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use tmd_test_support::TestDb;
+use tmd_tests::{admin, scratch, Server, Worker, EXP_BINARY64_24_UNITS, EXP_BINARY64_UNITS};
+
+const UNITS: i64 = EXP_BINARY64_UNITS;
+
+fn create_campaign(server: &str) -> (i64, String) {
+    let mut args = vec!["campaign", "create"];
+    args.extend(EXP_BINARY64_24_UNITS);
+    let c = admin(server, &args);
+    assert_eq!(c["units_total"], UNITS, "{c}");
+    let t = admin(server, &["token", "create"]);
+    (
+        c["id"].as_i64().unwrap(),
+        t["token"].as_str().unwrap().to_string(),
+    )
+}
+
+async fn scalar(db: &TestDb, sql: &str, campaign: i64) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(campaign)
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+/// Every unit done with exactly one result; the HR-cases recorded.
+async fn every_unit_once(db: &TestDb, campaign: i64) -> BTreeSet<(String, i64, String)> {
+    let not_done = scalar(
+        db,
+        "SELECT count(*) FROM units WHERE campaign_id = $1 AND state <> 'done'",
+        campaign,
+    )
+    .await;
+    assert_eq!(not_done, 0, "every unit is done");
+    let results = scalar(
+        db,
+        "SELECT count(*) FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
+        campaign,
+    )
+    .await;
+    assert_eq!(results, UNITS, "one result per unit");
+    let rows: Vec<(String, i32, String)> =
+        sqlx::query_as("SELECT x, bits, kind FROM hr_cases WHERE campaign_id = $1")
+            .bind(campaign)
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    let set: BTreeSet<_> = rows
+        .iter()
+        .map(|(x, b, k)| (x.clone(), *b as i64, k.clone()))
+        .collect();
+    assert_eq!(set.len(), rows.len(), "no HR-case is recorded twice");
+    set
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_daemons_finish_a_campaign_whose_last_lease_was_killed() {
+    let db = TestDb::new().await;
+    let dir = scratch("farm-idle");
+    let server = Server::start(
+        db.url(),
+        &dir,
+        &[
+            "--lease-ttl-seconds",
+            "3",
+            "--sweep-interval-seconds",
+            "1",
+            "--max-units-per-lease",
+            "2",
+            "--idle-retry-seconds",
+            "1",
+        ],
+    );
+    let url = server.url();
+    let (campaign, token) = create_campaign(&url);
+    let args = ["--threads", "1", "--lease-seconds", "1", "--exit-when-idle"];
+    let mut workers: Vec<Worker> = (0..2)
+        .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &args))
+        .collect();
+    // Wait for the end of the campaign: nothing pending, and a worker holding a lease with
+    // units still leased. That worker dies.
+    let start = Instant::now();
+    let victim = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "no end of campaign seen: {}",
+            workers[0].log()
+        );
+        let pending = scalar(
+            &db,
+            "SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'pending'",
+            campaign,
+        )
+        .await;
+        let holders: Vec<i64> = sqlx::query_scalar(
+            "SELECT DISTINCT l.worker_id FROM leases l JOIN units u ON u.lease_id = l.id \
+             WHERE l.campaign_id = $1 AND l.state = 'active' AND u.state = 'leased'",
+        )
+        .bind(campaign)
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+        if pending == 0 {
+            if let Some(i) = (0..2).find(|&i| {
+                workers[i]
+                    .worker_id()
+                    .is_some_and(|id| holders.contains(&id))
+            }) {
+                break i;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let victim_id = workers[victim].worker_id().unwrap();
+    workers[victim].kill();
+    let survivor = &mut workers[1 - victim];
+    let status = survivor
+        .wait_exit(Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("the survivor did not exit: {}", survivor.log()));
+    assert!(status.success(), "{}", survivor.log());
+    let log = survivor.log();
+    assert!(log.contains("no work left on the server"), "{log}");
+    let expired: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM leases WHERE campaign_id = $1 AND worker_id = $2 AND state = 'expired'",
+    )
+    .bind(campaign)
+    .bind(victim_id)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert!(expired >= 1, "the killed worker's last lease expired");
+    every_unit_once(&db, campaign).await;
+    drop(workers);
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_restarted_after_kill_9_waits_for_the_state_directory_and_resumes() {
+    let db = TestDb::new().await;
+    let dir = scratch("farm-lock");
+    let server = Server::start(
+        db.url(),
+        &dir,
+        &["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"],
+    );
+    let url = server.url();
+    let (campaign, token) = create_campaign(&url);
+    let state = dir.join("w");
+    let mut w = Worker::start(
+        &url,
+        &token,
+        &state,
+        &[
+            "--threads",
+            "1",
+            "--lease-seconds",
+            "100000",
+            "--state-lock-wait",
+            "30",
+        ],
+    );
+    let start = Instant::now();
+    while w.units_computed() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(120), "{}", w.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The predecessor is killed, and (as a GPU context being torn down does) its lock lives
+    // on a while: held here on its behalf.
+    w.kill();
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(state.join("lock"))
+        .unwrap();
+    lock.try_lock().expect("the killed worker's lock is free");
+    w.restart();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        w.wait_exit(Duration::from_millis(10)).is_none(),
+        "the new daemon waits instead of exiting: {}",
+        w.log()
+    );
+    assert!(w.log().contains("holds the state directory"), "{}", w.log());
+    drop(lock);
+    tmd_tests::wait_for_units(&url, campaign, UNITS, Duration::from_secs(240)).await;
+    assert!(w.stop());
+    let log = w.log();
+    assert!(log.contains("resuming the lease in hand"), "{log}");
+    assert!(!log.contains("another tmd-worker is using"), "{log}");
+    assert_eq!(
+        w.units_computed(),
+        UNITS as usize,
+        "each unit computed once across the restart:\n{log}"
+    );
+    every_unit_once(&db, campaign).await;
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
+    let db = TestDb::new().await;
+    let dir = scratch("farm-batches");
+    let mut server = Server::start(
+        db.url(),
+        &dir,
+        &[
+            "--lease-ttl-seconds",
+            "8",
+            "--sweep-interval-seconds",
+            "1",
+            "--max-units-per-lease",
+            "4",
+            "--idle-retry-seconds",
+            "1",
+        ],
+    );
+    let url = server.url();
+    let (campaign, token) = create_campaign(&url);
+    let args = ["--threads", "1", "--lease-seconds", "2"];
+    let mut workers: Vec<Worker> = (0..2)
+        .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &args))
+        .collect();
+    let limit = Duration::from_secs(300);
+    // The coordinator crashes while results stream in, and comes back a few seconds later:
+    // the workers keep computing and spooling meanwhile.
+    tmd_tests::wait_for_units(&url, campaign, 4, limit).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    server.start_again();
+    // A worker dies with results computed and not yet posted; it comes back at once.
+    tmd_tests::wait_for_units(&url, campaign, 12, limit).await;
+    workers[0].kill_and_restart_at_once();
+    tmd_tests::wait_for_units(&url, campaign, UNITS, limit).await;
+    for w in &mut workers {
+        assert!(w.stop(), "a worker stops cleanly: {}", w.log());
+        let spool = std::fs::read_dir(w.state_dir.join("spool"))
+            .unwrap()
+            .count();
+        assert_eq!(spool, 0, "no result is left behind");
+        assert!(w.log().contains("results posted"), "{}", w.log());
+    }
+    let got = every_unit_once(&db, campaign).await;
+    let want = tmd_tests::local_search(&EXP_BINARY64_24_UNITS);
+    assert!(!want.is_empty());
+    assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
+    drop(workers);
+    drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,282 @@
+//! The engine as the daemon uses it: the back end chosen and self-tested at start, one unit
+//! computed with fallbacks when a GPU fails, and its result in the wire's terms.
+
+use super::settings::Settings;
+use crate::local::BackendArg;
+use anyhow::{bail, Result};
+use std::sync::Arc;
+use tmd_kernels::cuda::{self, Cuda};
+use tmd_kernels::plan::UnitSpec as EngineUnit;
+use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig, SearchError};
+use tmd_kernels::verify::Kind;
+use tmd_wire::{HrCase, HrKind, LeasedUnit, UnitResult, UnitStats};
+use tracing::{error, info, warn};
+
+/// The engine's unit of a leased unit.
+pub fn engine_unit(u: &LeasedUnit) -> EngineUnit {
+    EngineUnit {
+        negative: u.spec.negative,
+        exponent: u.spec.exponent,
+        first: u.spec.first,
+        count: u.spec.count,
+    }
+}
+
+/// The back end for this daemon. GPU arithmetic is not taken on trust: each device runs the
+/// self-test first and a device that fails any check is refused.
+pub fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync>> {
+    let want_gpu = settings.backend == BackendArg::Cuda;
+    if settings.backend == BackendArg::Cpu {
+        return Ok(Arc::new(Cpu));
+    }
+    let devices = if settings.devices.is_empty() {
+        match Cuda::all(settings.gpu_memory) {
+            Ok(c) => c.ordinals(),
+            Err(e) if want_gpu => bail!("the CUDA back end: {e}"),
+            Err(e) => {
+                warn!(error = %e, "no usable GPU; computing on the CPU");
+                return Ok(Arc::new(Cpu));
+            }
+        }
+    } else {
+        settings.devices.clone()
+    };
+    let mut passed = Vec::new();
+    for d in devices {
+        match cuda::selftest(d) {
+            Ok(r) if r.passed() => {
+                info!(device = d, name = %r.name, checks = r.checks.len(), "GPU self-test passed");
+                passed.push(d);
+            }
+            Ok(r) => {
+                let failed: Vec<&str> = r
+                    .checks
+                    .iter()
+                    .filter(|c| !c.passed())
+                    .map(|c| c.name.as_str())
+                    .collect();
+                error!(device = d, name = %r.name, failed = ?failed, "GPU self-test FAILED: refusing this device");
+            }
+            Err(e) => {
+                error!(device = d, error = %e, "GPU self-test could not run: refusing this device")
+            }
+        }
+    }
+    if passed.is_empty() {
+        if want_gpu {
+            bail!("no CUDA device passed the self-test");
+        }
+        warn!("no GPU passed the self-test; computing on the CPU");
+        return Ok(Arc::new(Cpu));
+    }
+    let c = Cuda::new(&passed, settings.gpu_memory)?;
+    info!(backend = %c.name(), "computing on the GPU");
+    Ok(Arc::new(c))
+}
+
+/// Computes one unit. A failure of the back end (not MPFR's, which would fail again) is tried
+/// again with smaller GPU lists, then on the CPU, before the unit is given up: the error then
+/// says what each try met.
+pub fn compute_unit(
+    cfg: &SearchConfig,
+    spec: EngineUnit,
+    backend: &dyn Backend,
+    unit_id: i64,
+) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
+    let mut tries = Vec::new();
+    let mut err = match search_unit(cfg, spec, backend) {
+        Ok(r) => return Ok(r),
+        Err(e) => e,
+    };
+    if let SearchError::Backend(_) = err {
+        if backend.recover(&err) {
+            warn!(unit.id = unit_id, error = %err, "the GPU failed on this unit; trying again with smaller lists");
+            tries.push(format!("on {}: {err}", backend.name()));
+            match search_unit(cfg, spec, backend) {
+                Ok(r) => return Ok(r),
+                Err(e) => err = e,
+            }
+        }
+    }
+    // The CPU back end raises no back-end errors: one still here came from the GPU.
+    if let SearchError::Backend(_) = err {
+        warn!(unit.id = unit_id, error = %err, "the GPU failed on this unit; computing it on the CPU");
+        tries.push(format!("on {}: {err}", backend.name()));
+        match search_unit(cfg, spec, &Cpu) {
+            Ok(r) => return Ok(r),
+            Err(e) => err = e,
+        }
+        tries.push(format!("on the CPU: {err}"));
+    } else {
+        tries.push(err.to_string());
+    }
+    Err(tries.join("; "))
+}
+
+/// The release's reason for the units given up: what failed, on one line (the server refuses
+/// control characters, and an NVRTC log or a driver message may hold newlines) and within its
+/// 2000 bytes.
+pub fn failure_reason(failures: &[String]) -> String {
+    let joined = failures.join(" | ");
+    let one_line: Vec<&str> = joined
+        .split(char::is_control)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut reason = format!("engine failure: {}", one_line.join(" "));
+    if reason.len() > 2000 {
+        let mut cut = 1990;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+        reason.push_str(" …");
+    }
+    reason
+}
+
+/// A unit's result as the server takes it.
+pub fn to_wire(
+    r: &tmd_kernels::search::UnitResult,
+    fencing_token: i64,
+    elapsed: f64,
+) -> UnitResult {
+    let s = &r.stats;
+    UnitResult {
+        fencing_token,
+        stats: UnitStats {
+            units: s.units,
+            domains: s.domains,
+            phase1_failures: s.phase1_failures,
+            subdomains: s.subdomains,
+            phase2_failures: s.phase2_failures,
+            phase3_arguments: s.phase3_arguments,
+            candidates: s.candidates,
+            false_positives: s.false_positives,
+        },
+        hr_cases: r
+            .hr_cases
+            .iter()
+            .map(|c| HrCase {
+                x: c.x.clone(),
+                bits: c.bits,
+                neg_log2_d: c.neg_log2_d,
+                kind: match c.kind {
+                    Kind::Fp => HrKind::Fp,
+                    Kind::Mid => HrKind::Mid,
+                },
+                rounded: c.rounded.clone(),
+            })
+            .collect(),
+        exact_cases: r.exact_cases.iter().map(|e| e.x.clone()).collect(),
+        elapsed,
+        digest: r.digest(),
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tmd_kernels::existence::Test;
+    use tmd_kernels::generation::Generated;
+    use tmd_kernels::search::PieceOutcome;
+    use tmd_kernels::{Function, Precision};
+
+    /// A back end whose device fails the first `fail` pieces; `recover` says whether shrinking
+    /// is still possible.
+    struct Flaky {
+        fail: AtomicU32,
+        can_recover: bool,
+        recovered: AtomicU32,
+    }
+
+    impl Backend for Flaky {
+        fn search_piece(
+            &self,
+            g: &Generated,
+            test: Test,
+            packet_domains: u64,
+        ) -> std::result::Result<PieceOutcome, SearchError> {
+            if self.fail.load(Ordering::SeqCst) > 0 {
+                self.fail.fetch_sub(1, Ordering::SeqCst);
+                return Err(SearchError::Backend(
+                    "CUDA driver: CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                ));
+            }
+            Cpu.search_piece(g, test, packet_domains)
+        }
+
+        fn name(&self) -> String {
+            "flaky".into()
+        }
+
+        fn recover(&self, _err: &SearchError) -> bool {
+            self.recovered.fetch_add(1, Ordering::SeqCst);
+            self.can_recover
+        }
+    }
+
+    fn unit() -> (SearchConfig, EngineUnit) {
+        let cfg = SearchConfig::new(Function::Exp, Precision::new(20).unwrap(), 12);
+        let spec = EngineUnit {
+            negative: false,
+            exponent: 0,
+            first: 1 << 19,
+            count: 1 << 14,
+        };
+        (cfg, spec)
+    }
+
+    #[test]
+    fn a_device_failure_is_retried_smaller_then_on_the_cpu() {
+        let (cfg, spec) = unit();
+        let want = search_unit(&cfg, spec, &Cpu).unwrap();
+        // Recovers on the second try, on the device.
+        let b = Flaky {
+            fail: AtomicU32::new(1),
+            can_recover: true,
+            recovered: AtomicU32::new(0),
+        };
+        let got = compute_unit(&cfg, spec, &b, 7).unwrap();
+        assert_eq!(
+            (got.stats, got.hr_cases),
+            (want.stats, want.hr_cases.clone())
+        );
+        assert_eq!(b.recovered.load(Ordering::SeqCst), 1);
+        // The device keeps failing: the CPU computes the unit.
+        let b = Flaky {
+            fail: AtomicU32::new(u32::MAX),
+            can_recover: true,
+            recovered: AtomicU32::new(0),
+        };
+        let got = compute_unit(&cfg, spec, &b, 7).unwrap();
+        assert_eq!(got.hr_cases, want.hr_cases);
+        // Nothing to shrink: straight to the CPU.
+        let b = Flaky {
+            fail: AtomicU32::new(u32::MAX),
+            can_recover: false,
+            recovered: AtomicU32::new(0),
+        };
+        assert_eq!(
+            compute_unit(&cfg, spec, &b, 7).unwrap().hr_cases,
+            want.hr_cases
+        );
+    }
+
+    #[test]
+    fn a_failure_reason_fits_the_server() {
+        let many: Vec<String> = (0..100)
+            .map(|i| format!("unit {i}: {}", "é".repeat(40)))
+            .collect();
+        let r = failure_reason(&many);
+        assert!(r.len() <= 2000, "{}", r.len());
+        assert!(r.starts_with("engine failure: unit 0: é"));
+        assert_eq!(
+            failure_reason(&["unit 3: boom".into()]),
+            "engine failure: unit 3: boom"
+        );
+        let log = failure_reason(&["unit 4: NVRTC: line 1\nline 2\r\n\tline 3\u{0}".into()]);
+        assert_eq!(log, "engine failure: unit 4: NVRTC: line 1 line 2 line 3");
+        assert!(!log.chars().any(char::is_control));
+    }
+}

@@ -1,0 +1,304 @@
+//! `tmd-worker run`: the daemon. Registers once, then leases units, computes them with the
+//! engine, heartbeats, spools each result to disk before posting it, and repeats, keeping the
+//! engine busy: units are computed several at a time while earlier results are posted in
+//! batches (`post.rs`) and the next lease is asked for before the current one runs out
+//! (`pipeline.rs`). A server that is down is waited for; a first SIGTERM/Ctrl-C finishes the
+//! units in flight and releases the rest of the leases, a second one exits at once (the
+//! leases then expire on the server).
+
+mod coordinator;
+mod engine;
+mod pipeline;
+mod post;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+use crate::backoff::Backoff;
+use crate::client::{Client, ClientError};
+use crate::state::{Credentials, StateDir, StateError};
+use anyhow::{bail, Context, Result};
+use pipeline::Pipeline;
+use post::{Held, Poster};
+pub use settings::{RunArgs, Settings};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tracing::{error, info, warn};
+
+/// The coordinator quarantined this worker: restarting will not help (exit status
+/// [`QUARANTINED_EXIT`], which the systemd unit does not restart on).
+#[derive(Debug, thiserror::Error)]
+#[error("the coordinator quarantined this worker; ask its admin to look and reinstate it. {0}")]
+pub struct Quarantined(String);
+
+/// Exit status of `tmd-worker run` when quarantined.
+pub const QUARANTINED_EXIT: i32 = 3;
+
+const RUNNING: u8 = 0;
+const FINISHING: u8 = 1;
+
+/// Shared between the loop, the signal handler and the status line.
+pub struct Shared {
+    phase: AtomicU8,
+    wake: Notify,
+    units_done: AtomicU64,
+    arguments_done: AtomicU64,
+    /// Nanoseconds with at least one unit in the engine.
+    busy_ns: AtomicU64,
+    /// Nanoseconds of units in their slots, added up.
+    unit_ns: AtomicU64,
+    started: Instant,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            phase: AtomicU8::new(RUNNING),
+            wake: Notify::new(),
+            units_done: AtomicU64::new(0),
+            arguments_done: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            unit_ns: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    fn finishing(&self) -> bool {
+        self.phase.load(Ordering::SeqCst) != RUNNING
+    }
+
+    /// Sleeps, waking early when asked to finish.
+    async fn sleep(&self, d: Duration) {
+        if self.finishing() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = self.wake.notified() => {}
+        }
+    }
+
+    fn add_busy(&self, d: Duration) {
+        self.busy_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn unit_done(&self, arguments: u64, seconds: f64) {
+        self.units_done.fetch_add(1, Ordering::SeqCst);
+        self.arguments_done.fetch_add(arguments, Ordering::SeqCst);
+        self.unit_ns
+            .fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
+    }
+
+    /// Percent of `slots` × the time since start that units spent in their slots.
+    fn slot_percent(&self, slots: usize) -> f64 {
+        let wall = self.started.elapsed().as_secs_f64().max(1e-9) * slots.max(1) as f64;
+        100.0 * self.unit_ns.load(Ordering::Relaxed) as f64 * 1e-9 / wall
+    }
+
+    /// Percent of the time since start with a unit in the engine.
+    fn busy_percent(&self) -> f64 {
+        let wall = self.started.elapsed().as_nanos().max(1) as f64;
+        100.0 * self.busy_ns.load(Ordering::Relaxed) as f64 / wall
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let dry_run = args.dry_run;
+    let settings = Settings::resolve(args)?;
+    if dry_run {
+        println!("{settings:#?}");
+        return Ok(());
+    }
+    if let Some(n) = settings.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .context("starting the engine's thread pool")?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(daemon(settings))
+}
+
+/// Opens the state directory, waiting (a bounded time, saying why) for a predecessor that
+/// still holds it.
+async fn open_state(settings: &Settings) -> Result<StateDir> {
+    let root = settings.state_dir.clone();
+    let wait = settings.state_lock_wait;
+    let opened = tokio::task::spawn_blocking(move || {
+        StateDir::open_waiting(&root, wait, Duration::from_secs(5), |waited| {
+            warn!(
+                state_dir = %root.display(),
+                waited_s = waited.as_secs(),
+                limit_s = wait.as_secs(),
+                "another tmd-worker holds the state directory (a predecessor still exiting?); waiting for it"
+            )
+        })
+    })
+    .await?;
+    match opened {
+        Err(e @ StateError::Locked(_)) => Err(anyhow::Error::new(e).context(format!(
+            "gave up after waiting {} s (--state-lock-wait)",
+            wait.as_secs()
+        ))),
+        other => Ok(other?),
+    }
+}
+
+async fn daemon(settings: Settings) -> Result<()> {
+    let state = open_state(&settings).await?;
+    info!(server = %settings.server, state_dir = %state.root().display(), name = %settings.name, "tmd-worker starting");
+    let shared = Arc::new(Shared::new());
+    spawn_signal_handler(shared.clone());
+    spawn_status(shared.clone(), settings.status_every);
+
+    let backend = {
+        let s = settings.clone();
+        tokio::task::spawn_blocking(move || engine::open_backend(&s)).await??
+    };
+    let client = login(&settings, &state, &shared).await?;
+    let Some(client) = client else {
+        return Ok(());
+    };
+    let held = Arc::new(Held::new(state));
+    let poster = Poster::start(client.clone(), held.clone());
+    let watch = poster.watch();
+    // The leases of an earlier run are taken in hand before its spooled results are posted:
+    // an accepted result then enters its lease's `done` set before it leaves the spool.
+    let mut resumed = held.state.leases()?;
+    for ls in &mut resumed {
+        let spooled = held.state.spooled_units(ls.lease.lease_id)?;
+        ls.done.extend(spooled);
+        held.insert(ls.clone())?;
+    }
+    for e in held.state.spool()? {
+        poster.submit(e).await;
+    }
+    let slots = settings
+        .units_in_flight
+        .unwrap_or_else(rayon::current_num_threads)
+        .max(1);
+    info!(
+        units_in_flight = slots,
+        lease_seconds = settings.lease_seconds,
+        "computing"
+    );
+    let pipeline = Pipeline {
+        coord: client,
+        held: held.clone(),
+        poster,
+        shared: shared.clone(),
+        settings,
+        backend,
+        slots,
+    };
+    let outcome = pipeline.run(resumed).await;
+    let (requests, posted) = watch.counts();
+    let left = held.state.spool()?.len();
+    if left > 0 {
+        warn!(results = left, state_dir = %held.state.root().display(), "results not yet accepted stay in the spool and are posted at the next start");
+    }
+    info!(
+        units = shared.units_done.load(Ordering::SeqCst),
+        results_posted = posted,
+        result_requests = requests,
+        engine_busy_percent = format!("{:.1}", shared.busy_percent()),
+        slot_use_percent = format!("{:.1}", shared.slot_percent(slots)),
+        uptime_s = format!("{:.1}", shared.started.elapsed().as_secs_f64()),
+        "tmd-worker stopped"
+    );
+    outcome
+}
+
+/// The client with this worker's own token: from the state directory, or by registering with
+/// the enrollment token. `None` when asked to stop while waiting for the server.
+async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result<Option<Client>> {
+    let anonymous = Client::new(&settings.server, None, settings.ca_cert.as_deref())?;
+    if let Some(c) = state.credentials()? {
+        if c.server == settings.server {
+            return Ok(Some(anonymous.with_token(c.token)));
+        }
+        warn!(old = %c.server, new = %settings.server, "credentials are for another server; registering again");
+    }
+    let Some(enrollment) = settings.enrollment_token.as_deref() else {
+        bail!("this worker is not registered yet: pass --token with an enrollment token from the admin (`tmd-server token create`)");
+    };
+    let mut backoff = Backoff::new();
+    loop {
+        match anonymous.register(enrollment, &settings.name).await {
+            Ok(reg) => {
+                state.save_credentials(&Credentials {
+                    server: settings.server.clone(),
+                    worker_id: reg.worker_id,
+                    token: reg.token.clone(),
+                })?;
+                info!(worker.id = reg.worker_id, "registered");
+                return Ok(Some(anonymous.with_token(reg.token)));
+            }
+            Err(ClientError::Unavailable {
+                message,
+                retry_after,
+            }) => {
+                let wait = backoff.next(retry_after);
+                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable; waiting to register");
+                shared.sleep(wait).await;
+                if shared.finishing() {
+                    return Ok(None);
+                }
+            }
+            Err(ClientError::Misconfigured(m)) => bail!("cannot register: {m}"),
+            Err(e) => bail!("registration refused: {e}"),
+        }
+    }
+}
+
+fn spawn_signal_handler(shared: Arc<Shared>) {
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    error!(error = %e, "cannot listen for SIGTERM");
+                    return;
+                }
+            };
+        let mut count = 0;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            count += 1;
+            if count == 1 {
+                warn!("stopping: finishing the current unit and releasing the rest of the lease (signal again to stop at once)");
+                shared.phase.store(FINISHING, Ordering::SeqCst);
+                shared.wake.notify_waiters();
+            } else {
+                warn!("stopping at once; the lease will expire on the server");
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+fn spawn_status(shared: Arc<Shared>, every: Duration) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let secs = shared.started.elapsed().as_secs_f64();
+            let args = shared.arguments_done.load(Ordering::SeqCst) as f64;
+            info!(
+                units_done = shared.units_done.load(Ordering::SeqCst),
+                arguments_per_s = format!("{:.3e}", args / secs.max(1e-9)),
+                engine_busy_percent = format!("{:.1}", shared.busy_percent()),
+                uptime_s = secs as u64,
+                "status"
+            );
+        }
+    });
+}

@@ -1,0 +1,544 @@
+//! The daemon's work loop: keeps the engine busy across leases. Up to `slots` units are
+//! computed at once (each on the engine's thread pool, as `tmd-worker search` runs them, so
+//! one unit's CPU stages overlap the others' kernels on every device); a finished unit is
+//! spooled, then queued for the poster, and the next unit starts at once. The next lease is
+//! asked for while the current one's last few seconds of work run, every lease in hand is
+//! heartbeaten, and a lease whose units are all computed is closed in the background: its
+//! results settled, its unfinished or failed units released.
+
+use super::coordinator::Coordinator;
+use super::engine::{compute_unit, engine_unit, failure_reason, to_wire};
+use super::post::{Held, PostWatch, Poster};
+use super::settings::Settings;
+use super::{Quarantined, Shared};
+use crate::backoff::{self, Backoff};
+use crate::client::ClientError;
+use crate::misbehave::{self, Misbehave};
+use crate::state::{LeaseState, SpoolEntry, StateDir};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tmd_kernels::search::{Backend, SearchConfig};
+use tmd_kernels::{Function, Precision};
+use tmd_wire::{codes, CampaignState, Lease, LeaseResponse, LeasedUnit, ReleaseLease};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::{error, info, warn};
+
+/// Ask for the next lease when the work in hand falls below this many seconds at the
+/// measured speed: a lease request takes milliseconds, a unit on a GPU a fraction of a second.
+pub const PREFETCH_SECONDS: f64 = 5.0;
+/// Leases held at once: the one being computed and the next.
+const MAX_HELD: usize = 2;
+/// The longest a lease's end waits for its results to be taken before releasing it.
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// Flags the heartbeat task raises for its lease.
+#[derive(Default)]
+pub struct LeaseFlags {
+    pub lost: AtomicBool,
+    pub stop: AtomicBool,
+}
+
+fn spawn_heartbeat<C: Coordinator>(
+    coord: C,
+    lease: &Lease,
+    flags: Arc<LeaseFlags>,
+) -> JoinHandle<()> {
+    let (id, token) = (lease.lease_id, lease.fencing_token);
+    let every = Duration::from_secs(lease.heartbeat_seconds.max(1) as u64);
+    tokio::spawn(async move {
+        let mut backoff = Backoff::new();
+        let mut wait = every;
+        loop {
+            tokio::time::sleep(wait).await;
+            match coord.heartbeat(id, token).await {
+                Ok(hb) => {
+                    backoff.reset();
+                    wait = every;
+                    if matches!(
+                        hb.campaign_state,
+                        CampaignState::Cancelled | CampaignState::Paused
+                    ) && !flags.stop.swap(true, Ordering::SeqCst)
+                    {
+                        info!(
+                            lease.id = id,
+                            state = hb.campaign_state.as_str(),
+                            "campaign stopped; finishing the units in flight"
+                        );
+                    }
+                }
+                Err(ClientError::Unavailable {
+                    message,
+                    retry_after,
+                }) => {
+                    wait = backoff.next(retry_after).min(every);
+                    warn!(%message, lease.id = id, "heartbeat failed; retrying");
+                }
+                Err(e) => {
+                    warn!(lease.id = id, error = %e, "the lease is gone; finishing the units in flight");
+                    flags.lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// A lease in hand.
+struct Active {
+    lease: Arc<Lease>,
+    cfg: SearchConfig,
+    flags: Arc<LeaseFlags>,
+    heartbeat: Option<JoinHandle<()>>,
+    /// Units not started yet.
+    queue: VecDeque<LeasedUnit>,
+    running: usize,
+    /// Units computed (here or by an earlier run).
+    finished: BTreeSet<i64>,
+    failed: Vec<i64>,
+    failures: Vec<String>,
+}
+
+enum Outcome {
+    Spooled(SpoolEntry, usize),
+    Failed(String),
+    SpoolFailed(String),
+}
+
+struct Computed {
+    lease_id: i64,
+    unit_id: i64,
+    arguments: u64,
+    elapsed: f64,
+    outcome: Outcome,
+}
+
+/// Computes a unit and spools its result, on the engine's thread pool.
+fn compute_and_spool(
+    lease: &Lease,
+    unit: &LeasedUnit,
+    cfg: &SearchConfig,
+    backend: &dyn Backend,
+    state: &StateDir,
+    misbehave: Option<Misbehave>,
+) -> Outcome {
+    let spec = engine_unit(unit);
+    let t = Instant::now();
+    let mut result = if misbehave == Some(Misbehave::Lazy) {
+        misbehave::lazy_result(lease.fencing_token, &spec)
+    } else {
+        match compute_unit(cfg, spec, backend, unit.unit_id) {
+            Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
+            Err(why) => return Outcome::Failed(why),
+        }
+    };
+    match misbehave {
+        Some(Misbehave::Forge) => misbehave::forge(&mut result, &spec, cfg.precision),
+        Some(Misbehave::Flip) => misbehave::flip(&mut result),
+        _ => {}
+    }
+    let hr_cases = result.hr_cases.len();
+    let entry = SpoolEntry {
+        lease_id: lease.lease_id,
+        unit_id: unit.unit_id,
+        result,
+    };
+    // Disk first: once spooled, the result survives a crash and is posted later.
+    if let Err(e) = state.spool_put(&entry) {
+        return Outcome::SpoolFailed(e.to_string());
+    }
+    if misbehave == Some(Misbehave::Late) {
+        let overdue = (lease.expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
+        std::thread::sleep(Duration::from_millis(overdue.max(0) as u64));
+    }
+    Outcome::Spooled(entry, hr_cases)
+}
+
+pub struct Pipeline<C: Coordinator> {
+    pub coord: C,
+    pub held: Arc<Held>,
+    pub poster: Poster,
+    pub shared: Arc<Shared>,
+    pub settings: Settings,
+    pub backend: Arc<dyn Backend + Send + Sync>,
+    /// Units computed at once.
+    pub slots: usize,
+}
+
+/// Why the loop stops taking new work.
+#[derive(Debug, Clone, PartialEq)]
+enum Stop {
+    Signal,
+    Limit,
+    Idle,
+    Quarantined(String),
+}
+
+async fn join_lease(
+    h: &mut Option<JoinHandle<Result<LeaseResponse, ClientError>>>,
+) -> Result<LeaseResponse, ClientError> {
+    match h {
+        Some(h) => h.await.unwrap_or_else(|e| {
+            Err(ClientError::Protocol(format!(
+                "the lease request failed: {e}"
+            )))
+        }),
+        None => std::future::pending().await,
+    }
+}
+
+impl<C: Coordinator> Pipeline<C> {
+    /// Takes a lease in hand: writes it down, starts its heartbeat, queues its units not yet
+    /// finished (in its `done` set or in the spool).
+    fn activate(&self, mut ls: LeaseState) -> Result<Active> {
+        let lease = Arc::new(ls.lease.clone());
+        let task = &lease.task;
+        let function: Function = task.function.parse().with_context(|| {
+            format!("the server leased an unknown function '{}'", task.function)
+        })?;
+        let precision = Precision::new(task.precision)?;
+        let cfg = SearchConfig::new(function, precision, task.min_bits);
+        let spooled = self.held.state.spooled_units(lease.lease_id)?;
+        ls.done.extend(spooled);
+        let finished = ls.done.clone();
+        self.held.insert(ls)?;
+        let flags = Arc::new(LeaseFlags::default());
+        let late = self.settings.misbehave == Some(Misbehave::Late);
+        let heartbeat = (!late).then(|| spawn_heartbeat(self.coord.clone(), &lease, flags.clone()));
+        let queue = lease
+            .units
+            .iter()
+            .filter(|u| !finished.contains(&u.unit_id))
+            .cloned()
+            .collect();
+        Ok(Active {
+            lease,
+            cfg,
+            flags,
+            heartbeat,
+            queue,
+            running: 0,
+            finished,
+            failed: Vec::new(),
+            failures: Vec::new(),
+        })
+    }
+
+    pub async fn run(self, resumed: Vec<LeaseState>) -> Result<()> {
+        let mut leases: Vec<Active> = Vec::new();
+        for ls in resumed {
+            let a = self.activate(ls)?;
+            info!(
+                lease.id = a.lease.lease_id,
+                done = a.finished.len(),
+                left = a.queue.len(),
+                "resuming the lease in hand"
+            );
+            leases.push(a);
+        }
+        let watch = self.poster.watch();
+        let mut running: JoinSet<Computed> = JoinSet::new();
+        let mut closing: JoinSet<()> = JoinSet::new();
+        let mut asking: Option<JoinHandle<Result<LeaseResponse, ClientError>>> = None;
+        let mut next_ask = Instant::now();
+        let mut backoff = Backoff::new();
+        let mut stop: Option<Stop> = None;
+        let mut started: u64 = 0;
+        // Seconds one unit takes in its slot (a moving average): what the work in hand is
+        // worth in time.
+        let mut unit_secs: Option<f64> = None;
+        let mut last_tick = Instant::now();
+        // A lease request answered "no work" while work was in hand (the server caps what one
+        // worker holds, or the units left are this worker's own): asked again as soon as the
+        // work in hand is done and settled, not a whole retry interval later.
+        let mut refused_in_hand = false;
+        loop {
+            let now = Instant::now();
+            if !running.is_empty() {
+                self.shared.add_busy(now - last_tick);
+            }
+            last_tick = now;
+            while let Some(r) = closing.try_join_next() {
+                if let Err(e) = r {
+                    error!(error = %e, "closing a lease failed");
+                }
+            }
+            if stop.is_none() && self.shared.finishing() {
+                stop = Some(Stop::Signal);
+            }
+            // Leases that stopped (lost, campaign stopped) or a daemon that stops: nothing new
+            // starts; their units in flight finish.
+            for a in &mut leases {
+                if stop.is_some()
+                    || a.flags.lost.load(Ordering::SeqCst)
+                    || a.flags.stop.load(Ordering::SeqCst)
+                {
+                    a.queue.clear();
+                }
+            }
+            while running.len() < self.slots && stop.is_none() {
+                if self.settings.max_units.is_some_and(|m| started >= m) {
+                    stop = Some(Stop::Limit);
+                    break;
+                }
+                let Some(a) = leases.iter_mut().find(|a| !a.queue.is_empty()) else {
+                    break;
+                };
+                let unit = a.queue.pop_front().expect("a queued unit");
+                a.running += 1;
+                started += 1;
+                self.start_unit(a, unit, &mut running);
+            }
+            // Leases with nothing queued or running are closed in the background.
+            let mut i = 0;
+            while i < leases.len() {
+                if leases[i].queue.is_empty() && leases[i].running == 0 {
+                    let a = leases.remove(i);
+                    let reason = close_reason(&a, stop.as_ref());
+                    closing.spawn(close_lease(
+                        self.coord.clone(),
+                        self.held.clone(),
+                        watch.clone(),
+                        a,
+                        reason,
+                    ));
+                } else {
+                    i += 1;
+                }
+            }
+            if stop.is_some() && leases.is_empty() && running.is_empty() && asking.is_none() {
+                break;
+            }
+            let queued: usize = leases.iter().map(|a| a.queue.len()).sum();
+            let in_hand = queued + running.len();
+            if refused_in_hand && leases.is_empty() && running.is_empty() && closing.is_empty() {
+                refused_in_hand = false;
+                next_ask = Instant::now();
+            }
+            let low = match unit_secs {
+                Some(s) => in_hand as f64 * s / self.slots as f64 <= PREFETCH_SECONDS,
+                None => queued == 0,
+            };
+            if stop.is_none()
+                && asking.is_none()
+                && leases.len() < MAX_HELD
+                && low
+                && Instant::now() >= next_ask
+            {
+                let coord = self.coord.clone();
+                let seconds = self.settings.lease_seconds;
+                asking = Some(tokio::spawn(
+                    async move { coord.lease(Some(seconds)).await },
+                ));
+            }
+            // Woken by a unit, a lease answer or a signal; otherwise soon enough to see a
+            // lost lease, and at the time the next lease may be asked for.
+            let until_ask = next_ask.saturating_duration_since(Instant::now());
+            let tick = if until_ask.is_zero() {
+                Duration::from_millis(250)
+            } else {
+                until_ask.clamp(Duration::from_millis(10), Duration::from_millis(250))
+            };
+            tokio::select! {
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    let c = joined.map_err(|e| anyhow!("a unit's task failed: {e}"))?;
+                    let a = leases
+                        .iter_mut()
+                        .find(|a| a.lease.lease_id == c.lease_id)
+                        .expect("a lease with units in flight is held");
+                    a.running -= 1;
+                    match c.outcome {
+                        Outcome::Spooled(entry, hr_cases) => {
+                            a.finished.insert(c.unit_id);
+                            self.shared.unit_done(c.arguments, c.elapsed);
+                            info!(
+                                unit.id = c.unit_id,
+                                duration_ms = (c.elapsed * 1e3) as u64,
+                                hr_cases,
+                                "unit computed"
+                            );
+                            unit_secs = Some(match unit_secs {
+                                Some(s) => 0.8 * s + 0.2 * c.elapsed,
+                                None => c.elapsed,
+                            });
+                            self.poster.submit(entry).await;
+                        }
+                        Outcome::Failed(why) => {
+                            error!(unit.id = c.unit_id, error = %why, "the engine failed on this unit; giving it back");
+                            a.failed.push(c.unit_id);
+                            a.failures.push(format!("unit {}: {why}", c.unit_id));
+                        }
+                        Outcome::SpoolFailed(e) => bail!("cannot spool the result of unit {}: {e}", c.unit_id),
+                    }
+                }
+                r = join_lease(&mut asking) => {
+                    asking = None;
+                    match r {
+                        Ok(resp) => {
+                            backoff.reset();
+                            match resp.lease {
+                                Some(lease) => {
+                                    info!(lease.id = lease.lease_id, campaign.id = lease.task.campaign_id, units = lease.units.len(), function = %lease.task.function, "leased");
+                                    let a = self.activate(LeaseState { lease, done: BTreeSet::new() })?;
+                                    leases.push(a);
+                                }
+                                None => {
+                                    // Leases still closing hold units the server counts
+                                    // as outstanding: not idle until they are settled.
+                                    let idle = leases.is_empty() && running.is_empty() && closing.is_empty();
+                                    if idle && self.settings.exit_when_idle && resp.units_outstanding == 0 {
+                                        info!("no work left on the server; exiting as asked");
+                                        stop = Some(Stop::Idle);
+                                    } else {
+                                        let wait = backoff::spread(Duration::from_secs(
+                                            resp.retry_after_seconds.max(1) as u64,
+                                        ));
+                                        if idle {
+                                            info!(retry_in_ms = wait.as_millis() as u64, units_outstanding = resp.units_outstanding, "no work now");
+                                        } else {
+                                            refused_in_hand = true;
+                                        }
+                                        next_ask = Instant::now() + wait;
+                                    }
+                                }
+                            }
+                        }
+                        Err(ClientError::Unavailable { message, retry_after }) => {
+                            let wait = backoff.next(retry_after);
+                            warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable");
+                            next_ask = Instant::now() + wait;
+                        }
+                        Err(ClientError::Misconfigured(m)) => bail!("cannot lease work: {m}"),
+                        Err(e) if e.code() == Some(codes::WORKER_QUARANTINED) => {
+                            error!(error = %e, "the coordinator quarantined this worker; stopping");
+                            stop = Some(Stop::Quarantined(e.to_string()));
+                        }
+                        Err(e) => bail!("the server refused to lease: {e}"),
+                    }
+                }
+                _ = tokio::time::sleep(tick) => {}
+                _ = self.shared.wake.notified() => {}
+            }
+        }
+        while let Some(r) = closing.join_next().await {
+            if let Err(e) = r {
+                error!(error = %e, "closing a lease failed");
+            }
+        }
+        // What is still queued is posted now if the server takes it; the rest stays spooled.
+        self.poster.close(Duration::from_secs(30)).await;
+        match stop {
+            Some(Stop::Quarantined(m)) => Err(Quarantined(m).into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn start_unit(&self, a: &Active, unit: LeasedUnit, running: &mut JoinSet<Computed>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (lease, cfg) = (a.lease.clone(), a.cfg);
+        let backend = self.backend.clone();
+        let state = self.held.state.clone();
+        let misbehave = self.settings.misbehave;
+        let (lease_id, unit_id, arguments) = (lease.lease_id, unit.unit_id, unit.spec.count);
+        rayon::spawn(move || {
+            let t = Instant::now();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                compute_and_spool(&lease, &unit, &cfg, backend.as_ref(), &state, misbehave)
+            }))
+            .unwrap_or_else(|_| Outcome::Failed("the engine panicked".into()));
+            let _ = tx.send(Computed {
+                lease_id,
+                unit_id,
+                arguments,
+                elapsed: t.elapsed().as_secs_f64(),
+                outcome,
+            });
+        });
+        running.spawn(async move {
+            rx.await.unwrap_or(Computed {
+                lease_id,
+                unit_id,
+                arguments,
+                elapsed: 0.0,
+                outcome: Outcome::Failed("the engine's job ended without an answer".into()),
+            })
+        });
+    }
+}
+
+/// Why a lease ends with units unfinished, for the release.
+fn close_reason(a: &Active, stop: Option<&Stop>) -> String {
+    if !a.failures.is_empty() {
+        failure_reason(&a.failures)
+    } else if matches!(stop, Some(Stop::Signal)) {
+        "worker stopping".into()
+    } else if matches!(stop, Some(Stop::Limit)) {
+        "worker stopping: its unit limit is reached".into()
+    } else {
+        "campaign stopped".into()
+    }
+}
+
+/// Ends a lease whose units are all computed or given up: waits (a bounded time) for its
+/// results to be taken, releases its unfinished and failed units, and forgets it.
+async fn close_lease<C: Coordinator>(
+    coord: C,
+    held: Arc<Held>,
+    watch: PostWatch,
+    mut a: Active,
+    reason: String,
+) {
+    // Every unit is computed or abandoned: the lease needs no more heartbeats, and one sent
+    // after the last post would find the lease finished and report it lost.
+    if let Some(h) = a.heartbeat.take() {
+        h.abort();
+    }
+    let id = a.lease.lease_id;
+    let settled = watch.settle(id, SETTLE_LIMIT).await;
+    let unacceptable = watch.take_unacceptable(id);
+    let reason = if a.failures.is_empty() && !unacceptable.is_empty() {
+        "the server refused these units' results as unacceptable".to_string()
+    } else {
+        reason
+    };
+    a.failed.extend(unacceptable);
+    let remaining = a
+        .lease
+        .units
+        .iter()
+        .filter(|u| !a.finished.contains(&u.unit_id) && !a.failed.contains(&u.unit_id))
+        .count();
+    let lost = a.flags.lost.load(Ordering::SeqCst);
+    if (remaining > 0 || !a.failed.is_empty()) && !lost {
+        if !settled {
+            // Releasing now would lose the spooled results: the lease is left to expire
+            // instead, after which the server still accepts them.
+            warn!(
+                lease.id = id,
+                "results of this lease are still spooled; not releasing it"
+            );
+        } else {
+            let body = ReleaseLease {
+                fencing_token: a.lease.fencing_token,
+                failed_units: a.failed.clone(),
+                reason: Some(reason),
+            };
+            match coord.release(id, &body).await {
+                Ok(r) => info!(
+                    lease.id = id,
+                    returned = r.returned,
+                    quarantined = r.quarantined,
+                    "lease released"
+                ),
+                Err(e) => {
+                    warn!(lease.id = id, error = %e, "could not release the lease; it will expire on the server")
+                }
+            }
+        }
+    }
+    if let Err(e) = held.remove(id) {
+        error!(lease.id = id, error = %e, "cannot forget the lease");
+    }
+}

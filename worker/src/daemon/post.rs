@@ -1,0 +1,507 @@
+//! Posting results in batches, beside the computation: each result is spooled to disk first,
+//! then queued here (a bounded channel); a task gathers the queue into `POST /api/v1/results`
+//! requests of up to [`BATCH_MAX`] units, sent when the batch is full, a second after its
+//! oldest result was queued, or at once when a lease ends and asks for its results to settle.
+//!
+//! Each unit's outcome is handled as the single post's answers were: accepted or replayed
+//! leave the spool; refused with a code that waiting cannot change is dropped (and a result
+//! the server finds unacceptable, 400 or 413, makes its unit one to release as failed);
+//! `retry`, an unreachable server, an unknown token or a quarantine keep it, spooled and
+//! queued, for a later batch. A coordinator without the batch route (404) gets single posts.
+
+use super::coordinator::Coordinator;
+use crate::backoff::Backoff;
+use crate::client::ClientError;
+use crate::state::{LeaseState, SpoolEntry, StateDir, StateError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tmd_wire::{codes, BatchedResult, ResultBatch, UnitOutcomeStatus};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+use tracing::{debug, error, info, warn};
+
+/// Most units in one request (the server takes up to 1000).
+pub const BATCH_MAX: usize = 256;
+/// The longest a result waits in the queue for its batch to fill.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// Results queued in memory before computing waits for the poster: the spool holds them all
+/// anyway, this only bounds what a slow server lets pile up between two requests.
+const QUEUE: usize = 4 * BATCH_MAX;
+
+/// The leases in hand, shared by the computation and the poster: a unit enters its lease's
+/// `done` set (on disk) before its accepted result leaves the spool.
+pub struct Held {
+    pub state: Arc<StateDir>,
+    leases: Mutex<HashMap<i64, LeaseState>>,
+}
+
+impl Held {
+    pub fn new(state: StateDir) -> Held {
+        Held {
+            state: Arc::new(state),
+            leases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, LeaseState>> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a lease in hand (and writes it down).
+    pub fn insert(&self, ls: LeaseState) -> Result<(), StateError> {
+        self.state.save_lease(&ls)?;
+        self.map().insert(ls.lease.lease_id, ls);
+        Ok(())
+    }
+
+    /// Forgets a lease (finished, released or lost).
+    pub fn remove(&self, lease_id: i64) -> Result<(), StateError> {
+        self.map().remove(&lease_id);
+        self.state.clear_lease(lease_id)
+    }
+
+    /// Writes the units down as finished in their leases still in hand; `false` if a lease
+    /// file could not be written (the results then stay spooled).
+    fn mark_done(&self, units: &[(i64, i64)]) -> bool {
+        let mut by_lease: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for &(l, u) in units {
+            by_lease.entry(l).or_default().push(u);
+        }
+        let mut map = self.map();
+        let mut ok = true;
+        for (l, us) in by_lease {
+            if let Some(ls) = map.get_mut(&l) {
+                ls.done.extend(us);
+                if let Err(e) = self.state.save_lease(ls) {
+                    error!(error = %e, lease.id = l, "cannot write the lease's finished units");
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
+/// What became of one posted result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    Accepted,
+    /// Not taken now (server unreachable or busy, token unknown, quarantine): kept.
+    Later,
+    /// Never to be taken (the unit went to another lease, ...): dropped.
+    Refused(String),
+    /// The result itself is unacceptable (400, 413): dropped, its unit released as failed.
+    Unacceptable(String),
+}
+
+fn verdict_of_code(code: &str) -> Verdict {
+    match code {
+        codes::UNAUTHORIZED | codes::WORKER_QUARANTINED => Verdict::Later,
+        codes::BAD_REQUEST | codes::PAYLOAD_TOO_LARGE => Verdict::Unacceptable(code.into()),
+        _ => Verdict::Refused(code.into()),
+    }
+}
+
+/// What the lease ends wait on: results not yet settled per lease, and the units whose
+/// results were unacceptable.
+#[derive(Default)]
+struct Book {
+    unsettled: HashMap<i64, usize>,
+    unacceptable: HashMap<i64, Vec<i64>>,
+    requests: u64,
+    posted: u64,
+}
+
+struct Inner {
+    flush: Notify,
+    settled: Notify,
+    book: Mutex<Book>,
+}
+
+impl Inner {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The view of the poster a lease's end needs.
+#[derive(Clone)]
+pub struct PostWatch(Arc<Inner>);
+
+impl PostWatch {
+    /// Asks for the lease's results to be posted now and waits until none is left unsettled,
+    /// at most `limit`: `false` if some are still waiting (the server is away).
+    pub async fn settle(&self, lease_id: i64, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        self.0.flush.notify_one();
+        loop {
+            let settled = self.0.settled.notified();
+            if self.0.book().unsettled.get(&lease_id).copied().unwrap_or(0) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                return self.0.book().unsettled.get(&lease_id).copied().unwrap_or(0) == 0;
+            }
+        }
+    }
+
+    /// The units of `lease_id` whose results the server found unacceptable (once).
+    pub fn take_unacceptable(&self, lease_id: i64) -> Vec<i64> {
+        self.0
+            .book()
+            .unacceptable
+            .remove(&lease_id)
+            .unwrap_or_default()
+    }
+
+    /// Requests made and results posted so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let b = self.0.book();
+        (b.requests, b.posted)
+    }
+}
+
+/// The posting task and its queue.
+pub struct Poster {
+    tx: mpsc::Sender<SpoolEntry>,
+    watch: PostWatch,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Poster {
+    pub fn start<C: Coordinator>(coord: C, held: Arc<Held>) -> Poster {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let inner = Arc::new(Inner {
+            flush: Notify::new(),
+            settled: Notify::new(),
+            book: Mutex::new(Book::default()),
+        });
+        let task = tokio::spawn(post_loop(coord, held, rx, inner.clone()));
+        Poster {
+            tx,
+            watch: PostWatch(inner),
+            task,
+        }
+    }
+
+    pub fn watch(&self) -> PostWatch {
+        self.watch.clone()
+    }
+
+    /// Queues a spooled result; waits while the queue is full.
+    pub async fn submit(&self, e: SpoolEntry) {
+        *self.watch.0.book().unsettled.entry(e.lease_id).or_default() += 1;
+        if self.tx.send(e).await.is_err() {
+            error!("the poster stopped; the result stays in the spool");
+        }
+    }
+
+    /// Posts what is queued (until the server fails to take it, at most `limit`) and stops.
+    pub async fn close(self, limit: Duration) {
+        drop(self.tx);
+        self.watch.0.flush.notify_one();
+        let mut task = self.task;
+        if tokio::time::timeout(limit, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}
+
+async fn post_loop<C: Coordinator>(
+    coord: C,
+    held: Arc<Held>,
+    mut rx: mpsc::Receiver<SpoolEntry>,
+    inner: Arc<Inner>,
+) {
+    let mut pending: Vec<SpoolEntry> = Vec::new();
+    let mut oldest = Instant::now();
+    let mut open = true;
+    let mut urgent = false;
+    let mut not_before: Option<Instant> = None;
+    let mut backoff = Backoff::new();
+    let mut single = false;
+    let mut batch_max = BATCH_MAX;
+    loop {
+        while let Ok(e) = rx.try_recv() {
+            if pending.is_empty() {
+                oldest = Instant::now();
+            }
+            pending.push(e);
+        }
+        if !open && pending.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let due = (!pending.is_empty()).then(|| {
+            let want = if urgent || !open || pending.len() >= batch_max {
+                now
+            } else {
+                oldest + FLUSH_EVERY
+            };
+            not_before.map_or(want, |n| want.max(n))
+        });
+        if due.is_some_and(|d| d <= now) {
+            urgent = false;
+            let n = pending.len().min(batch_max);
+            let chunk: Vec<SpoolEntry> = pending[..n].to_vec();
+            let round = post_round(&coord, &chunk, &mut single, &mut batch_max).await;
+            let mut kept = Vec::new();
+            let mut failed = false;
+            let mut settled: Vec<(i64, i64)> = Vec::new();
+            let mut unacceptable: Vec<(i64, i64)> = Vec::new();
+            for (e, v) in chunk.into_iter().zip(round.verdicts) {
+                match v {
+                    Verdict::Later => {
+                        failed = true;
+                        kept.push(e);
+                    }
+                    Verdict::Accepted => settled.push((e.lease_id, e.unit_id)),
+                    Verdict::Refused(code) => {
+                        warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, "result refused; dropping it");
+                        settled.push((e.lease_id, e.unit_id));
+                    }
+                    Verdict::Unacceptable(code) => {
+                        warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, "result refused as unacceptable; its unit is given back as failed");
+                        settled.push((e.lease_id, e.unit_id));
+                        unacceptable.push((e.lease_id, e.unit_id));
+                    }
+                }
+            }
+            // Written down as finished first, then out of the spool: a crash in between
+            // posts them again and gets `replayed`.
+            let mut gone = Vec::new();
+            if held.mark_done(&settled) {
+                for &(l, u) in &settled {
+                    if let Err(err) = held.state.spool_remove(l, u) {
+                        error!(error = %err, "cannot remove a posted result from the spool");
+                    }
+                }
+                gone = settled;
+            } else {
+                failed = true;
+            }
+            {
+                let mut book = inner.book();
+                book.requests += round.requests;
+                book.posted += gone.len() as u64;
+                for &(l, _) in &gone {
+                    if let Some(n) = book.unsettled.get_mut(&l) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            book.unsettled.remove(&l);
+                        }
+                    }
+                }
+                for &(l, u) in &unacceptable {
+                    book.unacceptable.entry(l).or_default().push(u);
+                }
+            }
+            inner.settled.notify_waiters();
+            let gone: std::collections::HashSet<(i64, i64)> = gone.into_iter().collect();
+            pending.retain(|e| !gone.contains(&(e.lease_id, e.unit_id)));
+            // What is left waited already: at most another interval.
+            oldest = Instant::now();
+            if failed {
+                if !open {
+                    // Stopping, and the server does not take them now: they stay spooled
+                    // and are posted at the next start.
+                    return;
+                }
+                not_before = Some(Instant::now() + backoff.next(round.hint));
+            } else {
+                backoff.reset();
+                not_before = None;
+            }
+            continue;
+        }
+        tokio::select! {
+            m = rx.recv(), if open => match m {
+                Some(e) => {
+                    if pending.is_empty() {
+                        oldest = Instant::now();
+                    }
+                    pending.push(e);
+                }
+                None => open = false,
+            },
+            _ = inner.flush.notified() => urgent = true,
+            _ = sleep_until_some(due) => {}
+        }
+    }
+}
+
+async fn sleep_until_some(due: Option<Instant>) {
+    match due {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Round {
+    verdicts: Vec<Verdict>,
+    requests: u64,
+    hint: Option<Duration>,
+}
+
+/// Posts `chunk` (one request, or one per unit where the server has no batch route or
+/// refuses the batch as a whole) and says what became of each unit, in order.
+async fn post_round<C: Coordinator>(
+    coord: &C,
+    chunk: &[SpoolEntry],
+    single: &mut bool,
+    batch_max: &mut usize,
+) -> Round {
+    if !*single {
+        let batch = ResultBatch {
+            results: chunk
+                .iter()
+                .map(|e| BatchedResult {
+                    lease_id: e.lease_id,
+                    unit_id: e.unit_id,
+                    result: e.result.clone(),
+                })
+                .collect(),
+        };
+        match coord.post_results(&batch).await {
+            Ok(resp) => {
+                let by_unit: HashMap<(i64, i64), _> = resp
+                    .outcomes
+                    .iter()
+                    .map(|o| ((o.lease_id, o.unit_id), o))
+                    .collect();
+                let (mut accepted, mut replayed, mut other) = (0, 0, 0);
+                let verdicts = chunk
+                    .iter()
+                    .map(|e| match by_unit.get(&(e.lease_id, e.unit_id)) {
+                        Some(o) => match o.status {
+                            UnitOutcomeStatus::Accepted => {
+                                accepted += 1;
+                                debug!(unit.id = e.unit_id, hr_cases = ?o.hr_cases, "result accepted");
+                                Verdict::Accepted
+                            }
+                            UnitOutcomeStatus::Replayed => {
+                                replayed += 1;
+                                Verdict::Accepted
+                            }
+                            UnitOutcomeStatus::Refused => {
+                                other += 1;
+                                let code = o.error.as_ref().map_or("", |e| e.code.as_str());
+                                verdict_of_code(code)
+                            }
+                            UnitOutcomeStatus::Retry => {
+                                other += 1;
+                                Verdict::Later
+                            }
+                        },
+                        // An answer without this unit: keep it, a later batch asks again.
+                        None => Verdict::Later,
+                    })
+                    .collect();
+                info!(
+                    units = chunk.len(),
+                    accepted, replayed, other, "results posted"
+                );
+                return Round {
+                    verdicts,
+                    requests: 1,
+                    hint: None,
+                };
+            }
+            Err(ClientError::Refused { status: 404, .. }) => {
+                warn!("the coordinator has no batch route (an older tmd-server); posting one result per request");
+                *single = true;
+            }
+            Err(ClientError::Refused { code, .. })
+                if code == codes::PAYLOAD_TOO_LARGE && chunk.len() > 1 =>
+            {
+                *batch_max = (chunk.len() / 2).max(1);
+                warn!(
+                    batch_max = *batch_max,
+                    "a batch of results was too large for the server; sending smaller ones"
+                );
+                return Round {
+                    verdicts: vec![Verdict::Later; chunk.len()],
+                    requests: 1,
+                    hint: Some(Duration::from_millis(100)),
+                };
+            }
+            Err(e)
+                if e.code()
+                    .is_some_and(|c| verdict_of_code(c) == Verdict::Later) =>
+            {
+                error!(error = %e, "results not taken now; they stay in the spool");
+                return later(chunk.len(), None);
+            }
+            Err(ClientError::Refused { code, message, .. }) => {
+                // Refused as a whole: each unit posted alone gets its own answer.
+                warn!(%code, %message, "the batch was refused as a whole; posting its units one by one");
+            }
+            Err(ClientError::Unavailable {
+                message,
+                retry_after,
+            }) => {
+                warn!(%message, results = chunk.len(), "server unavailable; the results stay in the spool");
+                return later(chunk.len(), retry_after);
+            }
+            Err(e) => {
+                error!(error = %e, results = chunk.len(), "results not posted; they stay in the spool");
+                return later(chunk.len(), None);
+            }
+        }
+    }
+    let mut verdicts = Vec::with_capacity(chunk.len());
+    let mut hint = None;
+    for e in chunk {
+        let v = match coord.post_result(e.lease_id, e.unit_id, &e.result).await {
+            Ok(acc) => {
+                info!(
+                    unit.id = e.unit_id,
+                    lease.id = e.lease_id,
+                    hr_cases = acc.hr_cases,
+                    "result accepted"
+                );
+                Verdict::Accepted
+            }
+            Err(ClientError::Unavailable {
+                message,
+                retry_after,
+            }) => {
+                warn!(%message, unit.id = e.unit_id, "server unavailable; the result stays in the spool");
+                hint = retry_after;
+                Verdict::Later
+            }
+            Err(ClientError::Refused { code, message, .. }) => {
+                let v = verdict_of_code(&code);
+                if v == Verdict::Later {
+                    error!(%code, %message, "the result stays in the spool");
+                }
+                v
+            }
+            Err(err) => {
+                error!(error = %err, unit.id = e.unit_id, "the result stays in the spool");
+                Verdict::Later
+            }
+        };
+        let stop = v == Verdict::Later;
+        verdicts.push(v);
+        if stop {
+            // The server is away: the rest waits too, without a request each.
+            verdicts.resize(chunk.len(), Verdict::Later);
+            break;
+        }
+    }
+    Round {
+        requests: verdicts.len() as u64,
+        verdicts,
+        hint,
+    }
+}
+
+fn later(n: usize, hint: Option<Duration>) -> Round {
+    Round {
+        verdicts: vec![Verdict::Later; n],
+        requests: 1,
+        hint,
+    }
+}

@@ -1,0 +1,373 @@
+//! The pipeline against an in-memory coordinator and a slowed-down CPU back end: every unit
+//! posted once and in batches, the next lease asked for before the current one ends, results
+//! kept through an unreachable server, single posts to a coordinator without the batch route,
+//! and `--exit-when-idle` waiting while units are still outstanding elsewhere.
+
+use super::coordinator::Coordinator;
+use super::pipeline::Pipeline;
+use super::post::{Held, Poster};
+use super::{RunArgs, Settings, Shared};
+use crate::client::ClientError;
+use crate::state::StateDir;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tmd_kernels::existence::Test;
+use tmd_kernels::generation::Generated;
+use tmd_kernels::search::{Backend, Cpu, PieceOutcome, SearchError};
+use tmd_wire::{
+    ApiError, CampaignState, HeartbeatResponse, Lease, LeaseResponse, LeaseTask, LeasedUnit,
+    ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitOutcome,
+    UnitOutcomeStatus, UnitResult, UnitSpec,
+};
+
+/// The CPU, slowed down per piece: units take long enough to overlap with posting.
+struct Slow;
+
+impl Backend for Slow {
+    fn search_piece(
+        &self,
+        g: &Generated,
+        test: Test,
+        packet_domains: u64,
+    ) -> Result<PieceOutcome, SearchError> {
+        std::thread::sleep(Duration::from_millis(30));
+        Cpu.search_piece(g, test, packet_domains)
+    }
+
+    fn name(&self) -> String {
+        "slow cpu".into()
+    }
+}
+
+#[derive(Default)]
+struct Campaign {
+    pending: VecDeque<LeasedUnit>,
+    /// Lease id -> its units not yet posted.
+    leased: BTreeMap<i64, Vec<i64>>,
+    done: BTreeMap<i64, u32>,
+    next_lease: i64,
+    batches: Vec<usize>,
+    singles: u32,
+    /// At each lease request: units this worker held that were not posted yet.
+    held_at_request: Vec<usize>,
+    idle_answers: u32,
+    /// Units reported failed in releases.
+    released_failed: Vec<i64>,
+}
+
+/// A coordinator in memory: leases of `per_lease` units, results recorded per unit.
+#[derive(Clone)]
+struct Fake {
+    c: Arc<Mutex<Campaign>>,
+    per_lease: usize,
+    /// Batch requests to answer "unavailable" before taking any.
+    unavailable: Arc<AtomicU32>,
+    /// Answer 404 to batches, as a coordinator without the route does.
+    no_batch_route: bool,
+    /// Lease answers without work that still report units outstanding elsewhere.
+    phantom_outstanding: Arc<AtomicU32>,
+    /// Batches whose units are all answered `retry` before any is judged.
+    retries: Arc<AtomicU32>,
+    /// A unit whose result is refused as unacceptable (`bad_request`).
+    unacceptable: Option<i64>,
+}
+
+impl Fake {
+    fn new(units: u64, per_lease: usize) -> Fake {
+        let pending = (0..units)
+            .map(|i| LeasedUnit {
+                unit_id: 100 + i as i64,
+                spec: UnitSpec {
+                    negative: false,
+                    exponent: 0,
+                    first: (1 << 19) + (i << 14),
+                    count: 1 << 14,
+                },
+            })
+            .collect();
+        Fake {
+            c: Arc::new(Mutex::new(Campaign {
+                pending,
+                next_lease: 1,
+                ..Campaign::default()
+            })),
+            per_lease,
+            unavailable: Arc::new(AtomicU32::new(0)),
+            no_batch_route: false,
+            phantom_outstanding: Arc::new(AtomicU32::new(0)),
+            retries: Arc::new(AtomicU32::new(0)),
+            unacceptable: None,
+        }
+    }
+
+    fn record(&self, lease_id: i64, unit_id: i64) -> UnitOutcomeStatus {
+        let mut c = self.c.lock().unwrap();
+        let n = c.done.entry(unit_id).or_default();
+        *n += 1;
+        let first = *n == 1;
+        if let Some(us) = c.leased.get_mut(&lease_id) {
+            us.retain(|&u| u != unit_id);
+        }
+        if first {
+            UnitOutcomeStatus::Accepted
+        } else {
+            UnitOutcomeStatus::Replayed
+        }
+    }
+}
+
+fn unavailable() -> ClientError {
+    ClientError::Unavailable {
+        message: "down".into(),
+        retry_after: Some(Duration::from_millis(100)),
+    }
+}
+
+impl Coordinator for Fake {
+    async fn lease(&self, _seconds: Option<u32>) -> Result<LeaseResponse, ClientError> {
+        let mut c = self.c.lock().unwrap();
+        let held = c.leased.values().map(Vec::len).sum();
+        c.held_at_request.push(held);
+        let n = self.per_lease.min(c.pending.len());
+        if n == 0 {
+            let phantom = self.phantom_outstanding.load(Ordering::SeqCst);
+            if phantom > 0 {
+                self.phantom_outstanding.fetch_sub(1, Ordering::SeqCst);
+            }
+            c.idle_answers += 1;
+            return Ok(LeaseResponse {
+                lease: None,
+                retry_after_seconds: 1,
+                units_outstanding: held as i64 + i64::from(phantom),
+            });
+        }
+        let units: Vec<LeasedUnit> = c.pending.drain(..n).collect();
+        let id = c.next_lease;
+        c.next_lease += 1;
+        c.leased
+            .insert(id, units.iter().map(|u| u.unit_id).collect());
+        Ok(LeaseResponse {
+            lease: Some(Lease {
+                lease_id: id,
+                fencing_token: id,
+                expires_at: chrono::Utc::now() + chrono::Duration::seconds(300),
+                heartbeat_seconds: 100,
+                task: LeaseTask {
+                    campaign_id: 1,
+                    function: "exp".into(),
+                    precision: 20,
+                    min_bits: 12,
+                },
+                units,
+            }),
+            retry_after_seconds: 1,
+            units_outstanding: 0,
+        })
+    }
+
+    async fn heartbeat(&self, _: i64, _: i64) -> Result<HeartbeatResponse, ClientError> {
+        Ok(HeartbeatResponse {
+            expires_at: chrono::Utc::now(),
+            campaign_state: CampaignState::Active,
+        })
+    }
+
+    async fn post_result(
+        &self,
+        lease_id: i64,
+        unit_id: i64,
+        _: &UnitResult,
+    ) -> Result<ResultAccepted, ClientError> {
+        self.c.lock().unwrap().singles += 1;
+        self.record(lease_id, unit_id);
+        Ok(ResultAccepted {
+            result_id: unit_id,
+            unit_id,
+            hr_cases: 0,
+        })
+    }
+
+    async fn post_results(&self, batch: &ResultBatch) -> Result<ResultBatchResponse, ClientError> {
+        if self.no_batch_route {
+            return Err(ClientError::Refused {
+                status: 404,
+                code: "not_found".into(),
+                message: "no such route".into(),
+            });
+        }
+        if self.unavailable.load(Ordering::SeqCst) > 0 {
+            self.unavailable.fetch_sub(1, Ordering::SeqCst);
+            return Err(unavailable());
+        }
+        self.c.lock().unwrap().batches.push(batch.results.len());
+        let retry = self.retries.load(Ordering::SeqCst) > 0;
+        if retry {
+            self.retries.fetch_sub(1, Ordering::SeqCst);
+        }
+        let outcomes = batch
+            .results
+            .iter()
+            .map(|r| {
+                let refused = |status, code: &str| UnitOutcome {
+                    lease_id: r.lease_id,
+                    unit_id: r.unit_id,
+                    status,
+                    result_id: None,
+                    hr_cases: None,
+                    error: Some(ApiError {
+                        code: code.into(),
+                        message: code.into(),
+                    }),
+                };
+                if retry {
+                    refused(UnitOutcomeStatus::Retry, "unavailable")
+                } else if self.unacceptable == Some(r.unit_id) {
+                    refused(UnitOutcomeStatus::Refused, "bad_request")
+                } else {
+                    UnitOutcome {
+                        lease_id: r.lease_id,
+                        unit_id: r.unit_id,
+                        status: self.record(r.lease_id, r.unit_id),
+                        result_id: Some(r.unit_id),
+                        hr_cases: Some(0),
+                        error: None,
+                    }
+                }
+            })
+            .collect();
+        Ok(ResultBatchResponse { outcomes })
+    }
+
+    async fn release(
+        &self,
+        lease_id: i64,
+        body: &ReleaseLease,
+    ) -> Result<ReleaseResponse, ClientError> {
+        let mut c = self.c.lock().unwrap();
+        c.released_failed.extend(&body.failed_units);
+        let back = c.leased.remove(&lease_id).unwrap_or_default();
+        Ok(ReleaseResponse {
+            returned: back.len() as u32,
+            quarantined: 0,
+        })
+    }
+}
+
+/// Runs the daemon's pipeline against `fake` until the server has no work left.
+async fn run(fake: Fake, name: &str, slots: usize) -> (Arc<Shared>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("tmd-pipeline-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut settings = Settings::resolve(RunArgs {
+        server: Some("http://127.0.0.1:9".into()),
+        exit_when_idle: true,
+        ..RunArgs::default()
+    })
+    .unwrap();
+    settings.lease_seconds = 1;
+    let held = Arc::new(Held::new(StateDir::open(&dir).unwrap()));
+    let shared = Arc::new(Shared::new());
+    let poster = Poster::start(fake.clone(), held.clone());
+    let pipeline = Pipeline {
+        coord: fake,
+        held: held.clone(),
+        poster,
+        shared: shared.clone(),
+        settings,
+        backend: Arc::new(Slow),
+        slots,
+    };
+    tokio::time::timeout(Duration::from_secs(120), pipeline.run(Vec::new()))
+        .await
+        .expect("the pipeline ends")
+        .unwrap();
+    assert!(
+        held.state.spool().unwrap().is_empty(),
+        "nothing left spooled"
+    );
+    assert!(
+        held.state.leases().unwrap().is_empty(),
+        "no lease left in hand"
+    );
+    (shared, dir)
+}
+
+fn every_unit_once(fake: &Fake, units: i64) {
+    let c = fake.c.lock().unwrap();
+    assert_eq!(c.done.len() as i64, units, "{:?}", c.done);
+    assert!(c.done.values().all(|&n| n == 1), "{:?}", c.done);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_are_posted_in_batches_and_the_next_lease_comes_early() {
+    let fake = Fake::new(12, 3);
+    let (shared, dir) = run(fake.clone(), "batches", 2).await;
+    every_unit_once(&fake, 12);
+    let c = fake.c.lock().unwrap();
+    assert!(
+        c.batches.len() < 12 && c.batches.iter().sum::<usize>() == 12,
+        "{:?}",
+        c.batches
+    );
+    assert!(
+        c.held_at_request.iter().filter(|&&h| h > 0).count() >= 2,
+        "leases are asked for while work is in hand: {:?}",
+        c.held_at_request
+    );
+    assert_eq!(shared.units_done.load(Ordering::SeqCst), 12);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_wait_for_a_server_that_is_away() {
+    let fake = Fake::new(6, 3);
+    fake.unavailable.store(3, Ordering::SeqCst);
+    let (_, dir) = run(fake.clone(), "away", 2).await;
+    every_unit_once(&fake, 6);
+    assert_eq!(fake.unavailable.load(Ordering::SeqCst), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_without_the_batch_route_gets_single_posts() {
+    let mut fake = Fake::new(4, 2);
+    fake.no_batch_route = true;
+    let (_, dir) = run(fake.clone(), "single", 1).await;
+    every_unit_once(&fake, 4);
+    assert_eq!(fake.c.lock().unwrap().singles, 4);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_when_idle_waits_while_units_are_outstanding() {
+    let fake = Fake::new(2, 2);
+    fake.phantom_outstanding.store(2, Ordering::SeqCst);
+    let (_, dir) = run(fake.clone(), "idle", 1).await;
+    every_unit_once(&fake, 2);
+    assert_eq!(fake.phantom_outstanding.load(Ordering::SeqCst), 0);
+    assert!(fake.c.lock().unwrap().idle_answers >= 3);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_units_are_posted_again_and_unacceptable_ones_released_as_failed() {
+    let mut fake = Fake::new(4, 4);
+    fake.retries.store(1, Ordering::SeqCst);
+    fake.unacceptable = Some(102);
+    let (_, dir) = run(fake.clone(), "outcomes", 2).await;
+    let c = fake.c.lock().unwrap();
+    assert_eq!(
+        c.done.keys().copied().collect::<Vec<_>>(),
+        vec![100, 101, 103]
+    );
+    assert!(c.done.values().all(|&n| n == 1), "{:?}", c.done);
+    assert_eq!(
+        c.released_failed,
+        vec![102],
+        "the refused unit is given back as failed"
+    );
+    assert_eq!(fake.retries.load(Ordering::SeqCst), 0);
+    drop(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
