@@ -168,12 +168,12 @@ pub fn classify_float(
                 if b_lo == b_hi {
                     let n_int = n.to_integer().expect("finite");
                     let kind = if n_int.is_even() { Kind::Fp } else { Kind::Mid };
-                    let neg_log2_d = -Float::with_val(64, d.log2_ref()).to_f64();
+                    let neg_log2_d = truncated_neg_log2(&d, b_lo);
                     let (rounded, _) = f.eval(x, pb);
                     return Ok(Verdict::Hard(HrCase {
                         x: hex(),
                         bits: b_lo,
-                        neg_log2_d: (neg_log2_d * 1e4).round() / 1e4,
+                        neg_log2_d,
                         kind,
                         rounded: float_to_hex(&rounded),
                     }));
@@ -189,6 +189,23 @@ pub fn classify_float(
         }
         prec *= 2;
     }
+}
+
+/// `-log2 d` truncated to four decimals, in `[bits, bits + 1)` where `bits = floor(-log2 d)`:
+/// a lower bound of `-log2 d` (log2 rounded upwards, then negated) times 10^4, floored. So
+/// `floor(neg_log2_d) == bits` always (rounding to nearest printed 46.0 beside bits 45).
+fn truncated_neg_log2(d: &Float, bits: u32) -> f64 {
+    let log2_up = Float::with_val_round(d.prec(), d.log2_ref(), Round::Up).0;
+    let neg = -log2_up;
+    let scaled = Float::with_val_round(d.prec() + 16, &neg * 10_000u32, Round::Down).0;
+    let ticks = scaled
+        .to_integer_round(Round::Down)
+        .expect("finite")
+        .0
+        .to_f64();
+    // The bounds hold mathematically; the clamp only guards the conversions to f64.
+    let lo = f64::from(bits);
+    (ticks / 1e4).clamp(lo, lo + 0.9999)
 }
 
 /// Re-verifies a reported HR-case given as C99 hex text (what the coordinator does with every
@@ -268,5 +285,15 @@ mod tests {
         assert!(verify_case(Function::Log, p, 40, "-0x1p+0").is_err());
         assert!(verify_case(Function::Exp, p, 40, "0x1.00000000000001p+0").is_err());
         assert!(verify_case(Function::Exp, p, 40, "zz").is_err());
+    }
+
+    /// Issue 14 item 5: `bits` is `floor(-log2 d)` and `neg_log2_d` is truncated, never
+    /// rounded up to the next integer (this case printed bits 45 with -log2 d 46.0).
+    #[test]
+    fn bits_and_neg_log2_d_agree() {
+        let c = hard(Function::Cbrt, "-0x1.fffffffffffe8p+2", 40);
+        assert_eq!(c.bits, 45, "{c:?}");
+        assert_eq!(c.neg_log2_d.floor() as u32, c.bits, "{c:?}");
+        assert!(c.neg_log2_d > 45.999, "{c:?}");
     }
 }
