@@ -50,6 +50,10 @@ pub enum GenError {
     Width,
     #[error("ball arithmetic: {0}")]
     Ball(#[from] BallError),
+    /// The search radius alone (with the errors) reaches half the circle: no existence test
+    /// can rule anything out, and smaller pieces do not help (the radius does not shrink).
+    #[error("the threshold of the existence tests does not fit below 1")]
+    Threshold,
 }
 
 /// The smallest domain size the phases support (phase 2 needs subdomains of 4 arguments).
@@ -422,10 +426,17 @@ fn generate_at(
             q
         }
     };
-    let sat = |x: Integer| x.to_u64().unwrap_or(u64::MAX);
-    let e1 = sat(to64(Integer::from(&eps1 * 2u32)) + big_n + 2);
-    let e2 = sat(to64(Integer::from(&eps2 * 2u32)) + (1u64 << sub_bits) + 2);
-    let t3 = sat(to64(base.clone()) + 1);
+    // A test threshold must lie below 2^64: one saturated at 2^64 - 1 could still be passed
+    // (the flat-line shortcut, or d = 2^64 - 1) although no point is then ruled out.
+    let below_one = |x: Integer| x.to_u64().filter(|&v| v < u64::MAX);
+    let (Some(e1), Some(e2)) = (
+        below_one(to64(Integer::from(&eps1 * 2u32)) + big_n + 2),
+        below_one(to64(Integer::from(&eps2 * 2u32)) + (1u64 << sub_bits) + 2),
+    ) else {
+        return Err(GenError::Threshold);
+    };
+    // Phase 3's threshold may saturate: it then keeps every argument (sound).
+    let t3 = (to64(base.clone()) + 1u32).to_u64().unwrap_or(u64::MAX);
 
     let zero = Integer::new();
     let get = |row: &Vec<Integer>, l: usize| row.get(l).cloned().unwrap_or_else(|| zero.clone());
@@ -537,5 +548,25 @@ mod tests {
         assert_eq!(s[0], w(10));
         assert_eq!(s[1], w(11) - w(10));
         assert_eq!(s[2], Integer::from(7));
+    }
+
+    /// Issue 14 item 5: a threshold E that does not fit below 2^64 saturates at 2^64 - 1,
+    /// which a test could still pass (the flat-line shortcut, or d = 2^64 - 1). Generation
+    /// never hands one out: it refuses the piece, which is then searched exhaustively.
+    #[test]
+    fn saturated_thresholds_are_never_handed_to_a_test() {
+        let p = Precision::new(16).unwrap();
+        let piece = UnitSpec {
+            negative: false,
+            exponent: 0,
+            first: 1 << 15,
+            count: 1 << 12,
+        };
+        for k in 1..=4 {
+            match generate(Function::Exp, p, &GenConfig::new(k), piece) {
+                Ok(g) => assert!(g.e1 < u64::MAX && g.e2 < u64::MAX, "k={k}: {}", g.e1),
+                Err(e) => assert_eq!(e, GenError::Threshold, "k={k}"),
+            }
+        }
     }
 }

@@ -42,6 +42,10 @@ impl SearchConfig {
     }
 }
 
+/// The largest threshold `k` the engine takes: phase 3 keeps the top 64 bits of each fraction,
+/// and its threshold must stay meaningful beside that truncation.
+pub const MAX_MIN_BITS: u32 = 60;
+
 /// Pieces at most this long are searched exhaustively with MPFR: a polynomial does not pay.
 pub const EXHAUSTIVE_MAX: u64 = 2048;
 
@@ -469,6 +473,8 @@ pub fn search_unit(
         timings.generation_s += t.elapsed().as_secs_f64();
         match generated {
             Ok(g) => pieces.push((piece, Some(g))),
+            // Every argument is a candidate: MPFR decides each one (no generation would pay).
+            Err(GenError::Threshold) => pieces.push((piece, None)),
             Err(GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_)) => {
                 let (left, right) = split(piece);
                 stack.push(right);
