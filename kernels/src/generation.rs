@@ -7,7 +7,7 @@
 //! the binomial coefficients `beta_m` to `F` fractional bits (bounded by `eps_R`).
 
 use crate::ball::{Ball, BallError};
-use crate::format::Precision;
+use crate::format::{Exponents, Precision};
 use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::series::Series;
@@ -26,6 +26,10 @@ pub struct GenConfig {
     pub subdomain_split_bits: u32,
     /// Largest degree of the Taylor polynomial before the piece is split.
     pub max_degree: usize,
+    /// The exponent range of a named format (`None`: unbounded). Outputs below `2^emin` are
+    /// put on the subnormal grid; pieces whose outputs overflow or round like 0 are refused
+    /// ([`GenError::Overflow`], [`GenError::Underflow`]) and listed as skipped by the search.
+    pub exponents: Option<Exponents>,
 }
 
 impl GenConfig {
@@ -35,6 +39,7 @@ impl GenConfig {
             domain_bits: 15,
             subdomain_split_bits: 3,
             max_degree: 12,
+            exponents: None,
         }
     }
 }
@@ -54,6 +59,13 @@ pub enum GenError {
     /// can rule anything out, and smaller pieces do not help (the radius does not shrink).
     #[error("the threshold of the existence tests does not fit below 1")]
     Threshold,
+    /// Every output of the piece has magnitude `2^(emax+1)` or more: no HR-case.
+    #[error("f overflows the format on the whole piece")]
+    Overflow,
+    /// Every output of the piece lies below `2^(emin-p-1)` (a quarter of the smallest
+    /// subnormal): each rounds like 0, at distance `|f(x)| 2^(p-emin)` half-ulps from it.
+    #[error("f underflows below a quarter of the smallest subnormal on the whole piece")]
+    Underflow,
 }
 
 /// The smallest domain size the phases support (phase 2 needs subdomains of 4 arguments).
@@ -286,8 +298,26 @@ fn generate_at(
     if v.contains_zero() {
         return Err(GenError::Shape);
     }
-    let q = v.mig().get_exp().expect("nonzero") - 1;
-    let q_hi = v.mag().get_exp().expect("nonzero") - 1;
+    let mut q = v.mig().get_exp().expect("nonzero") - 1;
+    let mut q_hi = v.mag().get_exp().expect("nonzero") - 1;
+    if let Some(x) = cfg.exponents {
+        // |f| >= 2^q and |f| < 2^(q_hi + 1) on the piece.
+        if q > x.emax {
+            return Err(GenError::Overflow);
+        }
+        let tiny = x.emin - pb - 1;
+        if q_hi < tiny {
+            return Err(GenError::Underflow);
+        }
+        if q_hi > x.emax || q < tiny {
+            // Part overflows or rounds like 0: split until each piece is one or the other.
+            return Err(GenError::Shape);
+        }
+        // Below 2^emin the breakpoints are those of the binade 2^emin (the subnormal grid):
+        // G = 2^(p - emin) |f| there.
+        q = q.max(x.emin);
+        q_hi = q_hi.max(q);
+    }
     if q_hi > q + 1 {
         return Err(GenError::Shape);
     }

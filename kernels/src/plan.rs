@@ -5,7 +5,7 @@
 //! this is said in the error when a range holds nothing else. Units are aligned on multiples of
 //! `2^U` significands, so the same argument always falls in the same unit.
 
-use crate::format::{parse_number, Argument, FormatError, Precision};
+use crate::format::{parse_number, Argument, Format, FormatError, Precision};
 use crate::function::Function;
 use rug::float::Round;
 use rug::{Float, Integer};
@@ -59,12 +59,21 @@ pub enum PlanError {
     TooManyUnits(u64),
 }
 
-/// The smallest and largest binade exponents searched for precision `p`.
+/// The smallest and largest binade exponents searched for a bare precision `p` (the arguments
+/// of a named format are its normal numbers: [`format_exponent_range`]).
 pub fn exponent_range(p: Precision) -> (i32, i32) {
     if p == Precision::BINARY32 {
         (-126, 127)
     } else {
         (-1022, 1023)
+    }
+}
+
+/// The binade exponents of the arguments searched in format `fmt`.
+pub fn format_exponent_range(fmt: Format) -> (i32, i32) {
+    match fmt.exponents {
+        Some(x) => (x.emin, x.emax),
+        None => exponent_range(fmt.precision),
     }
 }
 
@@ -92,7 +101,7 @@ pub fn parse_range(p: Precision, from: &str, to: &str) -> Result<(Float, Float),
     Ok((lo, hi))
 }
 
-/// The units covering the arguments of `[from, to)`.
+/// The units covering the arguments of `[from, to)` for a bare precision `p`.
 pub fn split_range(
     f: Function,
     p: Precision,
@@ -100,13 +109,25 @@ pub fn split_range(
     to: &str,
     unit_bits: Option<u32>,
 ) -> Result<Vec<UnitSpec>, PlanError> {
+    split_range_in(f, Format::bare(p), from, to, unit_bits)
+}
+
+/// The units covering the arguments of `[from, to)` in format `fmt`.
+pub fn split_range_in(
+    f: Function,
+    fmt: Format,
+    from: &str,
+    to: &str,
+    unit_bits: Option<u32>,
+) -> Result<Vec<UnitSpec>, PlanError> {
+    let p = fmt.precision;
     let u = unit_bits.unwrap_or_else(|| default_unit_bits(p));
     if !(4..=48).contains(&u) {
         return Err(PlanError::UnitBits(u));
     }
     let (lo, hi) = parse_range(p, from, to)?;
     let pb = p.bits();
-    let (emin, emax) = exponent_range(p);
+    let (emin, emax) = format_exponent_range(fmt);
     // Collect (negative, exponent, first, last) per binade, in increasing order of value.
     let mut pieces: Vec<(bool, i32, u64, u64)> = Vec::new();
     let top = Integer::from((1u128 << pb) - 1);

@@ -144,6 +144,8 @@ pub fn verify_result(
                 )))
             }
             Ok(Verdict::Exact(_)) => return Err(forged("f(x) is exact, not hard to round")),
+            // Campaigns are bare precisions (exponent unbounded): nothing is skipped.
+            Ok(Verdict::Skipped(r)) => return Err(forged(r.rule())),
             Err(e) => return Err(forged(&e.to_string())),
         }
     }
