@@ -268,6 +268,27 @@ fn generate_at(
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
     let count = piece.count;
+    if cfg.exponents.is_some() {
+        // Beyond MPFR's exponent range (|f| above about 2^(2^30) or below 2^(-2^30)) no ball
+        // can be evaluated. Our functions are monotonic on a piece of one sign wherever they
+        // get that large or small, so both ends beyond it put the whole piece beyond it (far
+        // outside every format); one end beyond it: split.
+        let beyond = |t: u64| {
+            let (y, ord) = f.eval(&piece.argument(t).to_float(p), p.bits() + 64);
+            if y.is_infinite() && !f.has_poles() {
+                Some(GenError::Overflow)
+            } else if y.is_zero() && ord != std::cmp::Ordering::Equal {
+                Some(GenError::Underflow)
+            } else {
+                None
+            }
+        };
+        match (beyond(0), beyond(count - 1)) {
+            (None, None) => {}
+            (Some(a), Some(b)) if a == b => return Err(a),
+            _ => return Err(GenError::Shape),
+        }
+    }
     let h_exp = piece.exponent - pb + 1;
     let center = count / 2;
     let reach = count - center; // |t - center| <= reach for t in [0, count]

@@ -53,6 +53,15 @@ pub enum PlanError {
         from: String,
         to: String,
     },
+    #[error(
+        "{function}({x}) {what} MPFR's exponent range (about 2^(±2^30)): the engine cannot \
+         evaluate it there; end the range before it"
+    )]
+    BeyondMpfr {
+        function: Function,
+        x: String,
+        what: &'static str,
+    },
     #[error("unit size 2^{0} is outside 4..=48")]
     UnitBits(u32),
     #[error("the range would make {0} units; cut it into smaller campaigns or use larger units")]
@@ -188,8 +197,20 @@ pub fn split_range_in(
             p: pb,
         });
     }
+    let total: u64 = pieces
+        .iter()
+        .map(|&(_, _, first, last)| (last >> u) - (first >> u) + 1)
+        .sum();
+    if total > MAX_UNITS {
+        return Err(PlanError::TooManyUnits(total));
+    }
     // The domain check: the function must be defined at both ends of each piece (the domains
-    // of our functions are intervals).
+    // of our functions are intervals; poles inside are skipped and listed by the search), and
+    // for a bare precision MPFR must be able to evaluate it there: beyond its exponent range
+    // (exp above about 7.4e8, erfc above about 3e4) every piece would be split down to single
+    // arguments before failing. Our functions are monotonic on each binade piece wherever they
+    // get that large or small, so the ends decide. A named format skips such arguments as
+    // overflowing or underflowing (generation decides whole pieces from their ends).
     for &(neg, e, first, last) in &pieces {
         for s in [first, last] {
             let a = Argument {
@@ -197,21 +218,32 @@ pub fn split_range_in(
                 exponent: e,
                 significand: s,
             };
-            if !f.defined_at(&a.to_float(p)) {
+            let x = a.to_float(p);
+            if !f.has_poles() && !f.defined_at(&x) {
                 return Err(PlanError::OutsideDomain {
                     function: f,
                     from: from.into(),
                     to: to.into(),
                 });
             }
+            let (y, ord) = f.eval(&x, p.bits() + 64);
+            let what = if fmt.exponents.is_some() {
+                None
+            } else if y.is_infinite() && !f.has_poles() {
+                Some("overflows")
+            } else if y.is_zero() && ord != std::cmp::Ordering::Equal {
+                Some("underflows")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                return Err(PlanError::BeyondMpfr {
+                    function: f,
+                    x: a.to_hex(p),
+                    what,
+                });
+            }
         }
-    }
-    let total: u64 = pieces
-        .iter()
-        .map(|&(_, _, first, last)| (last >> u) - (first >> u) + 1)
-        .sum();
-    if total > MAX_UNITS {
-        return Err(PlanError::TooManyUnits(total));
     }
     let mut units = Vec::with_capacity(total as usize);
     for (neg, e, first, last) in pieces {
@@ -301,6 +333,19 @@ mod tests {
             Err(PlanError::TooManyUnits(_))
         ));
         assert!(split_range(Function::Exp, p, "x", "1", None).is_err());
+        // Beyond MPFR's exponent range: refused at once, naming the argument.
+        for (f, from, to) in [
+            (Function::Exp, "7e8", "8e8"),
+            (Function::Erfc, "3e4", "4e4"),
+            (Function::Exp, "-8e8", "-7e8"),
+        ] {
+            match split_range(f, p, from, to, None) {
+                Err(e @ PlanError::BeyondMpfr { .. }) => assert!(e.to_string().contains(f.name())),
+                other => panic!("{f} [{from}, {to}): {other:?}"),
+            }
+        }
+        // Poles are no reason to refuse a range: tanpi over [1, 2) holds 1.5.
+        assert!(split_range(Function::Tanpi, p, "1", "2", None).is_ok());
     }
 
     /// Issue 14 item 1: the inclusive end of a negative range was rounded to nearest in the

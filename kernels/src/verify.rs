@@ -60,6 +60,8 @@ pub enum SkipReason {
     /// `|f(x)| < 2^(emin-p-1)`, a quarter of the smallest subnormal: the nearest breakpoint
     /// is 0, at `d = |f(x)| 2^(p-emin)` half-ulps, and the hardness is `floor(-log2 d)`.
     Underflow,
+    /// `x` is a pole of `f` (tanpi at half-integers): `f(x)` is no number (any format).
+    Pole,
 }
 
 impl SkipReason {
@@ -67,6 +69,7 @@ impl SkipReason {
         match self {
             SkipReason::Overflow => "overflow",
             SkipReason::Underflow => "underflow",
+            SkipReason::Pole => "pole",
         }
     }
 
@@ -78,6 +81,7 @@ impl SkipReason {
                 "|f(x)| < 2^(emin-p-1): rounds like 0; d = |f(x)| 2^(p-emin) half-ulps, \
                  hardness floor(-log2 d) (every such x is at least as hard as d says)"
             }
+            SkipReason::Pole => "x is a pole of f: f(x) is infinite, no number to round",
         }
     }
 }
@@ -158,6 +162,9 @@ pub fn classify_float_in(
     let mut prec = (pb + min_bits + 64).max(128);
     loop {
         let (y, ord) = f.eval(x, prec);
+        if f.has_poles() && !y.is_finite() && ord == Ordering::Equal {
+            return Ok(Verdict::Skipped(SkipReason::Pole));
+        }
         if fmt.exponents.is_some() && y.is_infinite() && !x.is_zero() {
             // MPFR's own exponent range (about 2^(2^30)) overflowed: far beyond any format's.
             return Ok(Verdict::Skipped(SkipReason::Overflow));

@@ -278,3 +278,61 @@ fn a_bare_precision_is_unbounded_and_says_so() {
     );
     assert!(r.skipped.is_empty() && !r.hr_cases.is_empty());
 }
+
+/// tanpi over [1, 2) holds its pole 1.5: the range is split there (the pole listed as
+/// skipped), every other argument searched, against the brute force.
+#[test]
+fn tanpi_splits_at_its_pole() {
+    for name in ["p16", "binary16"] {
+        let fmt: Format = name.parse().unwrap();
+        let p = fmt.precision;
+        let units = split_range_in(Function::Tanpi, fmt, "1", "2", Some(12)).unwrap();
+        let mut cfg = SearchConfig::in_format(Function::Tanpi, fmt, 10);
+        cfg.test = Test::Regular;
+        let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
+        assert_eq!(r.skipped.len(), 1, "{name}: {:?}", r.skipped);
+        assert_eq!(r.skipped[0].first, "0x1.8p+0");
+        assert_eq!(r.skipped[0].reason, SkipReason::Pole);
+        // The brute force: every other argument at 1024 bits, judged as a precision-p number
+        // (tanpi on [1, 2) stays within binary16's normal range).
+        let mut want = BTreeMap::new();
+        let mut exact = Vec::new();
+        for u in &units {
+            for o in 0..u.count {
+                let a = u.argument(o);
+                let hex = a.to_hex(p);
+                if hex == "0x1.8p+0" {
+                    continue;
+                }
+                let mut y = a.to_float(p);
+                y.set_prec(1024);
+                let ord = Function::Tanpi.eval_round(&mut y, Round::Nearest);
+                if y.is_zero() {
+                    exact.push(hex);
+                    continue;
+                }
+                let e_y = y.get_exp().unwrap() - 1;
+                let mut g = Float::with_val(1024, y.abs_ref());
+                g <<= p.bits() as i32 - e_y;
+                let n = g.clone().round().to_integer().unwrap();
+                let d = Float::with_val(1024, &g - &n).abs();
+                if d.is_zero() && ord == Ordering::Equal {
+                    exact.push(hex);
+                } else if d <= Float::with_val(64, 1) >> 10u32 {
+                    let kind = if n.is_even() { Kind::Fp } else { Kind::Mid };
+                    want.insert(hex, (hardness(&d), kind));
+                }
+            }
+        }
+        let got: BTreeMap<String, (u32, Kind)> = r
+            .hr_cases
+            .iter()
+            .map(|c| (c.x.clone(), (c.bits, c.kind)))
+            .collect();
+        assert_eq!(got, want, "{name}");
+        let mut got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
+        got_exact.sort();
+        exact.sort();
+        assert_eq!(got_exact, exact, "{name}");
+    }
+}

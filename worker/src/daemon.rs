@@ -679,7 +679,8 @@ async fn work_lease(
             let computed =
                 tokio::task::spawn_blocking(move || compute_unit(&cfg, spec, engine.as_ref(), id))
                     .await
-                    .unwrap_or_else(|e| Err(format!("the engine panicked: {e}")));
+                    .unwrap_or_else(|e| Err(format!("the engine panicked: {e}")))
+                    .and_then(refuse_skipped);
             match computed {
                 Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
                 Err(why) => {
@@ -784,6 +785,23 @@ async fn work_lease(
 /// Computes one unit. A failure of the back end (not MPFR's, which would fail again) is tried
 /// again with smaller GPU lists, then on the CPU, before the unit is given up: the error then
 /// says what each try met.
+/// A unit with skipped arguments (a pole of tanpi) cannot be reported whole: results carry no
+/// skipped runs yet, and dropping them would be silent. The unit goes back with the reason.
+fn refuse_skipped(
+    r: tmd_kernels::search::UnitResult,
+) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
+    match r.skipped.first() {
+        None => Ok(r),
+        Some(s) => Err(format!(
+            "{} runs of arguments skipped ([{}, {}]: {}), which a result cannot carry yet",
+            r.skipped.len(),
+            s.first,
+            s.last,
+            s.reason.as_str()
+        )),
+    }
+}
+
 fn compute_unit(
     cfg: &SearchConfig,
     spec: EngineUnit,
