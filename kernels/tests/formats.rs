@@ -336,3 +336,48 @@ fn tanpi_splits_at_its_pole() {
         assert_eq!(got_exact, exact, "{name}");
     }
 }
+
+/// Zero, which no unit holds, is judged when the range holds it: exact cases at 0.
+#[test]
+fn exact_cases_at_zero() {
+    use tmd_kernels::search::search_zero;
+    let fmt: Format = "binary32".parse().unwrap();
+    // A few arguments on each side (near 0 most functions round like 1 or like x: every
+    // argument there is hard, the trivial regions this engine does not summarise yet).
+    let judge = |f: Function| {
+        let cfg = SearchConfig::in_format(f, fmt, 12);
+        let mut units = split_range_in(f, fmt, "-0x1.00001p-126", "-0x1p-126", Some(16)).unwrap();
+        units.extend(split_range_in(f, fmt, "0x1p-126", "0x1.00001p-126", Some(16)).unwrap());
+        let mut r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
+        let before = r.arguments;
+        search_zero(&cfg, &mut r).unwrap();
+        (r, before)
+    };
+    for (f, value) in [
+        (Function::Exp, "0x1p+0"),
+        (Function::Cos, "0x1p+0"),
+        (Function::Cosh, "0x1p+0"),
+        (Function::Erfc, "0x1p+0"),
+        (Function::Cbrt, "0x0p+0"),
+        (Function::Sin, "0x0p+0"),
+        (Function::Acospi, "0x1p-1"),
+    ] {
+        let (r, before) = judge(f);
+        assert_eq!(r.arguments, before + 1, "{f}");
+        let zero: Vec<_> = r.exact_cases.iter().filter(|e| e.x == "0x0p+0").collect();
+        assert_eq!(zero.len(), 1, "{f}: {:?}", r.exact_cases);
+        assert_eq!(zero[0].value, value, "{f}");
+        // In argument order: negative arguments first.
+        let i = r.exact_cases.iter().position(|e| e.x == "0x0p+0").unwrap();
+        assert!(
+            r.exact_cases[..i].iter().all(|e| e.x.starts_with('-')),
+            "{f}"
+        );
+    }
+    // Not defined at 0: nothing added; acos(0) = pi/2 is judged like any argument.
+    let mut r = RangeResult::from_units(Vec::new(), fmt.precision);
+    search_zero(&SearchConfig::in_format(Function::Log, fmt, 12), &mut r).unwrap();
+    assert_eq!(r.arguments, 0);
+    let (r, _) = judge(Function::Acos);
+    assert!(r.exact_cases.iter().all(|e| e.x != "0x0p+0"));
+}
