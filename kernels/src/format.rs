@@ -17,7 +17,7 @@ pub struct Precision(u32);
 pub enum FormatError {
     #[error("precision {0} is outside 8..=64")]
     PrecisionOutOfRange(u32),
-    #[error("unknown format '{0}': use binary32, binary64 or a precision in bits from 8 to 64")]
+    #[error("unknown format '{0}': use binary16, bfloat16, binary32, binary64, binary80 or a precision in bits from 8 to 64 (p24)")]
     UnknownFormat(String),
     #[error("cannot read '{0}' as a number: use C99 hex (0x1.8p+0) or decimal (1.5, -2e-3)")]
     BadNumber(String),
@@ -86,6 +86,129 @@ impl FromStr for Precision {
 }
 
 impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// The exponent range of a named format: its normal numbers have exponents `emin..=emax`,
+/// below `2^emin` lie the subnormal numbers (multiples of `2^(emin - p + 1)`), and results of
+/// magnitude `2^(emax + 1)` or more overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Exponents {
+    pub emin: i32,
+    pub emax: i32,
+}
+
+/// What a search is about: a precision and, for a named format, its exponent range. A bare
+/// precision (`p24`, `24`) has an unbounded exponent: every result is judged as a
+/// precision-`p` number, with no subnormal numbers and no overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Format {
+    pub precision: Precision,
+    pub exponents: Option<Exponents>,
+}
+
+/// The named formats: name, precision, `emin`, `emax` (IEEE 754 binary16, binary32, binary64;
+/// Google's bfloat16; the x87 extended format binary80 with its explicit leading bit, so
+/// `p = 64`).
+const NAMED: &[(&str, u32, i32, i32)] = &[
+    ("binary16", 11, -14, 15),
+    ("bfloat16", 8, -126, 127),
+    ("binary32", 24, -126, 127),
+    ("binary64", 53, -1022, 1023),
+    ("binary80", 64, -16382, 16383),
+];
+
+impl Format {
+    /// A bare precision: unbounded exponent.
+    pub fn bare(precision: Precision) -> Format {
+        Format {
+            precision,
+            exponents: None,
+        }
+    }
+
+    /// The named format `name` (`binary16`, `bfloat16`, `binary32`, `binary64`, `binary80`).
+    pub fn named(name: &str) -> Option<Format> {
+        NAMED
+            .iter()
+            .find(|n| n.0 == name)
+            .map(|&(_, p, emin, emax)| Format {
+                precision: Precision(p),
+                exponents: Some(Exponents { emin, emax }),
+            })
+    }
+
+    /// Every named format's name.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        NAMED.iter().map(|n| n.0)
+    }
+
+    /// The format's name: `binary32`, or `p24` for a bare precision.
+    pub fn name(&self) -> String {
+        match self.exponents {
+            None => format!("p{}", self.precision.bits()),
+            Some(x) => NAMED
+                .iter()
+                .find(|n| n.1 == self.precision.bits() && n.2 == x.emin && n.3 == x.emax)
+                .map(|n| n.0.to_string())
+                .unwrap_or_else(|| {
+                    format!(
+                        "p{} (exponents {}..={})",
+                        self.precision.bits(),
+                        x.emin,
+                        x.emax
+                    )
+                }),
+        }
+    }
+
+    /// One line for people on how results are judged.
+    pub fn describe(&self) -> String {
+        let p = self.precision.bits();
+        match self.exponents {
+            None => format!(
+                "p{p}: precision {p}, exponent unbounded (results judged as precision-{p} \
+                 numbers: no subnormal results, no overflow)"
+            ),
+            Some(x) => format!(
+                "{}: precision {p}, normal exponents {}..={}, subnormal results judged on the \
+                 subnormal grid, overflowing and underflowing results skipped and listed",
+                self.name(),
+                x.emin,
+                x.emax
+            ),
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = FormatError;
+    /// A named format (also `half`, `single`, `float`, `double`, `extended`), or a bare
+    /// precision `p24` / `24`.
+    fn from_str(s: &str) -> Result<Format, FormatError> {
+        let t = s.trim().to_ascii_lowercase();
+        let alias = match t.as_str() {
+            "half" => "binary16",
+            "float" | "single" => "binary32",
+            "double" => "binary64",
+            "extended" => "binary80",
+            other => other,
+        };
+        if let Some(f) = Format::named(alias) {
+            return Ok(f);
+        }
+        let digits = t.strip_prefix('p').unwrap_or(&t);
+        digits
+            .parse::<u32>()
+            .map_err(|_| FormatError::UnknownFormat(s.to_string()))
+            .and_then(Precision::new)
+            .map(Format::bare)
+    }
+}
+
+impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
     }

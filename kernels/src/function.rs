@@ -156,6 +156,12 @@ impl Function {
         (y, ord)
     }
 
+    /// Whether `f` has poles at finite arguments of a format (tanpi at half-integers; tan's
+    /// poles are irrational): a range may hold them, and they are skipped and listed.
+    pub fn has_poles(self) -> bool {
+        matches!(self, Function::Tan | Function::Tanpi)
+    }
+
     /// Whether `f` is defined (and finite) at `x`; arguments outside are refused up front.
     pub fn defined_at(self, x: &Float) -> bool {
         use Function::*;

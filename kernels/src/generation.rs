@@ -7,7 +7,7 @@
 //! the binomial coefficients `beta_m` to `F` fractional bits (bounded by `eps_R`).
 
 use crate::ball::{Ball, BallError};
-use crate::format::Precision;
+use crate::format::{Exponents, Precision};
 use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::series::Series;
@@ -26,6 +26,10 @@ pub struct GenConfig {
     pub subdomain_split_bits: u32,
     /// Largest degree of the Taylor polynomial before the piece is split.
     pub max_degree: usize,
+    /// The exponent range of a named format (`None`: unbounded). Outputs below `2^emin` are
+    /// put on the subnormal grid; pieces whose outputs overflow or round like 0 are refused
+    /// ([`GenError::Overflow`], [`GenError::Underflow`]) and listed as skipped by the search.
+    pub exponents: Option<Exponents>,
 }
 
 impl GenConfig {
@@ -35,6 +39,7 @@ impl GenConfig {
             domain_bits: 15,
             subdomain_split_bits: 3,
             max_degree: 12,
+            exponents: None,
         }
     }
 }
@@ -50,6 +55,17 @@ pub enum GenError {
     Width,
     #[error("ball arithmetic: {0}")]
     Ball(#[from] BallError),
+    /// The search radius alone (with the errors) reaches half the circle: no existence test
+    /// can rule anything out, and smaller pieces do not help (the radius does not shrink).
+    #[error("the threshold of the existence tests does not fit below 1")]
+    Threshold,
+    /// Every output of the piece has magnitude `2^(emax+1)` or more: no HR-case.
+    #[error("f overflows the format on the whole piece")]
+    Overflow,
+    /// Every output of the piece lies below `2^(emin-p-1)` (a quarter of the smallest
+    /// subnormal): each rounds like 0, at distance `|f(x)| 2^(p-emin)` half-ulps from it.
+    #[error("f underflows below a quarter of the smallest subnormal on the whole piece")]
+    Underflow,
 }
 
 /// The smallest domain size the phases support (phase 2 needs subdomains of 4 arguments).
@@ -252,6 +268,27 @@ fn generate_at(
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
     let count = piece.count;
+    if cfg.exponents.is_some() {
+        // Beyond MPFR's exponent range (|f| above about 2^(2^30) or below 2^(-2^30)) no ball
+        // can be evaluated. Our functions are monotonic on a piece of one sign wherever they
+        // get that large or small, so both ends beyond it put the whole piece beyond it (far
+        // outside every format); one end beyond it: split.
+        let beyond = |t: u64| {
+            let (y, ord) = f.eval(&piece.argument(t).to_float(p), p.bits() + 64);
+            if y.is_infinite() && !f.has_poles() {
+                Some(GenError::Overflow)
+            } else if y.is_zero() && ord != std::cmp::Ordering::Equal {
+                Some(GenError::Underflow)
+            } else {
+                None
+            }
+        };
+        match (beyond(0), beyond(count - 1)) {
+            (None, None) => {}
+            (Some(a), Some(b)) if a == b => return Err(a),
+            _ => return Err(GenError::Shape),
+        }
+    }
     let h_exp = piece.exponent - pb + 1;
     let center = count / 2;
     let reach = count - center; // |t - center| <= reach for t in [0, count]
@@ -282,8 +319,26 @@ fn generate_at(
     if v.contains_zero() {
         return Err(GenError::Shape);
     }
-    let q = v.mig().get_exp().expect("nonzero") - 1;
-    let q_hi = v.mag().get_exp().expect("nonzero") - 1;
+    let mut q = v.mig().get_exp().expect("nonzero") - 1;
+    let mut q_hi = v.mag().get_exp().expect("nonzero") - 1;
+    if let Some(x) = cfg.exponents {
+        // |f| >= 2^q and |f| < 2^(q_hi + 1) on the piece.
+        if q > x.emax {
+            return Err(GenError::Overflow);
+        }
+        let tiny = x.emin - pb - 1;
+        if q_hi < tiny {
+            return Err(GenError::Underflow);
+        }
+        if q_hi > x.emax || q < tiny {
+            // Part overflows or rounds like 0: split until each piece is one or the other.
+            return Err(GenError::Shape);
+        }
+        // Below 2^emin the breakpoints are those of the binade 2^emin (the subnormal grid):
+        // G = 2^(p - emin) |f| there.
+        q = q.max(x.emin);
+        q_hi = q_hi.max(q);
+    }
     if q_hi > q + 1 {
         return Err(GenError::Shape);
     }
@@ -422,10 +477,17 @@ fn generate_at(
             q
         }
     };
-    let sat = |x: Integer| x.to_u64().unwrap_or(u64::MAX);
-    let e1 = sat(to64(Integer::from(&eps1 * 2u32)) + big_n + 2);
-    let e2 = sat(to64(Integer::from(&eps2 * 2u32)) + (1u64 << sub_bits) + 2);
-    let t3 = sat(to64(base.clone()) + 1);
+    // A test threshold must lie below 2^64: one saturated at 2^64 - 1 could still be passed
+    // (the flat-line shortcut, or d = 2^64 - 1) although no point is then ruled out.
+    let below_one = |x: Integer| x.to_u64().filter(|&v| v < u64::MAX);
+    let (Some(e1), Some(e2)) = (
+        below_one(to64(Integer::from(&eps1 * 2u32)) + big_n + 2),
+        below_one(to64(Integer::from(&eps2 * 2u32)) + (1u64 << sub_bits) + 2),
+    ) else {
+        return Err(GenError::Threshold);
+    };
+    // Phase 3's threshold may saturate: it then keeps every argument (sound).
+    let t3 = (to64(base.clone()) + 1u32).to_u64().unwrap_or(u64::MAX);
 
     let zero = Integer::new();
     let get = |row: &Vec<Integer>, l: usize| row.get(l).cloned().unwrap_or_else(|| zero.clone());
@@ -537,5 +599,25 @@ mod tests {
         assert_eq!(s[0], w(10));
         assert_eq!(s[1], w(11) - w(10));
         assert_eq!(s[2], Integer::from(7));
+    }
+
+    /// Issue 14 item 5: a threshold E that does not fit below 2^64 saturates at 2^64 - 1,
+    /// which a test could still pass (the flat-line shortcut, or d = 2^64 - 1). Generation
+    /// never hands one out: it refuses the piece, which is then searched exhaustively.
+    #[test]
+    fn saturated_thresholds_are_never_handed_to_a_test() {
+        let p = Precision::new(16).unwrap();
+        let piece = UnitSpec {
+            negative: false,
+            exponent: 0,
+            first: 1 << 15,
+            count: 1 << 12,
+        };
+        for k in 1..=4 {
+            match generate(Function::Exp, p, &GenConfig::new(k), piece) {
+                Ok(g) => assert!(g.e1 < u64::MAX && g.e2 < u64::MAX, "k={k}: {}", g.e1),
+                Err(e) => assert_eq!(e, GenError::Threshold, "k={k}"),
+            }
+        }
     }
 }

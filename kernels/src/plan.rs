@@ -5,10 +5,10 @@
 //! this is said in the error when a range holds nothing else. Units are aligned on multiples of
 //! `2^U` significands, so the same argument always falls in the same unit.
 
-use crate::format::{parse_number, Argument, FormatError, Precision};
+use crate::format::{parse_number, Argument, Format, FormatError, Precision};
 use crate::function::Function;
 use rug::float::Round;
-use rug::Float;
+use rug::{Float, Integer};
 use serde::{Deserialize, Serialize};
 
 /// The significands `[first, first + count)` of the binade `[2^exponent, 2^(exponent+1))`,
@@ -53,18 +53,36 @@ pub enum PlanError {
         from: String,
         to: String,
     },
+    #[error(
+        "{function}({x}) {what} MPFR's exponent range (about 2^(±2^30)): the engine cannot \
+         evaluate it there; end the range before it"
+    )]
+    BeyondMpfr {
+        function: Function,
+        x: String,
+        what: &'static str,
+    },
     #[error("unit size 2^{0} is outside 4..=48")]
     UnitBits(u32),
     #[error("the range would make {0} units; cut it into smaller campaigns or use larger units")]
     TooManyUnits(u64),
 }
 
-/// The smallest and largest binade exponents searched for precision `p`.
+/// The smallest and largest binade exponents searched for a bare precision `p` (the arguments
+/// of a named format are its normal numbers: [`format_exponent_range`]).
 pub fn exponent_range(p: Precision) -> (i32, i32) {
     if p == Precision::BINARY32 {
         (-126, 127)
     } else {
         (-1022, 1023)
+    }
+}
+
+/// The binade exponents of the arguments searched in format `fmt`.
+pub fn format_exponent_range(fmt: Format) -> (i32, i32) {
+    match fmt.exponents {
+        Some(x) => (x.emin, x.emax),
+        None => exponent_range(fmt.precision),
     }
 }
 
@@ -92,7 +110,7 @@ pub fn parse_range(p: Precision, from: &str, to: &str) -> Result<(Float, Float),
     Ok((lo, hi))
 }
 
-/// The units covering the arguments of `[from, to)`.
+/// The units covering the arguments of `[from, to)` for a bare precision `p`.
 pub fn split_range(
     f: Function,
     p: Precision,
@@ -100,22 +118,50 @@ pub fn split_range(
     to: &str,
     unit_bits: Option<u32>,
 ) -> Result<Vec<UnitSpec>, PlanError> {
+    split_range_in(f, Format::bare(p), from, to, unit_bits)
+}
+
+/// The units covering the arguments of `[from, to)` in format `fmt`.
+pub fn split_range_in(
+    f: Function,
+    fmt: Format,
+    from: &str,
+    to: &str,
+    unit_bits: Option<u32>,
+) -> Result<Vec<UnitSpec>, PlanError> {
+    let p = fmt.precision;
     let u = unit_bits.unwrap_or_else(|| default_unit_bits(p));
     if !(4..=48).contains(&u) {
         return Err(PlanError::UnitBits(u));
     }
     let (lo, hi) = parse_range(p, from, to)?;
     let pb = p.bits();
-    let (emin, emax) = exponent_range(p);
+    let (emin, emax) = format_exponent_range(fmt);
     // Collect (negative, exponent, first, last) per binade, in increasing order of value.
     let mut pieces: Vec<(bool, i32, u64, u64)> = Vec::new();
-    let top = (1u128 << pb) - 1;
-    let bottom = 1u64 << (pb - 1);
-    // Significand of a value in binade e, rounded toward zero or away from zero.
+    let top = Integer::from((1u128 << pb) - 1);
+    let bottom = Integer::from(1u64 << (pb - 1));
+    // Significand of a value in binade e, exact (a value of precision p shifted).
     let sig = |x: &Float, e: i32| -> Float {
         let mut v = Float::with_val(pb + 8, x.abs_ref());
         v <<= pb as i32 - 1 - e;
         v
+    };
+    // Directed conversions only: an inclusive bound is floored or ceiled, never rounded to
+    // nearest (which took -1 into a range ending just below it).
+    let floor = |x: &Float| x.to_integer_round(Round::Down).expect("finite").0;
+    let ceil = |x: &Float| x.to_integer_round(Round::Up).expect("finite").0;
+    let mut push = |neg: bool, e: i32, first: Integer, last: Integer| {
+        let first = first.max(bottom.clone());
+        let last = last.min(top.clone());
+        if first <= last {
+            pieces.push((
+                neg,
+                e,
+                first.to_u64().expect("a significand"),
+                last.to_u64().expect("a significand"),
+            ));
+        }
     };
     // Negative arguments: x in [lo, min(hi, 0)) means |x| in (|min(hi,0)|, |lo|].
     if lo.is_sign_negative() && !lo.is_zero() {
@@ -125,26 +171,10 @@ pub fn split_range(
             Float::with_val(pb, 0)
         };
         for e in (emin..=emax).rev() {
-            // |x| in (|hi_neg|, |lo|] within binade e.
-            let s_lo = sig(&hi_neg, e); // exclusive lower bound on the significand
-            let s_hi = sig(&lo, e); // inclusive upper bound
-            let first = if s_lo < bottom {
-                bottom as u128
-            } else {
-                s_lo.to_integer()
-                    .expect("finite")
-                    .to_u128()
-                    .unwrap_or(u128::MAX)
-                    + 1
-            };
-            let last = if s_hi.to_integer().expect("finite") > top {
-                top
-            } else {
-                s_hi.to_integer().expect("finite").to_u128().unwrap_or(0)
-            };
-            if first <= last && first >= bottom as u128 {
-                pieces.push((true, e, first as u64, last as u64));
-            }
+            // |x| in (|hi_neg|, |lo|] within binade e: significands in (s_lo, s_hi].
+            let first = floor(&sig(&hi_neg, e)) + 1u32;
+            let last = floor(&sig(&lo, e));
+            push(true, e, first, last);
         }
     }
     if !hi.is_sign_negative() && !hi.is_zero() {
@@ -154,28 +184,10 @@ pub fn split_range(
             Float::with_val(pb, 0)
         };
         for e in emin..=emax {
-            // x in [lo_pos, hi) within binade e.
-            let s_lo = sig(&lo_pos, e); // inclusive lower bound (ceil; values are exact)
-            let s_hi = sig(&hi, e); // exclusive upper bound
-            let first = if s_lo < bottom {
-                bottom as u128
-            } else {
-                s_lo.to_integer()
-                    .expect("finite")
-                    .to_u128()
-                    .unwrap_or(u128::MAX)
-            };
-            let hi_int = s_hi.to_integer().expect("finite");
-            let last = if hi_int > top {
-                top
-            } else if hi_int < bottom {
-                continue;
-            } else {
-                hi_int.to_u128().expect("fits") - 1
-            };
-            if first <= last && last <= top {
-                pieces.push((false, e, first as u64, last as u64));
-            }
+            // x in [lo_pos, hi) within binade e: significands in [s_lo, s_hi).
+            let first = ceil(&sig(&lo_pos, e));
+            let last = ceil(&sig(&hi, e)) - 1u32;
+            push(false, e, first, last);
         }
     }
     if pieces.is_empty() {
@@ -185,8 +197,20 @@ pub fn split_range(
             p: pb,
         });
     }
+    let total: u64 = pieces
+        .iter()
+        .map(|&(_, _, first, last)| (last >> u) - (first >> u) + 1)
+        .sum();
+    if total > MAX_UNITS {
+        return Err(PlanError::TooManyUnits(total));
+    }
     // The domain check: the function must be defined at both ends of each piece (the domains
-    // of our functions are intervals).
+    // of our functions are intervals; poles inside are skipped and listed by the search), and
+    // for a bare precision MPFR must be able to evaluate it there: beyond its exponent range
+    // (exp above about 7.4e8, erfc above about 3e4) every piece would be split down to single
+    // arguments before failing. Our functions are monotonic on each binade piece wherever they
+    // get that large or small, so the ends decide. A named format skips such arguments as
+    // overflowing or underflowing (generation decides whole pieces from their ends).
     for &(neg, e, first, last) in &pieces {
         for s in [first, last] {
             let a = Argument {
@@ -194,21 +218,32 @@ pub fn split_range(
                 exponent: e,
                 significand: s,
             };
-            if !f.defined_at(&a.to_float(p)) {
+            let x = a.to_float(p);
+            if !f.has_poles() && !f.defined_at(&x) {
                 return Err(PlanError::OutsideDomain {
                     function: f,
                     from: from.into(),
                     to: to.into(),
                 });
             }
+            let (y, ord) = f.eval(&x, p.bits() + 64);
+            let what = if fmt.exponents.is_some() {
+                None
+            } else if y.is_infinite() && !f.has_poles() {
+                Some("overflows")
+            } else if y.is_zero() && ord != std::cmp::Ordering::Equal {
+                Some("underflows")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                return Err(PlanError::BeyondMpfr {
+                    function: f,
+                    x: a.to_hex(p),
+                    what,
+                });
+            }
         }
-    }
-    let total: u64 = pieces
-        .iter()
-        .map(|&(_, _, first, last)| (last >> u) - (first >> u) + 1)
-        .sum();
-    if total > MAX_UNITS {
-        return Err(PlanError::TooManyUnits(total));
     }
     let mut units = Vec::with_capacity(total as usize);
     for (neg, e, first, last) in pieces {
@@ -298,5 +333,96 @@ mod tests {
             Err(PlanError::TooManyUnits(_))
         ));
         assert!(split_range(Function::Exp, p, "x", "1", None).is_err());
+        // Beyond MPFR's exponent range: refused at once, naming the argument.
+        for (f, from, to) in [
+            (Function::Exp, "7e8", "8e8"),
+            (Function::Erfc, "3e4", "4e4"),
+            (Function::Exp, "-8e8", "-7e8"),
+        ] {
+            match split_range(f, p, from, to, None) {
+                Err(e @ PlanError::BeyondMpfr { .. }) => assert!(e.to_string().contains(f.name())),
+                other => panic!("{f} [{from}, {to}): {other:?}"),
+            }
+        }
+        // Poles are no reason to refuse a range: tanpi over [1, 2) holds 1.5.
+        assert!(split_range(Function::Tanpi, p, "1", "2", None).is_ok());
+    }
+
+    /// Issue 14 item 1: the inclusive end of a negative range was rounded to nearest in the
+    /// binades above it, so a range just below -1 took -1 as well (and atanh refused it).
+    #[test]
+    fn negative_ranges_take_no_argument_outside_them() {
+        let p = Precision::BINARY64;
+        let (from, to) = ("-0x1.fffffffffffffp-1", "-0x1.ffffffffffffep-1");
+        let units = split_range(Function::Exp, p, from, to, None).unwrap();
+        assert_eq!(count(&units), 1, "{units:?}");
+        assert_eq!(units[0].argument(0).to_hex(p), from);
+        for f in [
+            Function::Atanh,
+            Function::Log1p,
+            Function::Log2p1,
+            Function::Log10p1,
+        ] {
+            assert_eq!(count(&split_range(f, p, from, to, None).unwrap()), 1, "{f}");
+        }
+    }
+
+    /// Every argument of `[from, to)` exactly once, at a precision small enough to list them
+    /// all: both signs, ends on and off binade edges.
+    #[test]
+    fn small_ranges_match_an_enumeration() {
+        let p = Precision::new(8).unwrap();
+        // Every nonzero value of precision 8 with exponent in -3..=3, in increasing order.
+        let mut all: Vec<Float> = Vec::new();
+        for e in -3..=3 {
+            for s in 128u32..256 {
+                let mut v = Float::with_val(8, s);
+                v <<= e - 7;
+                all.push(v.clone());
+                all.push(-v);
+            }
+        }
+        all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let ends = [
+            "-0x1.fep+3",
+            "-0x1p+3",
+            "-0x1.02p+2",
+            "-0x1.fep+1",
+            "-0x1p+1",
+            "-0x1.fep-1",
+            "-0x1p-1",
+            "-0x1.02p-2",
+            "0x1.02p-2",
+            "0x1p-1",
+            "0x1.fep-1",
+            "0x1p+0",
+            "0x1.02p+0",
+            "0x1.fep+1",
+            "0x1p+2",
+            "0x1.fep+3",
+        ];
+        for (i, from) in ends.iter().enumerate() {
+            for to in &ends[i + 1..] {
+                let lo = parse_number(from, 8, Round::Up).unwrap();
+                let hi = parse_number(to, 8, Round::Up).unwrap();
+                let mut want: Vec<String> = all
+                    .iter()
+                    .filter(|v| **v >= lo && **v < hi)
+                    .map(crate::format::float_to_hex)
+                    .collect();
+                let units = split_range(Function::Exp, p, from, to, Some(4)).unwrap();
+                let mut got: Vec<String> = units
+                    .iter()
+                    .flat_map(|u| (0..u.count).map(move |o| u.argument(o)))
+                    .filter(|a| (-3..=3).contains(&a.exponent))
+                    .map(|a| a.to_hex(p))
+                    .collect();
+                // Units of a negative binade run towards larger |x|: compare as sorted lists
+                // (duplicates would show).
+                got.sort();
+                want.sort();
+                assert_eq!(got, want, "[{from}, {to})");
+            }
+        }
     }
 }

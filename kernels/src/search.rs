@@ -6,11 +6,11 @@
 
 use crate::existence::Test;
 use crate::fixed::{self, Word};
-use crate::format::Precision;
+use crate::format::{Format, Precision};
 use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
-use crate::verify::{classify, ExactCase, HrCase, Verdict, VerifyError};
+use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
 use rug::Integer;
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,38 @@ impl SearchConfig {
             packet_domains: 4096,
         }
     }
+
+    /// As [`SearchConfig::new`], in format `fmt` (a named format brings its exponent range).
+    pub fn in_format(function: Function, fmt: Format, min_bits: u32) -> SearchConfig {
+        let mut cfg = SearchConfig::new(function, fmt.precision, min_bits);
+        cfg.gen.exponents = fmt.exponents;
+        cfg
+    }
+
+    /// The format searched: the precision, with the exponent range generation judges by.
+    pub fn format(&self) -> Format {
+        Format {
+            precision: self.precision,
+            exponents: self.gen.exponents,
+        }
+    }
 }
+
+/// Consecutive arguments of a unit that a named format's search did not judge, and why:
+/// `f` overflows there, or rounds like 0 (see [`SkipReason::rule`]). Never silent: listed in
+/// every output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// The smallest and largest argument, C99 hex (both included).
+    pub first: String,
+    pub last: String,
+    pub count: u64,
+    pub reason: SkipReason,
+}
+
+/// The largest threshold `k` the engine takes: phase 3 keeps the top 64 bits of each fraction,
+/// and its threshold must stay meaningful beside that truncation.
+pub const MAX_MIN_BITS: u32 = 60;
 
 /// Pieces at most this long are searched exhaustively with MPFR: a polynomial does not pay.
 pub const EXHAUSTIVE_MAX: u64 = 2048;
@@ -106,6 +137,9 @@ pub struct UnitResult {
     pub stats: Stats,
     pub hr_cases: Vec<HrCase>,
     pub exact_cases: Vec<ExactCase>,
+    /// Arguments not judged (named formats only: overflow, underflow), in argument order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     pub timings: Timings,
 }
 
@@ -113,12 +147,16 @@ impl UnitResult {
     /// SHA-256 of what the result claims (unit, statistics, cases; not the timings): two
     /// honest workers give the same digest for the same unit.
     pub fn digest(&self) -> String {
-        let claim = serde_json::json!({
+        let mut claim = serde_json::json!({
             "unit": self.unit,
             "stats": self.stats,
             "hr_cases": self.hr_cases,
             "exact_cases": self.exact_cases,
         });
+        // Only named formats skip; bare-precision digests stay what they were.
+        if !self.skipped.is_empty() {
+            claim["skipped"] = serde_json::json!(self.skipped);
+        }
         hex::encode(Sha256::digest(claim.to_string().as_bytes()))
     }
 }
@@ -430,6 +468,12 @@ pub fn search_unit(
     let mut timings = Timings::default();
     let mut hr_cases = Vec::new();
     let mut exact_cases = Vec::new();
+    // Skipped runs as (offset in the unit, count, reason), merged when adjacent.
+    let mut skipped: Vec<(u64, u64, SkipReason)> = Vec::new();
+    let mut skip = |first: u64, count: u64, reason: SkipReason| match skipped.last_mut() {
+        Some(last) if last.2 == reason && last.0 + last.1 == first => last.1 += count,
+        _ => skipped.push((first, count, reason)),
+    };
     let mut stack = vec![unit];
     let mut pieces = Vec::new();
     // Depth-first, left to right: pieces come out in argument order.
@@ -442,7 +486,11 @@ pub fn search_unit(
         let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
         timings.generation_s += t.elapsed().as_secs_f64();
         match generated {
-            Ok(g) => pieces.push((piece, Some(g))),
+            Ok(g) => pieces.push((piece, Some(Ok(g)))),
+            Err(GenError::Overflow) => pieces.push((piece, Some(Err(SkipReason::Overflow)))),
+            Err(GenError::Underflow) => pieces.push((piece, Some(Err(SkipReason::Underflow)))),
+            // Every argument is a candidate: MPFR decides each one (no generation would pay).
+            Err(GenError::Threshold) => pieces.push((piece, None)),
             Err(GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_)) => {
                 let (left, right) = split(piece);
                 stack.push(right);
@@ -451,6 +499,7 @@ pub fn search_unit(
         }
     }
     for (piece, generated) in pieces {
+        let at = piece.first - unit.first;
         match generated {
             None => {
                 let t = Instant::now();
@@ -459,8 +508,12 @@ pub fn search_unit(
                 stats.exhaustive_arguments += piece.count;
                 hr_cases.extend(r.0);
                 exact_cases.extend(r.1);
+                for (o, reason) in r.2 {
+                    skip(at + o, 1, reason);
+                }
             }
-            Some(g) => {
+            Some(Err(reason)) => skip(at, piece.count, reason),
+            Some(Ok(g)) => {
                 let out = backend.search_piece(&g, cfg.test, cfg.packet_domains)?;
                 stats.add(&out.stats);
                 timings.add(&out.timings);
@@ -469,30 +522,49 @@ pub fn search_unit(
                     .candidates
                     .par_iter()
                     .map(|&o| {
-                        classify(
-                            cfg.function,
-                            cfg.precision,
-                            &piece.argument(o),
-                            cfg.min_bits,
-                        )
+                        classify_in(cfg.function, cfg.format(), &piece.argument(o), cfg.min_bits)
                     })
                     .collect();
-                for v in verdicts {
+                for (v, &o) in verdicts.into_iter().zip(&out.candidates) {
                     match v? {
                         Verdict::Hard(c) => hr_cases.push(c),
                         Verdict::Exact(e) => exact_cases.push(e),
                         Verdict::NotHard { .. } => stats.false_positives += 1,
+                        // A piece is generated only where no output leaves the range.
+                        Verdict::Skipped(r) => {
+                            return Err(SearchError::Backend(format!(
+                                "{}: a candidate of a generated piece is out of range ({}): \
+                                 generation and verification disagree",
+                                piece.argument(o).to_hex(cfg.precision),
+                                r.as_str()
+                            )))
+                        }
                     }
                 }
                 timings.verification_s += t.elapsed().as_secs_f64();
             }
         }
     }
+    let skipped = skipped
+        .into_iter()
+        .map(|(o, count, reason)| {
+            // In value order: a negative unit's significands grow towards -infinity.
+            let (a, b) = (unit.argument(o), unit.argument(o + count - 1));
+            let (lo, hi) = if unit.negative { (b, a) } else { (a, b) };
+            Skipped {
+                first: lo.to_hex(cfg.precision),
+                last: hi.to_hex(cfg.precision),
+                count,
+                reason,
+            }
+        })
+        .collect();
     Ok(UnitResult {
         unit,
         stats,
         hr_cases,
         exact_cases,
+        skipped,
         timings,
     })
 }
@@ -516,32 +588,64 @@ fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
     )
 }
 
+/// What the exhaustive search of a piece found: cases, exact cases, skipped offsets.
+type Exhaustive = (Vec<HrCase>, Vec<ExactCase>, Vec<(u64, SkipReason)>);
+
 /// Every argument of the piece through MPFR.
-fn exhaustive(
-    cfg: &SearchConfig,
-    piece: UnitSpec,
-) -> Result<(Vec<HrCase>, Vec<ExactCase>), SearchError> {
+fn exhaustive(cfg: &SearchConfig, piece: UnitSpec) -> Result<Exhaustive, SearchError> {
     let verdicts: Vec<Result<Verdict, VerifyError>> = (0..piece.count)
         .into_par_iter()
-        .map(|o| {
-            classify(
-                cfg.function,
-                cfg.precision,
-                &piece.argument(o),
-                cfg.min_bits,
-            )
-        })
+        .map(|o| classify_in(cfg.function, cfg.format(), &piece.argument(o), cfg.min_bits))
         .collect();
     let mut hr = Vec::new();
     let mut exact = Vec::new();
-    for v in verdicts {
+    let mut skipped = Vec::new();
+    for (o, v) in verdicts.into_iter().enumerate() {
         match v? {
             Verdict::Hard(c) => hr.push(c),
             Verdict::Exact(e) => exact.push(e),
             Verdict::NotHard { .. } => {}
+            Verdict::Skipped(r) => skipped.push((o as u64, r)),
         }
     }
-    Ok((hr, exact))
+    Ok((hr, exact, skipped))
+}
+
+/// Zero, which no unit holds (units are binades): `f(0)` judged like any argument when the
+/// range holds 0 and `f` is defined there (exp(0), cos(0), erfc(0) are exact cases; acos(0)
+/// is judged). The verdict goes into `result` (arguments, cases) in argument order.
+pub fn search_zero(cfg: &SearchConfig, result: &mut RangeResult) -> Result<(), SearchError> {
+    let zero = rug::Float::with_val(cfg.precision.bits(), 0);
+    if !cfg.function.defined_at(&zero) {
+        return Ok(());
+    }
+    result.arguments += 1;
+    let at = |xs: &[String]| xs.iter().take_while(|x| x.starts_with('-')).count();
+    match crate::verify::classify_float_in(cfg.function, cfg.format(), &zero, cfg.min_bits)? {
+        Verdict::Hard(c) => {
+            let xs: Vec<String> = result.hr_cases.iter().map(|c| c.x.clone()).collect();
+            result.hr_cases.insert(at(&xs), c);
+        }
+        Verdict::Exact(e) => {
+            let xs: Vec<String> = result.exact_cases.iter().map(|c| c.x.clone()).collect();
+            result.exact_cases.insert(at(&xs), e);
+        }
+        Verdict::NotHard { .. } => {}
+        Verdict::Skipped(reason) => {
+            let xs: Vec<String> = result.skipped.iter().map(|s| s.first.clone()).collect();
+            let zero = crate::format::float_to_hex(&zero);
+            result.skipped.insert(
+                at(&xs),
+                Skipped {
+                    first: zero.clone(),
+                    last: zero,
+                    count: 1,
+                    reason,
+                },
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The aggregated result of a search over many units.
@@ -551,6 +655,9 @@ pub struct RangeResult {
     pub stats: Stats,
     pub hr_cases: Vec<HrCase>,
     pub exact_cases: Vec<ExactCase>,
+    /// Skipped runs (named formats), sorted by their first argument's value.
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
     pub timings: Timings,
 }
 
@@ -582,6 +689,7 @@ impl RangeResult {
             stats: Stats::default(),
             hr_cases: Vec::new(),
             exact_cases: Vec::new(),
+            skipped: Vec::new(),
             timings: Timings::default(),
         };
         for r in units {
@@ -590,9 +698,11 @@ impl RangeResult {
             out.timings.add(&r.timings);
             out.hr_cases.extend(r.hr_cases);
             out.exact_cases.extend(r.exact_cases);
+            out.skipped.extend(r.skipped);
         }
         sort_by_argument(&mut out.hr_cases, p, |c| &c.x);
         sort_by_argument(&mut out.exact_cases, p, |c| &c.x);
+        sort_by_argument(&mut out.skipped, p, |c| &c.first);
         out
     }
 }

@@ -5,7 +5,7 @@
 //! `y` at a working precision `P`; `y` is within half an ulp, i.e. `2^(p-P)` in units of `G`, of
 //! the truth. The answer is given only when that error cannot change it; otherwise `P` doubles.
 
-use crate::format::{float_to_hex, parse_number, Argument, Precision};
+use crate::format::{float_to_hex, parse_number, Argument, Format, Precision};
 use crate::function::Function;
 use rug::float::Round;
 use rug::Float;
@@ -51,10 +51,47 @@ pub struct ExactCase {
     pub value: String,
 }
 
+/// Why an argument of a named format is not judged: its result leaves the format's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkipReason {
+    /// `|f(x)| >= 2^(emax+1)`: not a number of the format; not an HR-case.
+    Overflow,
+    /// `|f(x)| < 2^(emin-p-1)`, a quarter of the smallest subnormal: the nearest breakpoint
+    /// is 0, at `d = |f(x)| 2^(p-emin)` half-ulps, and the hardness is `floor(-log2 d)`.
+    Underflow,
+    /// `x` is a pole of `f` (tanpi at half-integers): `f(x)` is no number (any format).
+    Pole,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Overflow => "overflow",
+            SkipReason::Underflow => "underflow",
+            SkipReason::Pole => "pole",
+        }
+    }
+
+    /// The rule for people: why these arguments are not listed one by one.
+    pub fn rule(self) -> &'static str {
+        match self {
+            SkipReason::Overflow => "|f(x)| >= 2^(emax+1): overflows the format, not an HR-case",
+            SkipReason::Underflow => {
+                "|f(x)| < 2^(emin-p-1): rounds like 0; d = |f(x)| 2^(p-emin) half-ulps, \
+                 hardness floor(-log2 d) (every such x is at least as hard as d says)"
+            }
+            SkipReason::Pole => "x is a pole of f: f(x) is infinite, no number to round",
+        }
+    }
+}
+
 /// The verdict on one argument.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Verdict {
     Hard(HrCase),
+    /// A named format's result out of its range: skipped, for this reason.
+    Skipped(SkipReason),
     /// Not within the threshold; `bits` is its hardness.
     NotHard {
         bits: u32,
@@ -87,8 +124,19 @@ pub fn classify(
     a: &Argument,
     min_bits: u32,
 ) -> Result<Verdict, VerifyError> {
-    let x = a.to_float(p);
-    classify_float(f, p, &x, min_bits)
+    classify_in(f, Format::bare(p), a, min_bits)
+}
+
+/// As [`classify`], in format `fmt`: for a named format, results below `2^emin` are judged on
+/// the subnormal grid, and results that overflow or round like 0 are [`Verdict::Skipped`].
+pub fn classify_in(
+    f: Function,
+    fmt: Format,
+    a: &Argument,
+    min_bits: u32,
+) -> Result<Verdict, VerifyError> {
+    let x = a.to_float(fmt.precision);
+    classify_float_in(f, fmt, &x, min_bits)
 }
 
 /// As [`classify`], for an argument given as an MPFR number of precision `p`.
@@ -98,11 +146,33 @@ pub fn classify_float(
     x: &Float,
     min_bits: u32,
 ) -> Result<Verdict, VerifyError> {
+    classify_float_in(f, Format::bare(p), x, min_bits)
+}
+
+/// As [`classify_in`], for an argument given as an MPFR number.
+pub fn classify_float_in(
+    f: Function,
+    fmt: Format,
+    x: &Float,
+    min_bits: u32,
+) -> Result<Verdict, VerifyError> {
+    let p = fmt.precision;
     let pb = p.bits();
     let hex = || float_to_hex(x);
     let mut prec = (pb + min_bits + 64).max(128);
     loop {
         let (y, ord) = f.eval(x, prec);
+        if f.has_poles() && !y.is_finite() && ord == Ordering::Equal {
+            return Ok(Verdict::Skipped(SkipReason::Pole));
+        }
+        if fmt.exponents.is_some() && y.is_infinite() && !x.is_zero() {
+            // MPFR's own exponent range (about 2^(2^30)) overflowed: far beyond any format's.
+            return Ok(Verdict::Skipped(SkipReason::Overflow));
+        }
+        if fmt.exponents.is_some() && y.is_zero() && ord != Ordering::Equal {
+            // Underflow below MPFR's exponent range: far below any format's subnormals.
+            return Ok(Verdict::Skipped(SkipReason::Underflow));
+        }
         if !y.is_finite() {
             return Err(VerifyError::Undefined {
                 function: f,
@@ -122,22 +192,64 @@ pub fn classify_float(
             });
         }
         let e_y = y.get_exp().expect("finite nonzero") - 1;
+        // The grid: that of y's binade, or for a named format below 2^emin the subnormal one
+        // (the grid of the binade 2^emin).
+        let e_g = match fmt.exponents {
+            Some(r) => e_y.max(r.emin),
+            None => e_y,
+        };
         let mut g = Float::with_val(prec, y.abs_ref());
-        g <<= pb as i32 - e_y;
-        let n = Float::with_val(prec, g.round_ref());
+        g <<= pb as i32 - e_g;
+        let mut n = Float::with_val(prec, g.round_ref());
+        if let Some(r) = fmt.exponents {
+            // 2^(emax+1) is no number of the format: near it, the nearest breakpoint is the
+            // midpoint above the largest finite number.
+            let top = Float::with_val(prec, 1) << (pb + 1);
+            if e_y == r.emax && n == top {
+                n -= 1;
+            }
+        }
         let d = Float::with_val(prec, &g - &n).abs();
         let exact = ord == Ordering::Equal;
-        // Error of g in units of G: half an ulp of y scaled, 2^(p - prec).
+        // Error of g in units of G: half an ulp of y scaled, at most 2^(p - prec).
         let err = if exact {
             Float::with_val(64, 0)
         } else {
             Float::with_val(64, 1) >> (prec as i32 - pb as i32)
         };
-        // Near the bottom of the binade, y may have rounded across a power of two.
-        let near_binade_edge = {
+        // Near the bottom of the binade, y may have rounded across a power of two (which does
+        // not matter at or below 2^emin: the grid is the subnormal one on both sides).
+        let near_binade_edge = fmt.exponents.is_none_or(|r| e_y > r.emin) && {
             let bottom = Float::with_val(prec, 1) << pb;
             Float::with_val(prec, &g - &bottom) <= err
         };
+        if let Some(r) = fmt.exponents {
+            // Above 2^(emax+2) y cannot have rounded down across 2^(emax+1): no need to wait
+            // for the precision that resolves the edge (2^66048 - 1 needs 66048 bits).
+            if e_y > r.emax + 1 || (e_y > r.emax && (!near_binade_edge || exact)) {
+                return Ok(Verdict::Skipped(SkipReason::Overflow));
+            }
+            if !near_binade_edge || exact {
+                // G < 1/2: rounds like 0, decided only when the error cannot cross 1/2.
+                let half = Float::with_val(prec, 1) >> 1u32;
+                let below = Float::with_val(prec, &g + &err) < half;
+                let above = Float::with_val(prec, &g - &err) >= half;
+                if below {
+                    return Ok(Verdict::Skipped(SkipReason::Underflow));
+                }
+                if !above {
+                    if prec >= MAX_PREC {
+                        return Err(VerifyError::Undecided {
+                            function: f,
+                            x: hex(),
+                            prec,
+                        });
+                    }
+                    prec *= 2;
+                    continue;
+                }
+            }
+        }
         if exact && d.is_zero() {
             return Ok(Verdict::Exact(ExactCase {
                 x: hex(),
@@ -145,8 +257,11 @@ pub fn classify_float(
             }));
         }
         if !near_binade_edge || exact {
-            let d_lo = Float::with_val_round(64, &d - &err, Round::Down).0;
-            let d_hi = Float::with_val_round(64, &d + &err, Round::Up).0;
+            // At the working precision: rounded to 64 bits, a d just above a power of two
+            // (within 2^-64 relative: exp(2^-126) at 8 bits) had d_lo on the power itself, and
+            // the two floors never agreed at any precision.
+            let d_lo = Float::with_val_round(prec, &d - &err, Round::Down).0;
+            let d_hi = Float::with_val_round(prec, &d + &err, Round::Up).0;
             let threshold = Float::with_val(64, 1) >> min_bits;
             let bits_of = |v: &Float| -> u32 {
                 // floor(-log2 v) for 0 < v <= 1/2
@@ -168,14 +283,17 @@ pub fn classify_float(
                 if b_lo == b_hi {
                     let n_int = n.to_integer().expect("finite");
                     let kind = if n_int.is_even() { Kind::Fp } else { Kind::Mid };
-                    let neg_log2_d = -Float::with_val(64, d.log2_ref()).to_f64();
-                    let (rounded, _) = f.eval(x, pb);
+                    let neg_log2_d = truncated_neg_log2(&d, b_lo);
+                    let rounded = match fmt.exponents {
+                        None => float_to_hex(&f.eval(x, pb).0),
+                        Some(r) => rounded_on_grid(&y, &g, &n_int, e_g, pb, r.emax),
+                    };
                     return Ok(Verdict::Hard(HrCase {
                         x: hex(),
                         bits: b_lo,
-                        neg_log2_d: (neg_log2_d * 1e4).round() / 1e4,
+                        neg_log2_d,
                         kind,
-                        rounded: float_to_hex(&rounded),
+                        rounded,
                     }));
                 }
             }
@@ -191,6 +309,48 @@ pub fn classify_float(
     }
 }
 
+/// `f(x)` rounded to nearest on a named format's grid, for a decided HR-case: `n` is the
+/// nearest breakpoint of `G` (`e_g` the grid's binade); near a floating-point number (`n` even)
+/// that number, near a midpoint the neighbour on `y`'s side (the verdict guarantees `y` is not
+/// on the midpoint). `inf` where that neighbour is `2^(emax+1)`.
+fn rounded_on_grid(y: &Float, g: &Float, n: &rug::Integer, e_g: i32, pb: u32, emax: i32) -> String {
+    let mut m = n.clone();
+    if m.is_odd() {
+        if Float::with_val(g.prec(), g - n) > 0 {
+            m += 1;
+        } else {
+            m -= 1;
+        }
+    }
+    let sign = if y.is_sign_negative() { "-" } else { "" };
+    if e_g == emax && m == (rug::Integer::from(1) << (pb + 1)) {
+        return format!("{sign}inf");
+    }
+    let mut v = Float::with_val(pb + 2, &m);
+    v <<= e_g - pb as i32;
+    if y.is_sign_negative() {
+        v = -v;
+    }
+    float_to_hex(&v)
+}
+
+/// `-log2 d` truncated to four decimals, in `[bits, bits + 1)` where `bits = floor(-log2 d)`:
+/// a lower bound of `-log2 d` (log2 rounded upwards, then negated) times 10^4, floored. So
+/// `floor(neg_log2_d) == bits` always (rounding to nearest printed 46.0 beside bits 45).
+fn truncated_neg_log2(d: &Float, bits: u32) -> f64 {
+    let log2_up = Float::with_val_round(d.prec(), d.log2_ref(), Round::Up).0;
+    let neg = -log2_up;
+    let scaled = Float::with_val_round(d.prec() + 16, &neg * 10_000u32, Round::Down).0;
+    let ticks = scaled
+        .to_integer_round(Round::Down)
+        .expect("finite")
+        .0
+        .to_f64();
+    // The bounds hold mathematically; the clamp only guards the conversions to f64.
+    let lo = f64::from(bits);
+    (ticks / 1e4).clamp(lo, lo + 0.9999)
+}
+
 /// Re-verifies a reported HR-case given as C99 hex text (what the coordinator does with every
 /// case a worker reports).
 pub fn verify_case(
@@ -199,6 +359,17 @@ pub fn verify_case(
     min_bits: u32,
     x: &str,
 ) -> Result<Verdict, VerifyError> {
+    verify_case_in(f, Format::bare(p), min_bits, x)
+}
+
+/// As [`verify_case`], in format `fmt`.
+pub fn verify_case_in(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    x: &str,
+) -> Result<Verdict, VerifyError> {
+    let p = fmt.precision;
     let v = parse_number(x, p.bits(), Round::Nearest)?;
     let exact = parse_number(x, 256, Round::Nearest)?;
     if v != exact || Argument::from_float(&v, p).is_none() {
@@ -213,7 +384,7 @@ pub fn verify_case(
             x: x.to_string(),
         });
     }
-    classify_float(f, p, &v, min_bits)
+    classify_float_in(f, fmt, &v, min_bits)
 }
 
 #[cfg(test)]
@@ -268,5 +439,15 @@ mod tests {
         assert!(verify_case(Function::Log, p, 40, "-0x1p+0").is_err());
         assert!(verify_case(Function::Exp, p, 40, "0x1.00000000000001p+0").is_err());
         assert!(verify_case(Function::Exp, p, 40, "zz").is_err());
+    }
+
+    /// Issue 14 item 5: `bits` is `floor(-log2 d)` and `neg_log2_d` is truncated, never
+    /// rounded up to the next integer (this case printed bits 45 with -log2 d 46.0).
+    #[test]
+    fn bits_and_neg_log2_d_agree() {
+        let c = hard(Function::Cbrt, "-0x1.fffffffffffe8p+2", 40);
+        assert_eq!(c.bits, 45, "{c:?}");
+        assert_eq!(c.neg_log2_d.floor() as u32, c.bits, "{c:?}");
+        assert!(c.neg_log2_d > 45.999, "{c:?}");
     }
 }

@@ -39,7 +39,7 @@ fn brute_force(
             if d.is_zero() && ord == std::cmp::Ordering::Equal {
                 exact.push(a.to_hex(p));
             } else if d <= threshold {
-                let bits = (-d.log2().to_f64()).floor() as u32;
+                let bits = hardness(&d);
                 let kind = if n.to_integer().unwrap().is_even() {
                     Kind::Fp
                 } else {
@@ -50,6 +50,25 @@ fn brute_force(
         }
     }
     (hard, exact)
+}
+
+/// `floor(-log2 d)` for `0 < d < 1`, as the brute force computes it.
+fn hardness(d: &Float) -> u32 {
+    // d in [2^(e-1), 2^e): -log2 d in (-e, 1 - e], whose floor is -e except at d = 2^(e-1).
+    let e = d.get_exp().expect("d > 0");
+    let power_of_two = *d == Float::with_val(d.prec(), 1) << (e - 1);
+    (if power_of_two { 1 - e } else { -e }) as u32
+}
+
+/// Issue 14 item 5: the brute force took the floor after rounding `-log2 d` to an f64, one
+/// too many where `d` lies just above a power of two.
+#[test]
+fn brute_force_hardness_is_exact() {
+    let mut d = Float::with_val(256, 1) >> 46u32;
+    d += Float::with_val(256, 1) >> 120u32;
+    assert_eq!(hardness(&d), 45);
+    assert_eq!(hardness(&(Float::with_val(256, 1) >> 46u32)), 46);
+    assert_eq!(hardness(&Float::with_val(256, 0.75)), 0);
 }
 
 fn engine(

@@ -150,8 +150,12 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
             return bad(format!("precision must be in 8..=64, got {p}"));
         }
     }
-    if !(1..=256).contains(&req.min_bits) {
-        return bad(format!("min_bits must be in 1..=256, got {}", req.min_bits));
+    if !(1..=tmd_kernels::search::MAX_MIN_BITS).contains(&req.min_bits) {
+        return bad(format!(
+            "min_bits must be in 1..={}, got {}",
+            tmd_kernels::search::MAX_MIN_BITS,
+            req.min_bits
+        ));
     }
     if req.ranges.is_empty() {
         return bad("ranges must hold at least one range".into());
@@ -731,5 +735,24 @@ mod tests {
         assert!(transition_allowed(Paused, Cancelled));
         assert!(!transition_allowed(Cancelled, Active));
         assert!(!transition_allowed(Active, Active));
+    }
+
+    /// Issue 14 item 5: the engine's threshold is at most 60 bits (phase 3 keeps 64 bits of
+    /// each fraction); the server refused only above 256.
+    #[test]
+    fn min_bits_above_the_engines_limit_is_refused() {
+        let c = CreateCampaign {
+            function: "exp".into(),
+            format: Some("binary64".into()),
+            min_bits: 61,
+            ranges: vec![tmd_wire::ArgRange {
+                from: "1".into(),
+                to: "2".into(),
+            }],
+            ..Default::default()
+        };
+        let e = validate_campaign(&c).unwrap_err().to_string();
+        assert!(e.contains("min_bits") && e.contains("60"), "{e}");
+        assert!(validate_campaign(&CreateCampaign { min_bits: 60, ..c }).is_ok());
     }
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use rug::float::Round;
 use std::str::FromStr;
 use tmd_kernels::format::parse_number;
+use tmd_kernels::format::Format;
 use tmd_kernels::plan::{default_unit_bits, split_range};
 use tmd_kernels::verify::{verify_case, Kind, Verdict};
 use tmd_kernels::{Argument, Function, Precision};
@@ -21,9 +22,24 @@ pub struct Plan {
     pub units: Vec<UnitSpec>,
 }
 
+/// Campaigns take a precision: results are judged with an unbounded exponent (the coordinator
+/// does not carry exponent ranges or skipped arguments yet). `binary32` and `binary64` mean p24
+/// and p53 as before; the other named formats are refused rather than silently unbounded.
 fn precision_of(c: &NewCampaign) -> Result<Precision> {
     match (&c.format, c.precision) {
-        (Some(f), None) => Precision::from_str(f).map_err(|e| Error::BadRequest(e.to_string())),
+        (Some(f), None) => {
+            let fmt = Format::from_str(f).map_err(|e| Error::BadRequest(e.to_string()))?;
+            let name = fmt.name();
+            if fmt.exponents.is_some() && name != "binary32" && name != "binary64" {
+                return Err(Error::BadRequest(format!(
+                    "format {name}: campaigns judge results with an unbounded exponent for now; \
+                     search {name} with its exponent range with `tmd-worker search --format {name}`, \
+                     or give precision {} for a campaign",
+                    fmt.precision.bits()
+                )));
+            }
+            Ok(fmt.precision)
+        }
         (None, Some(p)) => Precision::new(p).map_err(|e| Error::BadRequest(e.to_string())),
         _ => Err(Error::BadRequest("give either format or precision".into())),
     }
@@ -144,6 +160,8 @@ pub fn verify_result(
                 )))
             }
             Ok(Verdict::Exact(_)) => return Err(forged("f(x) is exact, not hard to round")),
+            // Campaigns are bare precisions (exponent unbounded): nothing is skipped.
+            Ok(Verdict::Skipped(r)) => return Err(forged(r.rule())),
             Err(e) => return Err(forged(&e.to_string())),
         }
     }
@@ -244,6 +262,24 @@ mod tests {
         );
         assert_eq!(p.units.len(), 8);
         assert!(plan(&c, 7).is_err(), "more units than allowed");
+        // Formats with exponent ranges the farm does not carry yet are refused, saying why.
+        for name in ["binary16", "bfloat16", "binary80"] {
+            let e = plan(
+                &NewCampaign {
+                    format: Some(name.into()),
+                    ..c.clone()
+                },
+                100,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("unbounded exponent") && e.contains(name), "{e}");
+        }
+        let p16 = NewCampaign {
+            format: Some("p11".into()),
+            ..c.clone()
+        };
+        assert_eq!(plan(&p16, 100).unwrap().precision, 11);
         let mut twice = c.clone();
         twice.ranges.push(tmd_wire::ArgRange {
             from: "1.5".into(),

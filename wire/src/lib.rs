@@ -97,8 +97,9 @@ pub struct CreateCampaign {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 8, maximum = 64))]
     pub precision: Option<u32>,
-    /// Report arguments with at least this many identical bits after the rounding bit.
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 256))]
+    /// Report arguments with at least this many identical bits after the rounding bit (the
+    /// engine takes at most 60).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 60))]
     pub min_bits: u32,
     /// The argument ranges, each half-open; at least one.
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1024))]

@@ -22,6 +22,10 @@ pub struct Header {
     pub tmd_search_journal: u32,
     pub function: String,
     pub precision: u32,
+    /// The format's name (`binary32`, or `p24` for a bare precision): named formats judge
+    /// results on their exponent range, bare ones do not. Absent in journals written before.
+    #[serde(default)]
+    pub format: String,
     pub min_bits: u32,
     pub test: String,
     pub from: String,
@@ -89,10 +93,11 @@ impl Journal {
         }
         if &found != header {
             bail!(
-                "cannot resume: {} holds another search ({} {} bits, k={}, [{}, {}), test {}); \
+                "cannot resume: {} holds another search ({} {} ({} bits), k={}, [{}, {}), test {}); \
                  start this one with another --output-file",
                 path.display(),
                 found.function,
+                found.format,
                 found.precision,
                 found.min_bits,
                 found.from,
@@ -173,6 +178,7 @@ mod tests {
             tmd_search_journal: VERSION,
             function: "exp".into(),
             precision: 24,
+            format: "binary32".into(),
             min_bits: 12,
             test: "regular".into(),
             from: "0x1p+0".into(),
@@ -202,6 +208,7 @@ mod tests {
                 rounded: "0x1p+1".into(),
             }],
             exact_cases: vec![],
+            skipped: Vec::new(),
             timings: Timings::default(),
         }
     }

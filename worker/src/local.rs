@@ -14,13 +14,15 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
 use tmd_kernels::existence::{bare_loop, Test};
+use tmd_kernels::format::Format;
 use tmd_kernels::format::{float_to_hex, parse_number};
 use tmd_kernels::generation::generate;
-use tmd_kernels::plan::{default_unit_bits, parse_range, split_range};
+use tmd_kernels::plan::{default_unit_bits, parse_range, split_range_in};
 use tmd_kernels::search::{
-    search_unit, Backend, Cpu, RangeResult, SearchConfig, Stats, Timings, UnitResult,
+    search_unit, search_zero, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings,
+    UnitResult, MAX_MIN_BITS,
 };
-use tmd_kernels::verify::{verify_case, Verdict};
+use tmd_kernels::verify::{verify_case_in, Verdict};
 use tmd_kernels::{Function, Precision};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -67,14 +69,17 @@ pub struct EngineArgs {
     /// The function (see `tmd-worker --help` for the list).
     #[arg(long, short = 'f', env = "TMD_FUNCTION")]
     pub function: Function,
-    /// binary32, binary64, or a precision in bits (8 to 64).
+    /// binary16, bfloat16, binary32, binary64, binary80 (each with its exponent range:
+    /// subnormal results on the subnormal grid, overflow and underflow skipped and listed), or
+    /// a bare precision in bits, p8 to p64 (exponent unbounded).
     #[arg(long, default_value = "binary64", env = "TMD_FORMAT")]
-    pub format: Precision,
-    /// Overrides --format with a precision in bits (8 to 64).
+    pub format: Format,
+    /// Overrides --format with a bare precision in bits (8 to 64): exponent unbounded.
     #[arg(long)]
     pub precision: Option<u32>,
-    /// Threshold k: report x with at least k identical bits after the rounding bit (1 to 60).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=60))]
+    /// Threshold k: report x with at least k identical bits after the rounding bit (1 to 60),
+    /// i.e. with d <= 2^-k half-ulps.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=MAX_MIN_BITS as i64))]
     pub min_bits: u32,
     /// The existence test of phases 1 and 2.
     #[arg(long, value_enum, default_value_t = TestArg::Regular)]
@@ -144,15 +149,15 @@ impl Engine {
 }
 
 impl EngineArgs {
-    fn precision(&self) -> Result<Precision> {
+    fn format(&self) -> Result<Format> {
         Ok(match self.precision {
-            Some(b) => Precision::new(b)?,
+            Some(b) => Format::bare(Precision::new(b)?),
             None => self.format,
         })
     }
 
     fn config(&self) -> Result<SearchConfig> {
-        let mut cfg = SearchConfig::new(self.function, self.precision()?, self.min_bits);
+        let mut cfg = SearchConfig::in_format(self.function, self.format()?, self.min_bits);
         cfg.test = self.test.into();
         cfg.gen.domain_bits = self.domain_bits;
         Ok(cfg)
@@ -296,19 +301,51 @@ struct Described<'a> {
 /// The first lines of a csv or wc output.
 fn write_stream_header(out: &mut dyn Write, kind: Output, d: &Described) -> Result<()> {
     match kind {
-        Output::Csv => writeln!(out, "x,bits,neg_log2_d,kind,rounded")?,
-        Output::Wc => writeln!(
-            out,
-            "# {} {} [{}, {}) at least {} identical bits after the rounding bit",
-            d.cfg.function,
-            d.cfg.precision.name(),
-            d.from,
-            d.to,
-            d.cfg.min_bits
-        )?,
+        Output::Csv => {
+            writeln!(out, "x,bits,neg_log2_d,kind,rounded")?;
+            writeln!(out, "# format {}", d.cfg.format().describe())?;
+        }
+        Output::Wc => {
+            writeln!(
+                out,
+                "# {} {} [{}, {}) at least {} identical bits after the rounding bit",
+                d.cfg.function,
+                d.cfg.format().name(),
+                d.from,
+                d.to,
+                d.cfg.min_bits
+            )?;
+            writeln!(out, "# format {}", d.cfg.format().describe())?;
+        }
         Output::Table | Output::Json => {}
     }
     Ok(())
+}
+
+/// Skipped arguments as comment lines of a csv or wc output (never silent).
+fn write_stream_skipped<'a>(
+    out: &mut dyn Write,
+    kind: Output,
+    skipped: impl IntoIterator<Item = &'a Skipped>,
+) -> Result<()> {
+    if matches!(kind, Output::Csv | Output::Wc) {
+        for s in skipped {
+            writeln!(out, "{}", skipped_line("# skipped", s))?;
+        }
+    }
+    Ok(())
+}
+
+/// One skipped run for people: `[first, last] (count arguments): reason: rule`.
+fn skipped_line(prefix: &str, s: &Skipped) -> String {
+    format!(
+        "{prefix} [{}, {}] ({} arguments): {}: {}",
+        s.first,
+        s.last,
+        s.count,
+        s.reason.as_str(),
+        s.reason.rule()
+    )
 }
 
 /// A unit's cases as csv or wc lines.
@@ -351,6 +388,7 @@ impl Sink {
         // journal lacks, which a resume computes again and drops from the rebuilt output.
         if let Some(f) = &mut self.stream {
             write_stream_cases(f, self.kind, &r.hr_cases)?;
+            write_stream_skipped(f, self.kind, &r.skipped)?;
             f.flush()?;
         }
         if let Some(j) = &mut self.journal {
@@ -366,7 +404,13 @@ pub fn search(a: SearchArgs) -> Result<()> {
     a.engine.init_threads()?;
     let cfg = a.engine.config()?;
     let p = cfg.precision;
-    let units = split_range(cfg.function, p, &a.from, &a.to, a.engine.unit_bits)?;
+    let units = split_range_in(
+        cfg.function,
+        cfg.format(),
+        &a.from,
+        &a.to,
+        a.engine.unit_bits,
+    )?;
     let (lo, hi) = parse_range(p, &a.from, &a.to)?;
     let from = float_to_hex(&lo);
     let to = float_to_hex(&hi);
@@ -379,6 +423,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         tmd_search_journal: journal::VERSION,
         function: cfg.function.name().to_string(),
         precision: p.bits(),
+        format: cfg.format().name(),
         min_bits: cfg.min_bits,
         test: cfg.test.name().to_string(),
         from: from.clone(),
@@ -420,6 +465,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
             write_stream_header(&mut f, a.output, &described)?;
             for r in &done {
                 write_stream_cases(&mut f, a.output, &r.hr_cases)?;
+                write_stream_skipped(&mut f, a.output, &r.skipped)?;
             }
             f.flush()?;
             Some(f)
@@ -458,16 +504,21 @@ pub fn search(a: SearchArgs) -> Result<()> {
         return Err(e);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let result = RangeResult::from_units(sink.results, p);
+    let mut result = RangeResult::from_units(sink.results, p);
+    // Zero is no unit's argument: judged here when the range holds it.
+    if (lo.is_sign_negative() || lo.is_zero()) && hi.is_sign_positive() && !hi.is_zero() {
+        search_zero(&cfg, &mut result)?;
+    }
     let text = render(a.output, &described, &result, &engine, elapsed)?;
     match &a.output_file {
         Some(path) => {
             replace_file(path, &text, false)
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
-                "tmd: {} HR-cases, {} exact cases in {elapsed:.2} s, written to {}",
+                "tmd: {} HR-cases, {} exact cases, {} arguments skipped in {elapsed:.2} s, written to {}",
                 result.hr_cases.len(),
                 result.exact_cases.len(),
+                skipped_arguments(&result),
                 path.display()
             );
         }
@@ -477,6 +528,10 @@ pub fn search(a: SearchArgs) -> Result<()> {
         eprintln!("tmd: {line}");
     }
     Ok(())
+}
+
+fn skipped_arguments(r: &RangeResult) -> u64 {
+    r.skipped.iter().map(|s| s.count).sum()
 }
 
 /// The whole output of a finished search, cases sorted by argument.
@@ -495,7 +550,9 @@ fn render(
             let v = json!({
                 "function": cfg.function.name(),
                 "precision": p.bits(),
-                "format": p.name(),
+                "format": cfg.format().name(),
+                "format_description": cfg.format().describe(),
+                "exponents": cfg.format().exponents,
                 "min_bits": cfg.min_bits,
                 "test": cfg.test.name(),
                 "backend": engine.backend().name(),
@@ -505,6 +562,8 @@ fn render(
                 "stats": result.stats,
                 "hr_cases": result.hr_cases,
                 "exact_cases": result.exact_cases,
+                "skipped": result.skipped,
+                "skipped_arguments": skipped_arguments(result),
                 "timings": result.timings,
                 "elapsed_s": elapsed,
                 "gpu_memory": engine.gpu_memory(),
@@ -514,18 +573,20 @@ fn render(
         Output::Csv | Output::Wc => {
             write_stream_header(&mut out, kind, d)?;
             write_stream_cases(&mut out, kind, &result.hr_cases)?;
+            write_stream_skipped(&mut out, kind, &result.skipped)?;
         }
         Output::Table => {
             writeln!(
                 out,
                 "{}({}) on [{}, {}): {} arguments, at least {} bits",
                 cfg.function,
-                p.name(),
+                cfg.format().name(),
                 d.from,
                 d.to,
                 result.arguments,
                 cfg.min_bits
             )?;
+            writeln!(out, "format {}", cfg.format().describe())?;
             writeln!(
                 out,
                 "{:<28} {:>5} {:>10} {:>4}  rounded",
@@ -545,12 +606,16 @@ fn render(
             for e in &result.exact_cases {
                 writeln!(out, "exact: {}({}) = {}", cfg.function, e.x, e.value)?;
             }
+            for s in &result.skipped {
+                writeln!(out, "{}", skipped_line("skipped:", s))?;
+            }
             write_stats(&mut out, &result.stats)?;
             writeln!(
                 out,
-                "{} HR-cases, {} exact cases in {elapsed:.2} s",
+                "{} HR-cases, {} exact cases, {} arguments skipped in {elapsed:.2} s",
                 result.hr_cases.len(),
-                result.exact_cases.len()
+                result.exact_cases.len(),
+                skipped_arguments(result)
             )?;
         }
     }
@@ -612,7 +677,13 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let start = parse_number(&a.binade, p.bits(), rug::float::Round::Nearest)?;
     let mut end = start.clone();
     end <<= 1;
-    let units = split_range(cfg.function, p, &a.binade, &float_to_hex(&end), Some(u))?;
+    let units = split_range_in(
+        cfg.function,
+        cfg.format(),
+        &a.binade,
+        &float_to_hex(&end),
+        Some(u),
+    )?;
     if (units.len() as u64) < a.units {
         bail!(
             "the binade holds only {} units of 2^{u} arguments",
@@ -711,7 +782,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
 
     let report = json!({
         "function": cfg.function.name(),
-        "format": p.name(),
+        "format": cfg.format().name(),
         "min_bits": cfg.min_bits,
         "test": cfg.test.name(),
         "backend": backend.name(),
@@ -749,7 +820,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         println!(
             "{} {} k={} test={} U={u} threads={threads} backend={}: {} units in {wall:.3} s{}",
             cfg.function,
-            p.name(),
+            cfg.format().name(),
             cfg.min_bits,
             cfg.test.name(),
             backend.name(),
@@ -817,13 +888,14 @@ pub struct EvalArgs {
 }
 
 pub fn eval(a: EvalArgs) -> Result<()> {
-    let p = a.engine.precision()?;
+    let fmt = a.engine.format()?;
+    let p = fmt.precision;
     let x = parse_number(&a.x, p.bits(), rug::float::Round::Nearest)?;
     let hex = float_to_hex(&x);
     let (y, _) = a.engine.function.eval(&x, 200);
     println!("x = {hex}");
     println!("{}(x) = {} (200 bits)", a.engine.function, float_to_hex(&y));
-    match verify_case(a.engine.function, p, a.engine.min_bits, &hex)? {
+    match verify_case_in(a.engine.function, fmt, a.engine.min_bits, &hex)? {
         Verdict::Hard(c) => println!(
             "hard: {} identical bits after the rounding bit (-log2 d = {:.4}), near a {}, rounded {}",
             c.bits,
@@ -836,6 +908,7 @@ pub fn eval(a: EvalArgs) -> Result<()> {
             a.engine.min_bits
         ),
         Verdict::Exact(e) => println!("exact: {}(x) = {}", a.engine.function, e.value),
+        Verdict::Skipped(r) => println!("skipped in {}: {}", fmt.name(), r.rule()),
     }
     Ok(())
 }

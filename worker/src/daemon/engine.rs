@@ -74,10 +74,37 @@ pub fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync
     Ok(Arc::new(c))
 }
 
+/// Computes one unit, and gives it back (an error) when it has skipped arguments.
+pub fn compute_unit(
+    cfg: &SearchConfig,
+    spec: EngineUnit,
+    backend: &dyn Backend,
+    unit_id: i64,
+) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
+    compute_unit_on(cfg, spec, backend, unit_id).and_then(refuse_skipped)
+}
+
+/// A unit with skipped arguments (a pole of tanpi) cannot be reported whole: results carry no
+/// skipped runs yet, and dropping them would be silent. The unit goes back with the reason.
+fn refuse_skipped(
+    r: tmd_kernels::search::UnitResult,
+) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
+    match r.skipped.first() {
+        None => Ok(r),
+        Some(s) => Err(format!(
+            "{} runs of arguments skipped ([{}, {}]: {}), which a result cannot carry yet",
+            r.skipped.len(),
+            s.first,
+            s.last,
+            s.reason.as_str()
+        )),
+    }
+}
+
 /// Computes one unit. A failure of the back end (not MPFR's, which would fail again) is tried
 /// again with smaller GPU lists, then on the CPU, before the unit is given up: the error then
 /// says what each try met.
-pub fn compute_unit(
+fn compute_unit_on(
     cfg: &SearchConfig,
     spec: EngineUnit,
     backend: &dyn Backend,
