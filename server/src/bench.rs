@@ -20,7 +20,11 @@ use tmd_wire::{
 
 /// `bench` options.
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// A GPU farm posting result batches to real server processes (see `bench farm --help`).
+    #[command(subcommand)]
+    pub mode: Option<BenchMode>,
     /// A PostgreSQL database on a server where the bench may create (and then drop) its own
     /// database.
     #[arg(
@@ -54,6 +58,14 @@ pub struct BenchArgs {
     /// differently); they stop when they are quarantined.
     #[arg(long, default_value_t = 0)]
     pub liars: usize,
+}
+
+/// The other benches.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum BenchMode {
+    /// Simulated GPUs finishing units at a rate and posting them in batches to one or more
+    /// `tmd-server serve` processes on a throwaway database.
+    Farm(crate::bench_farm::FarmArgs),
 }
 
 /// A worker-side client of the lease protocol (the bench's simulated workers, and tests).
@@ -230,6 +242,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(BenchMode::Farm(farm)) = &args.mode {
+        return crate::bench_farm::run(farm).await;
+    }
     if args.workers == 0 || args.seconds == 0 {
         bail!("--workers and --seconds must be at least 1");
     }

@@ -139,11 +139,13 @@ pub struct ServeArgs {
     /// Lifetime of a lease and of each heartbeat's extension, in seconds.
     #[arg(long, env = "TMD_LEASE_TTL_SECONDS", default_value_t = 300)]
     pub lease_ttl_seconds: u32,
-    /// Seconds of work leased when a worker does not say.
-    #[arg(long, env = "TMD_DEFAULT_LEASE_SECONDS", default_value_t = 600)]
+    /// Seconds of work leased when a worker does not say: a lease holds about this much work
+    /// at the worker's measured speed (one unit until its first result measures it).
+    #[arg(long, env = "TMD_DEFAULT_LEASE_SECONDS", default_value_t = 60)]
     pub default_lease_seconds: u32,
-    /// Most units in one lease.
-    #[arg(long, env = "TMD_MAX_UNITS_PER_LEASE", default_value_t = 64)]
+    /// Most units in one lease, whatever the worker's speed (one H100 finishes about 5,400
+    /// units of 2^40 arguments in a minute).
+    #[arg(long, env = "TMD_MAX_UNITS_PER_LEASE", default_value_t = 20_000)]
     pub max_units_per_lease: u32,
     /// Failures or expiries after which a unit is quarantined (a worker's failure reports
     /// count once per unit).
@@ -152,9 +154,15 @@ pub struct ServeArgs {
     /// Longest life of a lease in seconds, heartbeats included.
     #[arg(long, env = "TMD_MAX_LEASE_SECONDS", default_value_t = 21_600)]
     pub max_lease_seconds: u32,
-    /// Most units one worker may hold in its active leases together.
+    /// Most units a worker not yet measured (no result recorded) may hold in its active
+    /// leases together; each of its leases holds one unit.
     #[arg(long, env = "TMD_MAX_UNITS_PER_WORKER", default_value_t = 128)]
     pub max_units_per_worker: u32,
+    /// Most work a measured worker may hold in its active leases together, in seconds at its
+    /// measured speed: the lease it computes and the next one it asks for early, not a hoard.
+    /// Always at least one unit when it holds nothing.
+    #[arg(long, env = "TMD_MAX_HELD_SECONDS_PER_WORKER", default_value_t = 600)]
+    pub max_held_seconds_per_worker: u32,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
@@ -210,6 +218,7 @@ impl ServeArgs {
                 max_attempts: self.max_attempts,
                 max_lease_seconds: self.max_lease_seconds,
                 max_units_per_worker: self.max_units_per_worker,
+                max_held_seconds: self.max_held_seconds_per_worker.max(1),
             },
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,
@@ -393,8 +402,19 @@ pub struct CreateArgs {
     /// End (excluded) of a range; one per --from.
     #[arg(long = "to", required = true)]
     pub to: Vec<String>,
-    /// log2 of arguments per unit (the engine's default when absent).
-    #[arg(long)]
+    /// log2 of the arguments per unit: each unit is one lease entry and one result row.
+    ///
+    /// For GPU farms pick it from the rows per second the coordinator must record: GPUs x
+    /// units per second per GPU. One H100 finishes about 90 units of 2^40 arguments per second
+    /// (exp, binary64), so 2^44 gives about 5.6 units/s per H100 and 1,000 H100s about 5,600
+    /// results/s, within what one coordinator records (BENCHMARKS.md); 2^40 would be 90,000.
+    /// Keep units big enough that a GPU spends at least about 0.1 s on one, and small enough
+    /// that one expects well under the server's 10,000 cases per result at --min-bits
+    /// (about 2^(U+1-K) cases per unit).
+    ///
+    /// Default: 2^(precision - 4) arguments, at most 2^44 (binary64: 44, binary32: 20), and
+    /// at most 2^(min_bits + 9) (about 1,000 expected cases per unit).
+    #[arg(long, verbatim_doc_comment)]
     pub unit_bits: Option<u32>,
     /// Agreeing results needed per unit, from different workers: 1 for a trusted farm
     /// (default), 2 or more for volunteers.
@@ -637,18 +657,19 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         }
         CampaignCommand::List => {
             outln!(
-                "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  name",
+                "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  name",
                 "id",
                 "state",
                 "function",
                 "prec",
                 "min",
                 "units",
-                "priority"
+                "priority",
+                "completed"
             )?;
             for c in client.list_campaigns().await? {
                 outln!(
-                    "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {}",
+                    "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  {}",
                     c.id,
                     c.state.as_str(),
                     c.function,
@@ -656,6 +677,9 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                     c.min_bits,
                     c.units_total,
                     c.priority,
+                    c.completed_at
+                        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+                        .unwrap_or_else(|| "-".into()),
                     printable(&c.name)
                 )?;
             }
@@ -790,6 +814,9 @@ mod tests {
         assert!(!format!("{c:?}").contains("0123456789abcdef"));
         assert_eq!(c.policy.max_lease_seconds, 21_600);
         assert_eq!(c.policy.max_units_per_worker, 128);
+        assert_eq!(c.policy.default_seconds, 60);
+        assert_eq!(c.policy.max_held_seconds, 600);
+        assert_eq!(c.policy.max_units, 20_000);
         assert_eq!(c.max_cases_per_result, 10_000);
         assert!(c.tls.is_none());
     }

@@ -11,39 +11,76 @@ pub struct LeasePolicy {
     pub ttl_seconds: u32,
     /// Work asked for when the request gives no `seconds`.
     pub default_seconds: u32,
-    /// Most units in one lease.
+    /// Most units in one lease, whatever the worker's speed: it bounds one claim statement and
+    /// one answer (about 100 bytes of JSON per unit).
     pub max_units: u32,
     /// Failures or expiries after which a unit is quarantined.
     pub max_attempts: u32,
     /// Longest life of a lease, heartbeats included: a worker cannot sit on units forever.
     pub max_lease_seconds: u32,
-    /// Most units one worker may hold in its active leases together.
+    /// Most units a worker whose speed is not measured yet may hold in its active leases
+    /// together (each of its leases holds one unit until its first result measures it).
     pub max_units_per_worker: u32,
+    /// Most work a measured worker may hold in its active leases together, in seconds at its
+    /// measured speed: room for the lease it computes and the next one it asks for early, not
+    /// for hoarding. A fast GPU gets thousands of units; a slow CPU one or two.
+    pub max_held_seconds: u32,
 }
 
 impl Default for LeasePolicy {
     fn default() -> Self {
         LeasePolicy {
             ttl_seconds: 300,
-            default_seconds: 600,
-            max_units: 64,
+            // A minute of work: long enough that lease requests are rare (one a minute per
+            // device), short enough that a lost worker loses a minute.
+            default_seconds: 60,
+            max_units: 20_000,
             max_attempts: 5,
             max_lease_seconds: 6 * 3600,
             max_units_per_worker: 128,
+            max_held_seconds: 600,
         }
     }
 }
 
-/// How many units to lease: about `seconds` of work at the worker's measured speed
-/// (arguments per second), at least one, at most `max_units`. A worker never measured gets one
-/// unit, so its first result calibrates it.
-pub fn lease_size(seconds: u32, speed: Option<f64>, unit_bits: u32, max_units: u32) -> u32 {
+/// What a worker holds in its active leases.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Held {
+    pub units: i64,
+    pub arguments: f64,
+}
+
+/// How many units of `2^unit_bits` arguments to lease: about `seconds` of work at the worker's
+/// measured `speed` (arguments per second), at least one, at most `policy.max_units`, and no
+/// more than what keeps the worker's `held` work within `policy.max_held_seconds` (one unit
+/// when it holds nothing, however slow it is). A worker never measured gets one unit (its first
+/// result calibrates it) while it holds fewer than `policy.max_units_per_worker`. 0: it holds
+/// its share already.
+pub fn lease_size(
+    policy: &LeasePolicy,
+    seconds: u32,
+    speed: Option<f64>,
+    unit_bits: u32,
+    held: Held,
+) -> u32 {
     let Some(speed) = speed.filter(|s| s.is_finite() && *s > 0.0) else {
-        return 1;
+        return u32::from(held.units < i64::from(policy.max_units_per_worker));
     };
     let per_unit = 2f64.powi(unit_bits as i32);
-    let n = (f64::from(seconds) * speed / per_unit).floor();
-    n.clamp(1.0, f64::from(max_units.max(1))) as u32
+    let want = (f64::from(seconds) * speed / per_unit)
+        .floor()
+        .clamp(1.0, f64::from(policy.max_units.max(1)));
+    let mut room = ((f64::from(policy.max_held_seconds) * speed - held.arguments) / per_unit)
+        .floor()
+        .min(f64::from(policy.max_units.max(1)));
+    if held.units <= 0 {
+        room = room.max(1.0);
+    }
+    if room < 1.0 {
+        0
+    } else {
+        want.min(room) as u32
+    }
 }
 
 /// HR-cases a unit of `2^unit_bits` arguments is expected to hold at `min_bits`: an argument
@@ -613,7 +650,8 @@ mod tests {
             if let Some(v) = speed_sample(count, elapsed, wall) {
                 prop_assert!(v.is_finite() && v > 0.0);
                 prop_assert!(v <= count as f64 / wall.max(MIN_ELAPSED_SECONDS) * (1.0 + 1e-12));
-                let n = lease_size(600, Some(v), 10, 64);
+                let p = LeasePolicy { max_units: 64, ..LeasePolicy::default() };
+                let n = lease_size(&p, 600, Some(v), 10, Held::default());
                 prop_assert!((1..=64).contains(&n));
             }
         }
@@ -645,12 +683,104 @@ mod tests {
 
     #[test]
     fn lease_size_follows_speed_within_bounds() {
-        assert_eq!(lease_size(600, None, 20, 64), 1);
-        assert_eq!(lease_size(600, Some(0.0), 20, 64), 1);
+        let p = LeasePolicy {
+            max_units: 64,
+            max_held_seconds: 100_000,
+            ..LeasePolicy::default()
+        };
+        let none = Held::default();
+        assert_eq!(lease_size(&p, 600, None, 20, none), 1);
+        assert_eq!(lease_size(&p, 600, Some(0.0), 20, none), 1);
         // 2^20 arguments per unit at 2^20 per second: 600 s is 600 units, capped at 64.
-        assert_eq!(lease_size(600, Some(1048576.0), 20, 64), 64);
-        assert_eq!(lease_size(10, Some(1048576.0), 20, 64), 10);
-        assert_eq!(lease_size(1, Some(1.0), 20, 64), 1);
+        assert_eq!(lease_size(&p, 600, Some(1048576.0), 20, none), 64);
+        assert_eq!(lease_size(&p, 10, Some(1048576.0), 20, none), 10);
+        assert_eq!(lease_size(&p, 1, Some(1.0), 20, none), 1);
+        // An unmeasured worker holding its share gets nothing more.
+        let full = Held {
+            units: 128,
+            arguments: 0.0,
+        };
+        assert_eq!(lease_size(&p, 600, None, 20, full), 0);
+    }
+
+    #[test]
+    fn an_h100_gets_a_minute_of_units_and_no_more_than_its_share() {
+        let p = LeasePolicy::default();
+        // One H100: about 90 units of 2^40 arguments per second.
+        let h100 = Some(90.0 * 2f64.powi(40));
+        assert_eq!(lease_size(&p, 60, h100, 40, Held::default()), 5400);
+        // Holding one minute, it may take the next minute early ...
+        let one = Held {
+            units: 5400,
+            arguments: 5400.0 * 2f64.powi(40),
+        };
+        assert_eq!(lease_size(&p, 60, h100, 40, one), 5400);
+        // ... but not more than ten minutes in all.
+        let nine = Held {
+            units: 9 * 5400 + 10,
+            arguments: (9.0 * 5400.0 + 10.0) * 2f64.powi(40),
+        };
+        assert_eq!(lease_size(&p, 60, h100, 40, nine), 5390);
+        let ten = Held {
+            units: 10 * 5400,
+            arguments: 10.0 * 5400.0 * 2f64.powi(40),
+        };
+        assert_eq!(lease_size(&p, 60, h100, 40, ten), 0);
+        // A slow CPU still gets one unit of 2^44 when it holds nothing.
+        assert_eq!(lease_size(&p, 60, Some(1e9), 44, Held::default()), 1);
+    }
+
+    proptest! {
+        /// A lease is at least one unit when the worker holds nothing, never more than the
+        /// per-lease cap, about the asked seconds (never more than one unit over), and it never
+        /// takes a measured worker's holding past its share (except the one unit of a worker
+        /// holding nothing).
+        #[test]
+        fn lease_sizes_respect_time_and_share(
+            seconds in 1u32..=21_600,
+            speed in proptest::option::of(1e-3f64..1e15),
+            unit_bits in 0u32..=62,
+            held_units in 0i64..100_000,
+            held_fraction in 0.0f64..2.0,
+            max_units in 1u32..=100_000,
+            max_held_seconds in 1u32..=86_400,
+            max_per_worker in 1u32..=1000,
+        ) {
+            let p = LeasePolicy {
+                max_units,
+                max_held_seconds,
+                max_units_per_worker: max_per_worker,
+                ..LeasePolicy::default()
+            };
+            let per_unit = 2f64.powi(unit_bits as i32);
+            let share = speed.map_or(0.0, |v| v * f64::from(max_held_seconds));
+            let held = Held {
+                units: held_units,
+                arguments: if held_units == 0 { 0.0 } else { share * held_fraction },
+            };
+            let n = lease_size(&p, seconds, speed, unit_bits, held);
+            prop_assert!(n <= max_units);
+            match speed {
+                None => prop_assert_eq!(n, u32::from(held_units < i64::from(max_per_worker))),
+                Some(v) => {
+                    if held_units == 0 {
+                        prop_assert!(n >= 1);
+                    }
+                    let asked = f64::from(seconds) * v;
+                    prop_assert!(n <= 1 || f64::from(n) * per_unit <= asked * (1.0 + 1e-9));
+                    let after = held.arguments + f64::from(n) * per_unit;
+                    prop_assert!(
+                        (held_units == 0 && n == 1) || n == 0 || after <= share * (1.0 + 1e-9)
+                    );
+                    // Faster workers never get fewer units.
+                    let faster = lease_size(&p, seconds, Some(v * 2.0), unit_bits, Held {
+                        units: held_units,
+                        arguments: held.arguments,
+                    });
+                    prop_assert!(faster >= n);
+                }
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use rug::float::Round;
 use std::str::FromStr;
 use tmd_kernels::format::parse_number;
 use tmd_kernels::format::Format;
-use tmd_kernels::plan::{default_unit_bits, split_range};
+use tmd_kernels::plan::split_range;
 use tmd_kernels::verify::{verify_case, Kind, Verdict};
 use tmd_kernels::{Argument, Function, Precision};
 use tmd_wire::{HrCase, HrKind, UnitSpec};
@@ -45,15 +45,34 @@ fn precision_of(c: &NewCampaign) -> Result<Precision> {
     }
 }
 
+/// The unit size of a campaign created without `unit_bits`: the engine's default for small
+/// formats, but 2^44 arguments at binary64 (the engine's own default there is 2^40), and small
+/// enough that a unit expects at most 2^10 HR-cases at `min_bits`.
+///
+/// Why 2^44 for a farm: each unit is one result row, one unit update and one verdict, so the
+/// coordinator's load is rows per second = GPUs x units/s per GPU. One H100 finishes about 90
+/// units of 2^40 arguments per second (exp, binary64): 100 H100s would post 9,000 results per
+/// second, 1,000 of them 90,000, more than one PostgreSQL records. At 2^44 one H100 does about
+/// 5.6 units/s (0.18 s each, long enough to hide per-unit overheads), so 1,000 H100s post about
+/// 5,600 results per second, and a whole binary64 binade is 256 units. A CPU core takes
+/// minutes per such unit, which a lease of one unit and heartbeats handle.
+pub fn default_unit_bits(precision: u32, min_bits: u32) -> u32 {
+    let by_format = precision.saturating_sub(4).clamp(12, 44);
+    by_format.min(min_bits + 9)
+}
+
 /// Resolves the function and precision and cuts every range into units of one binade each.
 /// Refuses ranges that are empty or reversed, overlapping ranges, and more than `max_units`
 /// units in all.
 pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
     let function = Function::from_str(&c.function).map_err(|e| Error::BadRequest(e.to_string()))?;
     let precision = precision_of(c)?;
+    let unit_bits = c
+        .unit_bits
+        .unwrap_or_else(|| default_unit_bits(precision.bits(), c.min_bits));
     let mut units: Vec<UnitSpec> = Vec::new();
     for r in &c.ranges {
-        let specs = split_range(function, precision, &r.from, &r.to, c.unit_bits)
+        let specs = split_range(function, precision, &r.from, &r.to, Some(unit_bits))
             .map_err(|e| Error::BadRequest(format!("range [{}, {}): {e}", r.from, r.to)))?;
         if specs.is_empty() {
             return Err(Error::BadRequest(format!(
@@ -74,7 +93,6 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         }
     }
     reject_overlaps(&units)?;
-    let unit_bits = c.unit_bits.unwrap_or_else(|| default_unit_bits(precision));
     Ok(Plan {
         function: function.name().to_string(),
         precision: precision.bits(),
@@ -236,6 +254,35 @@ mod tests {
     }
 
     #[test]
+    fn farm_units_are_2_44_at_binary64_and_bounded_by_their_cases() {
+        assert_eq!(default_unit_bits(53, 44), 44);
+        assert_eq!(
+            default_unit_bits(53, 32),
+            41,
+            "at most 2^10 expected HR-cases"
+        );
+        assert_eq!(
+            default_unit_bits(24, 20),
+            20,
+            "binary32 as the engine's default"
+        );
+        assert_eq!(default_unit_bits(64, 60), 44);
+        assert_eq!(default_unit_bits(8, 30), 12);
+        for p in 8..=64 {
+            for k in 1..=64 {
+                let u = default_unit_bits(p, k);
+                assert!(u <= 44 && u <= k + 9, "p {p} k {k}: {u}");
+                // The server's refusal of campaigns whose results would overflow never fires
+                // on a default.
+                assert!(
+                    crate::domain::check_cases_fit(u, k, 10_000).is_ok(),
+                    "p {p} k {k}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn planning_resolves_names_and_refuses_overlaps() {
         let c = NewCampaign {
             name: "t".into(),
@@ -295,7 +342,7 @@ mod tests {
         };
         assert_eq!(
             plan(&default, 1000).unwrap().unit_bits,
-            default_unit_bits(Precision::BINARY32)
+            tmd_kernels::plan::default_unit_bits(Precision::BINARY32).min(10 + 9)
         );
     }
 }

@@ -490,13 +490,11 @@ async fn request_lease(
     if due {
         expire(&s).await?;
     }
-    let max_units = policy.max_units;
     let lease = store::claim_lease(
         &s.pool,
         worker.id,
         policy.ttl_seconds.min(policy.max_lease_seconds),
-        policy.max_units_per_worker,
-        |unit_bits| domain::lease_size(seconds, worker.speed, unit_bits, max_units),
+        |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held),
     )
     .await?;
     match &lease {

@@ -19,6 +19,7 @@ macro_rules! outln {
 pub mod admin;
 pub mod auth;
 pub mod bench;
+pub mod bench_farm;
 pub mod cli;
 pub mod domain;
 pub mod engine;

@@ -662,9 +662,10 @@ struct ClaimedUnit {
 }
 
 /// Leases a contiguous run of pending units of the active campaign with the highest priority
-/// that has any, sized by `size(unit_bits)` and by what the worker may still hold
-/// (`max_held` units in all its active leases). `None` when there is no work, or when the
-/// worker holds its share already. A quarantined or revoked worker is refused.
+/// that has any, of `size(unit_bits, speed, held)` units: the worker's measured speed and what
+/// it holds in its active leases are read here, from the database, so every coordinator
+/// sharing it sizes leases alike. `None` when there is no work, or when the worker holds its
+/// share already (`size` is 0). A quarantined or revoked worker is refused.
 ///
 /// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
 /// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
@@ -673,29 +674,49 @@ pub async fn claim_lease(
     pool: &PgPool,
     worker_id: i64,
     ttl_seconds: u32,
-    max_held: u32,
-    size: impl Fn(u32) -> u32,
+    size: impl Fn(u32, Option<f64>, domain::Held) -> u32,
 ) -> Result<Option<Lease>> {
-    let standing: Option<(bool, Option<String>, i64)> = sqlx::query_as(
-        "SELECT quarantined_at IS NOT NULL, quarantine_reason, \
-                (SELECT count(*) FROM leases l JOIN units u ON u.lease_id = l.id \
-                 WHERE l.worker_id = $1 AND l.state = 'active' AND u.state = 'leased') \
-         FROM workers WHERE id = $1",
+    #[derive(sqlx::FromRow)]
+    struct Standing {
+        quarantined: bool,
+        quarantine_reason: Option<String>,
+        revoked: bool,
+        speed: Option<f64>,
+        held_units: i64,
+        held_arguments: f64,
+    }
+    let standing: Option<Standing> = sqlx::query_as(
+        "SELECT w.quarantined_at IS NOT NULL AS quarantined, w.quarantine_reason, \
+                w.revoked_at IS NOT NULL AS revoked, w.speed, h.n AS held_units, \
+                h.args AS held_arguments \
+         FROM workers w, LATERAL ( \
+             SELECT count(*) AS n, COALESCE(sum(u.count), 0)::float8 AS args \
+             FROM leases l JOIN units u ON u.lease_id = l.id \
+             WHERE l.worker_id = w.id AND l.state = 'active' AND u.state = 'leased') h \
+         WHERE w.id = $1",
     )
     .bind(worker_id)
     .fetch_optional(pool)
     .await?;
-    let held = match standing {
-        Some((true, reason, _)) => {
-            return Err(store_trust::quarantined(worker_id, reason.as_deref()))
-        }
-        Some((false, _, held)) => held,
-        None => 0,
+    let Some(standing) = standing else {
+        return Err(Error::Unauthorized(format!("no worker {worker_id}")));
     };
-    let room = i64::from(max_held) - held;
-    if room <= 0 {
-        return Ok(None);
+    if standing.quarantined {
+        return Err(store_trust::quarantined(
+            worker_id,
+            standing.quarantine_reason.as_deref(),
+        ));
     }
+    if standing.revoked {
+        // Another coordinator may still hold the token in its cache for a few seconds.
+        return Err(Error::Unauthorized(
+            "this worker's token was revoked".into(),
+        ));
+    }
+    let held = domain::Held {
+        units: standing.held_units,
+        arguments: standing.held_arguments,
+    };
     let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
         "SELECT id, function, precision, min_bits, unit_bits, replication, distinct_owners \
          FROM campaigns c \
@@ -706,7 +727,10 @@ pub async fn claim_lease(
     .fetch_all(pool)
     .await?;
     for c in campaigns {
-        let want = (size(c.unit_bits as u32).max(1) as i64).min(room);
+        let want = i64::from(size(c.unit_bits as u32, standing.speed, held));
+        if want == 0 {
+            return Ok(None);
+        }
         // With replication, a worker must not get a unit it already computed: its replicas
         // have to come from other workers (and other owners, where the campaign asks).
         let replica_filter = match (c.replication > 1, c.distinct_owners) {

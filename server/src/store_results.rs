@@ -135,17 +135,24 @@ async fn fetch_priors<'e, E: sqlx::PgExecutor<'e>>(
         #[sqlx(flatten)]
         prior: PriorResult,
     }
+    // `unit_id = ANY` probes the (unit_id, lease_id) index; a join with the pairs made the
+    // planner hash the whole table (the bench farm's costliest statement), so the lease is
+    // matched here (a unit has a few results at most).
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT r.unit_id, r.lease_id, r.id, r.digest, r.hr_count \
-         FROM results r JOIN UNNEST($1::int8[], $2::int8[]) AS t(u, l) \
-              ON r.unit_id = t.u AND r.lease_id = t.l",
+         FROM results r WHERE r.unit_id = ANY($1)",
     )
     .bind(unit_ids)
-    .bind(lease_ids)
     .fetch_all(ex)
     .await?;
+    let wanted: std::collections::HashSet<(i64, i64)> = unit_ids
+        .iter()
+        .copied()
+        .zip(lease_ids.iter().copied())
+        .collect();
     Ok(rows
         .into_iter()
+        .filter(|r| wanted.contains(&(r.unit_id, r.lease_id)))
         .map(|r| ((r.unit_id, r.lease_id), r.prior))
         .collect())
 }
@@ -517,7 +524,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
              state = t.state, \
              done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END \
          FROM UNNEST($1::int8[], $2::int4[], $3::int4[], $4::text[]) AS t(id, live, needed, state) \
-         WHERE u.id = t.id",
+         WHERE u.id = t.id AND u.id = ANY($1)",
     )
     .bind(&r_unit)
     .bind(&u_live)

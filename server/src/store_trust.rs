@@ -108,7 +108,7 @@ pub async fn apply_verdicts(tx: &mut Transaction<'_, Postgres>, c: &Changes) -> 
     let verdicts: Vec<&str> = c.verdicts.iter().map(|(_, v)| v.as_str()).collect();
     sqlx::query(
         "UPDATE results SET verdict = t.v FROM UNNEST($1::int8[], $2::text[]) AS t(id, v) \
-         WHERE results.id = t.id",
+         WHERE results.id = t.id AND results.id = ANY($1)",
     )
     .bind(&ids)
     .bind(&verdicts)
@@ -333,6 +333,12 @@ struct TouchedUnit {
 
 async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<Purged> {
     let mut tx = pool.begin().await?;
+    // Several coordinators may purge the same worker at once (each one's sweeper finishes
+    // interrupted purges): one at a time per worker, the later one then finds little to do.
+    sqlx::query("SELECT pg_advisory_xact_lock(7312, ($1 % 2147483647)::int4)")
+        .bind(worker_id)
+        .execute(&mut *tx)
+        .await?;
     let revoked: Vec<(i64,)> = sqlx::query_as(
         "UPDATE leases SET state = 'revoked', ended_at = now() \
          WHERE worker_id = $1 AND state = 'active' RETURNING id",
@@ -418,7 +424,7 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
              done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END, \
              replicas_needed = t.needed, replicas_done = t.live \
          FROM UNNEST($1::int8[], $2::text[], $3::int4[], $4::int4[]) AS t(id, state, needed, live) \
-         WHERE u.id = t.id",
+         WHERE u.id = t.id AND u.id = ANY($1)",
     )
     .bind(&ids)
     .bind(&states)

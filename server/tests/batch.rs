@@ -321,3 +321,41 @@ async fn batches_are_bounded_and_a_full_one_fits_the_body_limit() {
         app.config.max_body_bytes
     );
 }
+
+#[tokio::test]
+async fn a_complete_campaign_is_active_again_when_its_units_are_reopened() {
+    let app = TestApp::new().await;
+    let c = app.small_campaign(3, 4).await;
+    let cid = c["id"].as_i64().unwrap();
+    let (id, w) = measured_id(&app, "w").await;
+    let lease = w.lease(Some(600)).await.unwrap().lease.unwrap();
+    assert_eq!(lease.units.len(), 2);
+    let out = w.post_batch(batch_of(&lease)).await.unwrap();
+    assert!(out
+        .outcomes
+        .iter()
+        .all(|o| o.status == UnitOutcomeStatus::Accepted));
+    let p = app.progress(cid).await;
+    assert_eq!(
+        (p["state"].as_str(), p["complete"].as_bool()),
+        (Some("complete"), Some(true))
+    );
+    assert!(p["completed_at"].is_string(), "{p}");
+    // The worker turns out to be bad: what it alone vouched for is redone, so the campaign has
+    // work again.
+    let (status, v) = app.quarantine(id, "bad hardware").await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let p = app.progress(cid).await;
+    assert_eq!(p["state"], "active", "{p}");
+    assert!(p["completed_at"].is_null(), "{p}");
+    assert_eq!(p["pending"]["units"], 3);
+}
+
+/// [`measured`], with the worker's id.
+async fn measured_id(app: &TestApp, name: &str) -> (i64, WorkerClient) {
+    let (id, w) = app.worker(name).await;
+    let first = w.lease(None).await.unwrap().lease.unwrap();
+    let out = w.post_batch(batch_of(&first)).await.unwrap();
+    assert_eq!(out.outcomes[0].status, UnitOutcomeStatus::Accepted);
+    (id, w)
+}

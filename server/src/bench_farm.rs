@@ -1,0 +1,452 @@
+//! `tmd-server bench farm`: a GPU farm against real coordinator processes. It creates a
+//! throwaway database, starts `--servers` `tmd-server serve` processes on it, creates a campaign
+//! with enough units, registers `--gpus` simulated GPU workers (spread over the servers), each
+//! leasing about `--lease-seconds` of work and "finishing" units at `--units-per-second`,
+//! posting them every `--batch-seconds` through `POST /api/v1/results` over real HTTP. Results
+//! carry no HR-cases (nothing for MPFR to verify: the figure is the coordinator's bookkeeping)
+//! but a valid digest and statistics, so they pass the real checks. With `--compare-single` the
+//! same farm then posts each unit alone for as long, for the ratio.
+
+use crate::bench::{empty_result, register, Refused, WorkerClient};
+use anyhow::{bail, Context};
+use clap::Args;
+use sqlx::{Connection, Executor, PgConnection};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tmd_wire::{ArgRange, BatchedResult, CreateCampaign, CreateEnrollmentToken, EnrollmentToken};
+
+/// `bench farm` options.
+#[derive(Debug, Clone, Args)]
+pub struct FarmArgs {
+    /// A PostgreSQL database on a server where the bench may create (and drop) its own.
+    #[arg(
+        long,
+        env = "TMD_BENCH_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub database_url: String,
+    /// Simulated GPUs (one worker each).
+    #[arg(long, default_value_t = 100)]
+    pub gpus: usize,
+    /// Units each GPU finishes per second (one H100: about 90 units of 2^40 arguments).
+    #[arg(long, default_value_t = 90.0)]
+    pub units_per_second: f64,
+    /// Seconds between a GPU's batches.
+    #[arg(long, default_value_t = 1.0)]
+    pub batch_seconds: f64,
+    /// Seconds of work each lease asks for.
+    #[arg(long, default_value_t = 60)]
+    pub lease_seconds: u32,
+    /// Seconds to measure (after every GPU has its first full lease).
+    #[arg(long, default_value_t = 20)]
+    pub duration: u64,
+    /// Coordinator processes on the one database; GPU i talks to server i mod N.
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
+    /// Database connections per server process.
+    #[arg(long, default_value_t = 16)]
+    pub max_connections: u32,
+    /// Then run the same farm posting each unit alone, for as long.
+    #[arg(long)]
+    pub compare_single: bool,
+}
+
+/// Latencies (seconds) per route and the units each phase recorded.
+#[derive(Default)]
+struct Tally {
+    lease: Vec<f64>,
+    results: Vec<f64>,
+    single: Vec<f64>,
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[(((v.len() - 1) as f64) * p).round() as usize]
+}
+
+/// CPU seconds (user + system) a process used so far, from `/proc`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|u| u.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// CPU seconds of every process whose name is `name`.
+fn cpu_of_named(name: &str) -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .map(cpu_seconds)
+        .sum()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Runs the farm bench and prints its figures.
+pub async fn run(args: &FarmArgs) -> anyhow::Result<()> {
+    if args.gpus == 0 || args.servers == 0 || args.duration == 0 {
+        bail!("--gpus, --servers and --duration must be at least 1");
+    }
+    if !(args.units_per_second > 0.0 && args.batch_seconds > 0.0) {
+        bail!("--units-per-second and --batch-seconds must be positive");
+    }
+    let name = format!("tmd_farm_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(&args.database_url)
+        .await
+        .context("cannot connect to the benchmark's PostgreSQL")?;
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await?;
+    let mut url = reqwest::Url::parse(&args.database_url)?;
+    url.set_path(&format!("/{name}"));
+    let mut children = Vec::new();
+    let outcome = run_on(args, url.as_str(), &mut children).await;
+    for c in &mut children {
+        let _ = c.kill().await;
+    }
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+        .await?;
+    outcome
+}
+
+async fn run_on(
+    args: &FarmArgs,
+    db_url: &str,
+    children: &mut Vec<tokio::process::Child>,
+) -> anyhow::Result<()> {
+    let admin_token = crate::auth::new_token("bench_");
+    let exe = std::env::current_exe()?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.gpus + 8)
+        .timeout(Duration::from_secs(120))
+        .build()?;
+    let mut bases = Vec::new();
+    for i in 0..args.servers {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = tokio::process::Command::new(&exe)
+            .args(["--log", "warn", "serve", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--database-url", db_url, "--max-connections"])
+            .arg(args.max_connections.to_string())
+            .args(["--rate-limit-per-second", "0", "--max-units-per-campaign"])
+            .arg("50000000")
+            .env("TMD_ADMIN_TOKEN", &admin_token)
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start tmd-server serve")?;
+        children.push(child);
+        let base = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        // The first applies the migrations; the others wait on sqlx's migration lock.
+        loop {
+            if let Ok(r) = http.get(format!("{base}/readyz")).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                bail!("server {i} did not become ready");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bases.push(base);
+    }
+    // Enough units for every GPU's first lease and the measured window, twice over when the
+    // single posts run too; units of 2^32 arguments of exp in binary64 (the simulated GPUs
+    // report their own speed, so the unit size does not matter to the coordinator).
+    let phases = if args.compare_single { 2.0 } else { 1.0 };
+    let per_gpu = args.units_per_second
+        * (f64::from(args.lease_seconds) + phases * args.duration as f64 + 10.0);
+    let units = (args.gpus as f64 * per_gpu * 1.1) as u64 + 1000;
+    let binades = units.div_ceil(1 << 20).max(1);
+    if binades > 9 {
+        bail!("{units} units needed: at most 9 binades of exp fit; fewer --gpus or --duration");
+    }
+    let t = Instant::now();
+    let resp = http
+        .post(format!("{}/api/v1/campaigns", bases[0]))
+        .bearer_auth(&admin_token)
+        .json(&CreateCampaign {
+            name: Some("farm".into()),
+            function: "exp".into(),
+            format: Some("binary64".into()),
+            min_bits: 40,
+            ranges: vec![ArgRange {
+                from: "0x1p+0".into(),
+                to: format!("0x1p+{binades}"),
+            }],
+            unit_bits: Some(32),
+            ..Default::default()
+        })
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("campaign: {}", resp.text().await?);
+    }
+    let campaign: tmd_wire::Campaign = resp.json().await?;
+    eprintln!(
+        "farm: campaign of {} units created in {:.1} s",
+        campaign.units_total,
+        t.elapsed().as_secs_f64()
+    );
+    let token: EnrollmentToken = http
+        .post(format!("{}/api/v1/enrollment-tokens", bases[0]))
+        .bearer_auth(&admin_token)
+        .json(&CreateEnrollmentToken {
+            uses: Some(args.gpus as u32),
+            ..CreateEnrollmentToken::default()
+        })
+        .send()
+        .await?
+        .json()
+        .await?;
+    let mut gpus = Vec::new();
+    for i in 0..args.gpus {
+        let base = &bases[i % bases.len()];
+        let w = register(&http, base, &token.token, &format!("gpu-{i}")).await?;
+        gpus.push(WorkerClient::new(base, &w.token, http.clone()));
+    }
+    for single in [false, true] {
+        if single && !args.compare_single {
+            break;
+        }
+        phase(args, &gpus, single, &children[..]).await?;
+    }
+    Ok(())
+}
+
+/// One measured run of every GPU: batches, or single posts.
+async fn phase(
+    args: &FarmArgs,
+    gpus: &[WorkerClient],
+    single: bool,
+    servers: &[tokio::process::Child],
+) -> anyhow::Result<()> {
+    let ready = Arc::new(tokio::sync::Barrier::new(gpus.len() + 1));
+    let go = Arc::new(tokio::sync::Notify::new());
+    let start_at = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let posted = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for g in gpus.iter().cloned() {
+        let (ready, go, start_at, posted) =
+            (ready.clone(), go.clone(), start_at.clone(), posted.clone());
+        let args = args.clone();
+        tasks.push(tokio::spawn(async move {
+            gpu(g, args, single, ready, go, start_at, posted).await
+        }));
+    }
+    ready.wait().await;
+    let pids: Vec<u32> = servers.iter().filter_map(|c| c.id()).collect();
+    let cpu0: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
+    let (pg0, me0) = (cpu_of_named("postgres"), cpu_seconds(std::process::id()));
+    let load0 = loadavg();
+    let started = Instant::now();
+    let _ = start_at.set(started);
+    go.notify_waiters();
+    let mut tally = Tally::default();
+    let mut failures = 0u64;
+    for t in tasks {
+        let (mine, f) = t.await??;
+        tally.lease.extend(mine.lease);
+        tally.results.extend(mine.results);
+        tally.single.extend(mine.single);
+        failures += f;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let units = posted.load(Ordering::Relaxed);
+    let server_cpu: f64 = pids
+        .iter()
+        .zip(&cpu0)
+        .map(|(p, c)| cpu_seconds(*p) - c)
+        .sum();
+    let pg_cpu = cpu_of_named("postgres") - pg0;
+    let me_cpu = cpu_seconds(std::process::id()) - me0;
+    let rate = units as f64 / wall;
+    let offered = gpus.len() as f64 * args.units_per_second;
+    outln!(
+        "mode={} servers={} gpus={} units_per_second_per_gpu={} batch_seconds={} \
+         wall_s={wall:.1} unit_results={units} unit_results_per_s={rate:.0} offered_per_s={offered:.0} \
+         refused_or_failed={failures}",
+        if single { "single" } else { "batch" },
+        args.servers,
+        gpus.len(),
+        args.units_per_second,
+        args.batch_seconds,
+    )?;
+    for (route, v) in [
+        ("POST /api/v1/leases", &mut tally.lease),
+        ("POST /api/v1/results", &mut tally.results),
+        (
+            "POST /api/v1/leases/{lease_id}/units/{unit_id}/result",
+            &mut tally.single,
+        ),
+    ] {
+        if !v.is_empty() {
+            let n = v.len();
+            outln!(
+                "  {route}: requests={n} p50_ms={:.1} p99_ms={:.1}",
+                percentile(v, 0.5) * 1e3,
+                percentile(v, 0.99) * 1e3
+            )?;
+        }
+    }
+    outln!(
+        "  cpu_s: servers={server_cpu:.1} postgres={pg_cpu:.1} bench_client={me_cpu:.1} \
+         (over {wall:.1} s on {} cores); load before: {load0}; after: {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    )?;
+    outln!(
+        "  gpus_served_per_coordinator={:.0} (unit results/s per server / units/s per GPU)",
+        rate / args.servers as f64 / args.units_per_second
+    )?;
+    Ok(())
+}
+
+/// One simulated GPU: its first lease (one unit, which measures its speed), its full lease,
+/// then units finished at the given rate and posted in batches (or one by one) until the end.
+async fn gpu(
+    g: WorkerClient,
+    args: FarmArgs,
+    single: bool,
+    ready: Arc<tokio::sync::Barrier>,
+    go: Arc<tokio::sync::Notify>,
+    start_at: Arc<std::sync::OnceLock<Instant>>,
+    posted: Arc<AtomicU64>,
+) -> anyhow::Result<(Tally, u64)> {
+    let per_unit = 1.0 / args.units_per_second;
+    let mut tally = Tally::default();
+    let mut failures = 0;
+    // Calibration: one unit, posted after the time a unit takes.
+    let mut queue: std::collections::VecDeque<(i64, i64, i64)> = Default::default();
+    loop {
+        let lease = lease_rec(&g, args.lease_seconds, &mut tally).await?;
+        let Some(lease) = lease else {
+            bail!("no work for a GPU: the campaign is too small");
+        };
+        let calibrating = lease.units.len() == 1 && queue.is_empty();
+        for u in &lease.units {
+            queue.push_back((lease.lease_id, lease.fencing_token, u.unit_id));
+        }
+        if !calibrating || queue.len() > 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs_f64(per_unit)).await;
+        let (l, f, u) = queue.pop_front().expect("one unit");
+        g.post_batch(vec![BatchedResult {
+            lease_id: l,
+            unit_id: u,
+            result: empty_result(f, u, per_unit),
+        }])
+        .await?;
+    }
+    let notified = go.notified();
+    ready.wait().await;
+    notified.await;
+    let start = *start_at.get().expect("the start is set before the signal");
+    let deadline = start + Duration::from_secs(args.duration);
+    let mut done = 0u64;
+    while Instant::now() < deadline {
+        let due = (start.elapsed().as_secs_f64() * args.units_per_second) as u64;
+        let n = due.saturating_sub(done).min(1000) as usize;
+        // Ask for the next lease while a tenth of a lease's work is left.
+        if (queue.len() as f64) < args.units_per_second * f64::from(args.lease_seconds) * 0.1 {
+            if let Some(l) = lease_rec(&g, args.lease_seconds, &mut tally).await? {
+                for u in &l.units {
+                    queue.push_back((l.lease_id, l.fencing_token, u.unit_id));
+                }
+            }
+        }
+        if n == 0 {
+            let wait = if single { per_unit } else { args.batch_seconds };
+            tokio::time::sleep(Duration::from_secs_f64(wait.clamp(0.001, 0.05))).await;
+            continue;
+        }
+        let take: Vec<(i64, i64, i64)> = (0..n.min(queue.len()))
+            .filter_map(|_| queue.pop_front())
+            .collect();
+        if take.is_empty() {
+            bail!("a GPU ran out of leased units");
+        }
+        let elapsed = per_unit;
+        if single {
+            for (l, f, u) in &take {
+                let t0 = Instant::now();
+                match g.post(*l, *u, &empty_result(*f, *u, elapsed)).await {
+                    Ok(_) => {
+                        posted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) if e.downcast_ref::<Refused>().is_some() => failures += 1,
+                    Err(e) => return Err(e),
+                }
+                tally.single.push(t0.elapsed().as_secs_f64());
+                done += 1;
+                if Instant::now() >= deadline {
+                    break;
+                }
+            }
+        } else {
+            let batch: Vec<BatchedResult> = take
+                .iter()
+                .map(|(l, f, u)| BatchedResult {
+                    lease_id: *l,
+                    unit_id: *u,
+                    result: empty_result(*f, *u, elapsed),
+                })
+                .collect();
+            let t0 = Instant::now();
+            let out = g.post_batch(batch).await?;
+            tally.results.push(t0.elapsed().as_secs_f64());
+            let ok = out
+                .outcomes
+                .iter()
+                .filter(|o| o.status == tmd_wire::UnitOutcomeStatus::Accepted)
+                .count() as u64;
+            posted.fetch_add(ok, Ordering::Relaxed);
+            failures += out.outcomes.len() as u64 - ok;
+            done += take.len() as u64;
+            let next = start
+                + Duration::from_secs_f64(
+                    (start.elapsed().as_secs_f64() / args.batch_seconds).floor()
+                        * args.batch_seconds
+                        + args.batch_seconds,
+                );
+            tokio::time::sleep_until(next.min(deadline).into()).await;
+        }
+    }
+    Ok((tally, failures))
+}
+
+/// Asks for a lease, recording the request's latency.
+async fn lease_rec(
+    g: &WorkerClient,
+    seconds: u32,
+    t: &mut Tally,
+) -> anyhow::Result<Option<tmd_wire::Lease>> {
+    let t0 = Instant::now();
+    let r = g.lease(Some(seconds)).await;
+    t.lease.push(t0.elapsed().as_secs_f64());
+    Ok(r?.lease)
+}
