@@ -1,7 +1,8 @@
 //! A farm's daemons at the edges of a campaign (issue 12), with real processes: daemons run
 //! with `--exit-when-idle` finish a campaign whose last lease belonged to a killed worker; a
 //! daemon restarted while its predecessor still holds the state directory waits and resumes
-//! its lease; results posted in batches survive a coordinator crash and a worker crash.
+//! its lease; results posted in batches survive a coordinator crash and a worker crash; two
+//! coordinators on one database do every unit once.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -255,6 +256,81 @@ async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
     assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
     drop(workers);
     drop(server);
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_coordinators_on_one_database_do_every_unit_once() {
+    let db = TestDb::new().await;
+    let dir = scratch("farm-two-coordinators");
+    // Both replicas sweep often and hand out small leases, so their expiry passes, lease
+    // claims and completion checks overlap throughout the campaign.
+    let args = [
+        "--lease-ttl-seconds",
+        "6",
+        "--sweep-interval-seconds",
+        "1",
+        "--max-units-per-lease",
+        "2",
+        "--idle-retry-seconds",
+        "1",
+    ];
+    let servers: Vec<Server> = (0..2)
+        .map(|i| {
+            let d = dir.join(format!("s{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            Server::start(db.url(), &d, &args)
+        })
+        .collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    // The campaign and the enrollment token are made through one replica; the workers,
+    // half on each, see them through the other too.
+    let (campaign, token) = create_campaign(&urls[0]);
+    let worker_args = ["--threads", "1", "--lease-seconds", "1", "--exit-when-idle"];
+    let mut workers: Vec<Worker> = (0..4)
+        .map(|i| {
+            Worker::start(
+                &urls[i % 2],
+                &token,
+                &dir.join(format!("w{i}")),
+                &worker_args,
+            )
+        })
+        .collect();
+    for w in &mut workers {
+        let status = w
+            .wait_exit(Duration::from_secs(300))
+            .unwrap_or_else(|| panic!("a worker did not finish: {}", w.log()));
+        assert!(status.success(), "{}", w.log());
+    }
+    // A unit handed out by both replicas would be computed twice; so is one whose lease
+    // expired on a loaded machine, which only a lease's expiry excuses.
+    let computed: usize = workers.iter().map(|w| w.units_computed()).sum();
+    let expired = scalar(
+        &db,
+        "SELECT count(*) FROM leases WHERE campaign_id = $1 AND state = 'expired'",
+        campaign,
+    )
+    .await;
+    if expired == 0 {
+        assert_eq!(computed, UNITS as usize, "no unit is computed twice");
+    } else {
+        assert!(computed >= UNITS as usize);
+    }
+    for url in &urls {
+        let p = tmd_tests::get(url, &format!("/campaigns/{campaign}/progress"))
+            .await
+            .expect("progress from each replica");
+        assert_eq!(p["state"], "complete", "{p}");
+        assert_eq!(p["done"]["units"], UNITS, "{p}");
+    }
+    let got = every_unit_once(&db, campaign).await;
+    let want = tmd_tests::local_search(&EXP_BINARY64_24_UNITS);
+    assert!(!want.is_empty());
+    assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
+    drop(workers);
+    drop(servers);
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
