@@ -1,9 +1,9 @@
 //! `tmd-server`: the coordinator. Campaigns are cut into units, leased to workers in contiguous
 //! runs, and their results (with every HR-case re-verified by MPFR) recorded in PostgreSQL.
 //!
-//! Layers: [`http`] (thin handlers) → [`domain`] (rules, no I/O) and [`store`] (all SQL) →
-//! [`engine`] (the only caller of `tmd-kernels`). [`cli`] is the command line, [`bench`] the
-//! load benchmark.
+//! Layers: [`api`] (thin handlers) → [`domain`] (rules, no I/O; `domain::engine` the only
+//! caller of `tmd-kernels`) and [`store`] (all SQL); [`views`] serve people (dashboard,
+//! exports); [`cli`] is the command line and its benchmarks.
 
 #![forbid(unsafe_code)]
 
@@ -16,31 +16,17 @@ macro_rules! outln {
     }};
 }
 
-pub mod admin;
-pub mod auth;
-pub mod bench;
-pub mod bench_farm;
+// Grouped by role: the HTTP surface, the rules without I/O, storage, views for people, and the
+// command line (with the benchmarks).
+pub mod api;
 pub mod cli;
 pub mod domain;
-pub mod engine;
 pub mod error;
-pub mod extract;
-pub mod guard;
-pub mod http;
 pub mod listen;
 pub mod metrics;
 pub mod outage;
-pub mod results;
 pub mod store;
-pub mod store_admin;
-pub mod store_results;
-pub mod store_trust;
-pub mod trust;
-// Views of a campaign for people (issue 8): dashboard, exports, `campaign watch`.
-pub mod dashboard;
-pub mod export;
-pub mod follow;
-pub mod store_export;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -70,7 +56,7 @@ pub struct Config {
     /// What a worker told "no work" should wait.
     pub retry_after_seconds: u32,
     /// When a worker's record puts it in quarantine.
-    pub quarantine: trust::QuarantineBar,
+    pub quarantine: domain::trust::QuarantineBar,
     /// Results verified with MPFR at once; more posts wait (then get 503).
     pub verify_concurrency: usize,
     /// Quarantined workers after which an enrollment token registers no more.
@@ -82,7 +68,7 @@ pub struct Config {
     /// HTTPS: the acceptor built from the certificate and key files; plain HTTP when absent.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Requests per second and burst allowed per client address (`None`: no limit).
-    pub rate_limit: Option<guard::RateLimit>,
+    pub rate_limit: Option<api::guard::RateLimit>,
 }
 
 impl std::fmt::Debug for Config {
@@ -119,7 +105,7 @@ impl Default for Config {
             max_units_per_campaign: 2_000_000,
             sweep_interval: Duration::from_secs(5),
             retry_after_seconds: 10,
-            quarantine: trust::QuarantineBar::default(),
+            quarantine: domain::trust::QuarantineBar::default(),
             max_quarantined_per_token: 2,
             verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
             request_timeout: Duration::from_secs(120),
@@ -133,7 +119,7 @@ impl Default for Config {
 impl Config {
     /// Sets the admin token (only its hash is kept).
     pub fn with_admin_token(mut self, token: &str) -> Self {
-        self.admin_token_hash = Some(auth::hash_token(token));
+        self.admin_token_hash = Some(api::auth::hash_token(token));
         self
     }
 }
@@ -150,7 +136,7 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
     /// Worker tokens seen recently.
-    pub workers: Arc<auth::WorkerCache>,
+    pub workers: Arc<api::auth::WorkerCache>,
     /// When a lease request last ran an expiry pass.
     pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// Whether the database is reachable, for one log line per outage.
@@ -158,7 +144,7 @@ pub struct AppState {
     /// Permits to verify a result with MPFR, so posts cannot take every core.
     pub verify_permits: Arc<tokio::sync::Semaphore>,
     /// Per-address request budgets and tokens recently refused.
-    pub guard: Arc<guard::Guard>,
+    pub guard: Arc<api::guard::Guard>,
 }
 
 /// A running server: the HTTP listener and the lease sweeper.
@@ -196,7 +182,7 @@ impl Server {
             verify_permits: Arc::new(tokio::sync::Semaphore::new(
                 config.verify_concurrency.max(1),
             )),
-            guard: Arc::new(guard::Guard::new(config.rate_limit)),
+            guard: Arc::new(api::guard::Guard::new(config.rate_limit)),
             config: Arc::new(config),
             metrics: Arc::new(metrics::Metrics::default()),
             workers: Arc::default(),
@@ -209,7 +195,7 @@ impl Server {
         let tls = state.config.tls.clone();
         let limits = state.config.conn;
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let app = http::router(state);
+        let app = api::router(state);
         let http = tokio::spawn(listen::serve(listener, app, tls, limits, stopped));
         tracing::info!(%addr, scheme, "listening");
         Ok(Server {
@@ -287,7 +273,7 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
         tokio::select! {
             _ = tick.tick() => {
                 // The sweep doubles as the probe that ends a database outage.
-                match http::expire(&state).await {
+                match api::expire(&state).await {
                     Ok(()) => state.outage.up(),
                     Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                     Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
@@ -302,7 +288,7 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
                         Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                         Err(e) => tracing::warn!(error = %e, "completion sweep failed"),
                     }
-                    match http::enforce(&state, None).await {
+                    match api::enforce(&state, None).await {
                         Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                         Err(e) => tracing::warn!(error = %e, "quarantine sweep failed"),
                         Ok(()) => {}

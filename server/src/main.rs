@@ -6,7 +6,7 @@ use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
 use tmd_server::cli::{self, Cli, Command};
-use tmd_server::{bench, store, Server};
+use tmd_server::{cli::bench, store, Server};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -67,7 +67,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Token { api, command } => cli::run_token(api, command).await,
         Command::Worker { api, command } => cli::run_worker(api, command).await,
         Command::Openapi => {
-            let text = serde_json::to_string_pretty(&tmd_server::http::openapi())?;
+            let text = serde_json::to_string_pretty(&tmd_server::api::openapi())?;
             writeln!(std::io::stdout().lock(), "{text}")?;
             Ok(())
         }

@@ -7,8 +7,8 @@ use common::{code_of, config, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tmd_server::bench::{empty_result, WorkerClient};
-use tmd_server::trust::QuarantineBar;
+use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_server::domain::trust::QuarantineBar;
 use tmd_server::{Config, LeasePolicy};
 
 /// exp in binary32 on [1, 1 + units * 16 ulps) in units of 16 arguments, with `policy` merged

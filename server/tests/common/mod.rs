@@ -6,7 +6,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tmd_server::bench::WorkerClient;
+use tmd_server::cli::bench::WorkerClient;
 use tmd_server::{Config, Server};
 use tmd_test_support::TestDb;
 
@@ -183,7 +183,7 @@ async fn start(db: &TestDb, config: Config) -> Server {
 pub fn code_of<T: std::fmt::Debug>(r: anyhow::Result<T>) -> String {
     match r {
         Ok(v) => panic!("expected a refusal, got {v:?}"),
-        Err(e) => match e.downcast_ref::<tmd_server::bench::Refused>() {
+        Err(e) => match e.downcast_ref::<tmd_server::cli::bench::Refused>() {
             Some(refused) => refused.error.code.clone(),
             None => panic!("not a refusal: {e:#}"),
         },

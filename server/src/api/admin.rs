@@ -1,11 +1,11 @@
-//! The admin's remedies against hostile volunteers (thin handlers over [`store_admin`]): put
+//! The admin's remedies against hostile volunteers (thin handlers over [`crate::store::admin`]): put
 //! quarantined units back in the pool, list and revoke enrollment tokens, revoke a worker.
 
-use crate::auth::Admin;
+use crate::api::auth::Admin;
+use crate::api::{ApiJson, ApiPath};
 use crate::error::{Error, Result};
-use crate::http::{ApiJson, ApiPath};
 use crate::store;
-use crate::store_admin;
+use crate::store::admin as store_admin;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;

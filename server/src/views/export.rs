@@ -5,11 +5,11 @@
 //! response body drains the channel. The database is read only as fast as the client
 //! reads, and at most a few chunks of the export are in memory at any time.
 
-use crate::auth::Admin;
+use crate::api::auth::Admin;
+use crate::api::ApiPath;
 use crate::error::{Error, Result};
-use crate::http::ApiPath;
 use crate::store;
-use crate::store_export::{self, HrFilter, HrOrder};
+use crate::store::export::{self as store_export, HrFilter, HrOrder};
 use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, State};

@@ -7,11 +7,11 @@
 //! The page holds no secret: it asks for the admin token once, keeps it in `sessionStorage`
 //! and sends it as `Authorization: Bearer` to the admin API, like any other client.
 
-use crate::auth::Admin;
+use crate::api::auth::Admin;
+use crate::api::ApiPath;
 use crate::error::Result;
-use crate::http::ApiPath;
 use crate::store;
-use crate::store_export;
+use crate::store::export as store_export;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::header;
@@ -23,7 +23,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 /// The page, embedded in the binary.
-const PAGE: &str = include_str!("../static/dashboard.html");
+const PAGE: &str = include_str!("../../static/dashboard.html");
 
 /// What the page may load: only itself and the API of this server. The policy makes any
 /// accidental external resource fail loudly in the browser (and in the Chromium test). The

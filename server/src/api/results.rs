@@ -5,14 +5,14 @@
 //! transaction, a few results at a time (`verify_permits`); then judge again and record every
 //! remaining post in one transaction (`store_results::record_results`).
 
-use crate::auth::Worker;
+use crate::api::auth::Worker;
+use crate::api::{self, ApiJson, ApiPath};
+use crate::domain::engine;
 use crate::domain::{self, Judgement};
-use crate::engine;
 use crate::error::{Error, Result};
-use crate::http::{self, ApiJson, ApiPath};
 use crate::metrics::Metrics;
-use crate::store_results::{self, Post, Posted, Recorded};
-use crate::store_trust;
+use crate::store::results::{self as store_results, Post, Posted, Recorded};
+use crate::store::trust as store_trust;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -227,7 +227,7 @@ pub(crate) async fn record_posts(
             if let Some(q) =
                 store_trust::quarantine(&s.pool, worker.id, &reason, max_attempts).await?
             {
-                http::note_quarantine(s, &q);
+                api::note_quarantine(s, &q);
             }
             for o in outcomes.iter_mut().flatten() {
                 if let Recorded::Refused(Error::ForgedCase(why)) = o {
@@ -266,7 +266,7 @@ pub(crate) async fn record_posts(
                 &s.metrics.results_outvoted,
                 recorded.outvoted_workers.len() as u64,
             );
-            http::enforce(s, Some(&recorded.outvoted_workers)).await?;
+            api::enforce(s, Some(&recorded.outvoted_workers)).await?;
         }
         if accepted > 0 {
             s.workers.set_speed(&worker.token_hash, recorded.speed);

@@ -1,6 +1,9 @@
 //! Domain rules with no I/O: validating requests, sizing leases, and judging a posted result
 //! against its lease and unit. Storage calls these under its row locks.
 
+pub mod engine;
+pub mod trust;
+
 use crate::error::{Error, Result};
 use tmd_wire::{CampaignState, CreateCampaign, UnitResult};
 

@@ -5,9 +5,9 @@
 //! in id order. A deadlock with a concurrent post is still possible in principle (Postgres
 //! detects it and aborts one side); both sides retry it.
 
+use crate::domain::trust::{self, QuarantineBar, RecordDelta, Settlement, Verdict};
 use crate::error::{Error, Result};
 use crate::store::LiveResult;
-use crate::trust::{self, QuarantineBar, RecordDelta, Settlement, Verdict};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::collections::{BTreeMap, HashMap};
 use tmd_wire::WorkerReputation;

@@ -1,14 +1,20 @@
 //! The REST API: thin axum handlers (extract, call one domain or storage function, map the
 //! result), the router, and the OpenAPI document generated from the handlers' annotations.
 
-use crate::auth::{self, Admin, Worker};
+pub mod admin;
+pub mod auth;
+pub mod extract;
+pub mod guard;
+pub mod results;
+
 use crate::domain;
-use crate::engine;
+use crate::domain::engine;
 use crate::error::{DatabaseUnavailable, Error, Result};
 use crate::metrics::Metrics;
 use crate::store;
-use crate::store_trust;
+use crate::store::trust as store_trust;
 use crate::AppState;
+use auth::{Admin, Worker};
 use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
@@ -25,7 +31,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use crate::extract::ApiJson;
+pub use crate::api::extract::ApiJson;
 
 /// A path parameter whose rejections become [`Error`]s.
 #[derive(FromRequestParts)]
@@ -61,7 +67,7 @@ impl Modify for BearerAuth {
 /// The application's routes and its OpenAPI document, built from the same list.
 pub fn router(state: AppState) -> Router {
     let (router, mut api) = api_router().split_for_parts();
-    crate::extract::document_errors(&mut api);
+    crate::api::extract::document_errors(&mut api);
     let api = std::sync::Arc::new(api);
     let max_body = state.config.max_body_bytes;
     router
@@ -73,7 +79,7 @@ pub fn router(state: AppState) -> Router {
             }),
         )
         // The dashboard page at `/` (HTML, so not in the OpenAPI document).
-        .merge(crate::dashboard::pages())
+        .merge(crate::views::dashboard::pages())
         .fallback(|| async { Error::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             (
@@ -87,7 +93,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::guard::gate,
+            crate::api::guard::gate,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -112,12 +118,12 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(heartbeat))
         .routes(routes!(release_lease))
         // Results, single and batched: see results.rs.
-        .merge(crate::results::routes())
+        .merge(crate::api::results::routes())
         // The admin's remedies against hostile volunteers: see admin.rs.
-        .merge(crate::admin::routes())
+        .merge(crate::api::admin::routes())
         // Views of a campaign (exports, dashboard data): see export.rs and dashboard.rs.
-        .merge(crate::export::routes())
-        .merge(crate::dashboard::api_routes());
+        .merge(crate::views::export::routes())
+        .merge(crate::views::dashboard::api_routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest("/api/v1", v1)
         .routes(routes!(healthz))
@@ -128,7 +134,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
 /// The OpenAPI document (also served at `/api/openapi.json`).
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut api = api_router().split_for_parts().1;
-    crate::extract::document_errors(&mut api);
+    crate::api::extract::document_errors(&mut api);
     api
 }
 

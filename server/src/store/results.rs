@@ -6,11 +6,11 @@
 //! id order), then workers' rows (in id order, in `store_trust::apply_records`), then the
 //! campaigns that may have just completed (in id order).
 
+use crate::domain::trust::{self, ReplicationPolicy};
 use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
 use crate::error::{Error, Result};
+use crate::store::trust as store_trust;
 use crate::store::{self, LiveResult};
-use crate::store_trust;
-use crate::trust::{self, ReplicationPolicy};
 use sqlx::types::Json;
 use sqlx::PgPool;
 use std::collections::{BTreeSet, HashMap};

@@ -65,7 +65,7 @@ pub struct BenchArgs {
 pub enum BenchMode {
     /// Simulated GPUs finishing units at a rate and posting them in batches to one or more
     /// `tmd-server serve` processes on a throwaway database.
-    Farm(crate::bench_farm::FarmArgs),
+    Farm(crate::cli::bench_farm::FarmArgs),
 }
 
 /// A worker-side client of the lease protocol (the bench's simulated workers, and tests).
@@ -243,7 +243,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Runs the benchmark and prints its figures.
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(BenchMode::Farm(farm)) = &args.mode {
-        return crate::bench_farm::run(farm).await;
+        return crate::cli::bench_farm::run(farm).await;
     }
     if args.workers == 0 || args.seconds == 0 {
         bail!("--workers and --seconds must be at least 1");
@@ -272,7 +272,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
         .max_connections(args.max_connections)
         .connect_with(options)
         .await?;
-    let admin_token = crate::auth::new_token("bench_");
+    let admin_token = crate::api::auth::new_token("bench_");
     let config = Config {
         sweep_interval: Duration::from_secs(5),
         ..Config::default()

@@ -1,6 +1,10 @@
 //! The command line: `serve`, `migrate`, the admin commands (`campaign`, `token`), which talk
 //! to a running server over its HTTP API with the admin token, and `bench`.
 
+pub mod bench;
+pub mod bench_farm;
+pub mod follow;
+
 use crate::domain::LeasePolicy;
 use crate::Config;
 use anyhow::{bail, Context};
@@ -56,7 +60,7 @@ pub enum Command {
     /// Prints the OpenAPI document (the one served at /api/openapi.json).
     Openapi,
     /// Load benchmark: starts a server on a fresh database and runs simulated workers.
-    Bench(crate::bench::BenchArgs),
+    Bench(crate::cli::bench::BenchArgs),
 }
 
 /// Where the database is.
@@ -229,14 +233,16 @@ impl ServeArgs {
                 header_read: Duration::from_secs(self.header_timeout_seconds.max(1)),
                 tls_handshake: Duration::from_secs(self.header_timeout_seconds.max(1)),
             },
-            rate_limit: (self.rate_limit_per_second > 0.0).then_some(crate::guard::RateLimit {
-                per_second: self.rate_limit_per_second,
-                burst: self.rate_limit_burst.max(1.0),
-                loopback: false,
-            }),
+            rate_limit: (self.rate_limit_per_second > 0.0).then_some(
+                crate::api::guard::RateLimit {
+                    per_second: self.rate_limit_per_second,
+                    burst: self.rate_limit_burst.max(1.0),
+                    loopback: false,
+                },
+            ),
             sweep_interval: Duration::from_secs(self.sweep_interval_seconds.max(1)),
             retry_after_seconds: self.idle_retry_seconds.max(1),
-            quarantine: crate::trust::QuarantineBar {
+            quarantine: crate::domain::trust::QuarantineBar {
                 max_invalid_fraction: self.max_invalid_fraction,
                 min_expired_leases: self.min_expired_leases,
                 max_expired_fraction: self.max_expired_fraction,
@@ -372,9 +378,9 @@ pub enum CampaignCommand {
         units: Vec<i64>,
     },
     /// Streams the campaign's HR-cases (json, csv or wc) to stdout or a file.
-    Export(crate::follow::ExportArgs),
+    Export(crate::cli::follow::ExportArgs),
     /// Shows live progress until the campaign completes or is cancelled.
-    Watch(crate::follow::WatchArgs),
+    Watch(crate::cli::follow::WatchArgs),
 }
 
 /// `campaign create` options.
@@ -695,8 +701,8 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::Cancel { id } => print_json(&client.transition(*id, "cancel").await?),
         CampaignCommand::Requeue { id, units } => print_json(&client.requeue(*id, units).await?),
         // The commands that follow a campaign live in follow.rs.
-        CampaignCommand::Export(a) => crate::follow::run_export(api, a).await,
-        CampaignCommand::Watch(a) => crate::follow::run_watch(api, a).await,
+        CampaignCommand::Export(a) => crate::cli::follow::run_export(api, a).await,
+        CampaignCommand::Watch(a) => crate::cli::follow::run_watch(api, a).await,
     }
 }
 
@@ -823,7 +829,7 @@ mod tests {
 
     #[test]
     fn the_shipped_placeholder_admin_token_is_refused() {
-        let env = include_str!("../../deploy/coordinator.env");
+        let env = include_str!("../../../deploy/coordinator.env");
         let shipped = env
             .lines()
             .find_map(|l| l.strip_prefix("TMD_ADMIN_TOKEN="))

@@ -5,9 +5,14 @@
 //! expiry paths cannot deadlock one another; claims and expiry skip locked rows instead of
 //! waiting. Times (lease expiry, last seen, throughput) come from the database clock `now()`.
 
+pub mod admin;
+pub mod export;
+pub mod results;
+pub mod trust;
+
+use self::trust as store_trust;
 use crate::domain::{self, LeaseRow};
 use crate::error::{Error, Result};
-use crate::store_trust;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgPool, Postgres, Transaction};

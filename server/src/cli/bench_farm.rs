@@ -7,7 +7,7 @@
 //! but a valid digest and statistics, so they pass the real checks. With `--compare-single` the
 //! same farm then posts each unit alone for as long, for the ratio.
 
-use crate::bench::{empty_result, register, Refused, WorkerClient};
+use crate::cli::bench::{empty_result, register, Refused, WorkerClient};
 use anyhow::{bail, Context};
 use clap::Args;
 use sqlx::{Connection, Executor, PgConnection};
@@ -134,7 +134,7 @@ async fn run_on(
     db_url: &str,
     children: &mut Vec<tokio::process::Child>,
 ) -> anyhow::Result<()> {
-    let admin_token = crate::auth::new_token("bench_");
+    let admin_token = crate::api::auth::new_token("bench_");
     let exe = std::env::current_exe()?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.gpus + 8)

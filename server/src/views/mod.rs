@@ -1,0 +1,5 @@
+//! Views of a campaign for people: the dashboard page and its data, and the exports of
+//! HR-cases (JSON, CSV, `.wc`); `cli::follow` is the terminal's view.
+
+pub mod dashboard;
+pub mod export;
