@@ -1,0 +1,301 @@
+//! The admin commands (`campaign`, `token`, `worker`): an HTTP client of the coordinator's
+//! admin routes and what each command prints.
+
+use super::*;
+
+/// A client for the admin API.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl AdminClient {
+    pub fn new(api: &ApiArgs) -> anyhow::Result<AdminClient> {
+        let token = api.token()?;
+        let http = api.http()?.timeout(Duration::from_secs(120));
+        Ok(AdminClient {
+            base: api.server.trim_end_matches('/').to_string(),
+            token,
+            http: http.build()?,
+        })
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> anyhow::Result<T> {
+        let url = format!("{}/api/v1{path}", self.base);
+        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {url}"))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp.json().await?);
+        }
+        match resp.json::<ApiError>().await {
+            Ok(e) => bail!("{status}: {}: {}", e.code, e.message),
+            Err(_) => bail!("{status} from {url}"),
+        }
+    }
+
+    pub async fn create_campaign(&self, req: &CreateCampaign) -> anyhow::Result<Campaign> {
+        self.call(Method::POST, "/campaigns", Some(req)).await
+    }
+
+    pub async fn list_campaigns(&self) -> anyhow::Result<Vec<Campaign>> {
+        self.call::<(), _>(Method::GET, "/campaigns", None).await
+    }
+
+    pub async fn campaign(&self, id: i64) -> anyhow::Result<Campaign> {
+        self.call::<(), _>(Method::GET, &format!("/campaigns/{id}"), None)
+            .await
+    }
+
+    pub async fn progress(&self, id: i64) -> anyhow::Result<CampaignProgress> {
+        self.call::<(), _>(Method::GET, &format!("/campaigns/{id}/progress"), None)
+            .await
+    }
+
+    pub async fn transition(&self, id: i64, action: &str) -> anyhow::Result<Campaign> {
+        self.call::<(), _>(Method::POST, &format!("/campaigns/{id}/{action}"), None)
+            .await
+    }
+
+    pub async fn create_token(
+        &self,
+        req: &CreateEnrollmentToken,
+    ) -> anyhow::Result<EnrollmentToken> {
+        self.call(Method::POST, "/enrollment-tokens", Some(req))
+            .await
+    }
+
+    pub async fn workers(&self) -> anyhow::Result<Vec<WorkerInfo>> {
+        self.call::<(), _>(Method::GET, "/workers", None).await
+    }
+
+    pub async fn worker(&self, id: i64) -> anyhow::Result<WorkerInfo> {
+        self.call::<(), _>(Method::GET, &format!("/workers/{id}"), None)
+            .await
+    }
+
+    pub async fn quarantine(&self, id: i64, reason: &str) -> anyhow::Result<WorkerInfo> {
+        let body = QuarantineWorker {
+            reason: reason.to_string(),
+        };
+        self.call(
+            Method::POST,
+            &format!("/workers/{id}/quarantine"),
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn requeue(&self, id: i64, units: &[i64]) -> anyhow::Result<Requeued> {
+        let body = RequeueUnits {
+            unit_ids: (!units.is_empty()).then(|| units.to_vec()),
+        };
+        self.call(
+            Method::POST,
+            &format!("/campaigns/{id}/requeue"),
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn tokens(&self) -> anyhow::Result<Vec<EnrollmentTokenInfo>> {
+        self.call::<(), _>(Method::GET, "/enrollment-tokens", None)
+            .await
+    }
+
+    pub async fn revoke_token(&self, id: i64) -> anyhow::Result<EnrollmentTokenInfo> {
+        self.call::<(), _>(
+            Method::POST,
+            &format!("/enrollment-tokens/{id}/revoke"),
+            None,
+        )
+        .await
+    }
+
+    pub async fn revoke_worker(&self, id: i64) -> anyhow::Result<WorkerInfo> {
+        self.call::<(), _>(Method::POST, &format!("/workers/{id}/revoke"), None)
+            .await
+    }
+
+    pub async fn reinstate(&self, id: i64) -> anyhow::Result<WorkerInfo> {
+        self.call::<(), _>(Method::POST, &format!("/workers/{id}/reinstate"), None)
+            .await
+    }
+}
+
+fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
+    outln!("{}", serde_json::to_string_pretty(v)?)?;
+    Ok(())
+}
+
+/// Runs `campaign ...`.
+pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Result<()> {
+    let client = AdminClient::new(api)?;
+    match cmd {
+        CampaignCommand::Create(a) => {
+            if a.from.len() != a.to.len() {
+                bail!("give one --to per --from");
+            }
+            let req = CreateCampaign {
+                name: a.name.clone(),
+                function: a.function.clone(),
+                format: a.format.clone(),
+                precision: a.precision,
+                min_bits: a.min_bits,
+                ranges: a
+                    .from
+                    .iter()
+                    .zip(&a.to)
+                    .map(|(f, t)| ArgRange {
+                        from: f.clone(),
+                        to: t.clone(),
+                    })
+                    .collect(),
+                unit_bits: a.unit_bits,
+                replication: a.replication,
+                distinct_owners: a.distinct_owners.then_some(true),
+                adaptive: a.adaptive.then_some(true),
+                audit_rate: a.audit_rate,
+                trust_after: a.trust_after,
+                priority: a.priority,
+            };
+            print_json(&client.create_campaign(&req).await?)
+        }
+        CampaignCommand::List => {
+            outln!(
+                "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  name",
+                "id",
+                "state",
+                "function",
+                "prec",
+                "min",
+                "units",
+                "priority",
+                "completed"
+            )?;
+            for c in client.list_campaigns().await? {
+                outln!(
+                    "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  {}",
+                    c.id,
+                    c.state.as_str(),
+                    c.function,
+                    c.precision,
+                    c.min_bits,
+                    c.units_total,
+                    c.priority,
+                    c.completed_at
+                        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    printable(&c.name)
+                )?;
+            }
+            Ok(())
+        }
+        CampaignCommand::Show { id } => {
+            let campaign = client.campaign(*id).await?;
+            let progress = client.progress(*id).await?;
+            print_json(&serde_json::json!({ "campaign": campaign, "progress": progress }))
+        }
+        CampaignCommand::Pause { id } => print_json(&client.transition(*id, "pause").await?),
+        CampaignCommand::Resume { id } => print_json(&client.transition(*id, "resume").await?),
+        CampaignCommand::Cancel { id } => print_json(&client.transition(*id, "cancel").await?),
+        CampaignCommand::Requeue { id, units } => print_json(&client.requeue(*id, units).await?),
+        // The commands that follow a campaign live in follow.rs.
+        CampaignCommand::Export(a) => crate::cli::follow::run_export(api, a).await,
+        CampaignCommand::Watch(a) => crate::cli::follow::run_watch(api, a).await,
+    }
+}
+
+/// Runs `token ...`.
+pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> {
+    let client = AdminClient::new(api)?;
+    match cmd {
+        TokenCommand::Create {
+            uses,
+            expires_in_hours,
+            note,
+            owner,
+        } => {
+            let req = CreateEnrollmentToken {
+                uses: *uses,
+                expires_in_seconds: expires_in_hours.map(|h| h * 3600),
+                note: note.clone(),
+                owner: owner.clone(),
+            };
+            print_json(&client.create_token(&req).await?)
+        }
+        TokenCommand::List => print_json(&client.tokens().await?),
+        TokenCommand::Revoke { id } => print_json(&client.revoke_token(*id).await?),
+    }
+}
+
+/// A text from the server fit for a terminal: control characters (escape sequences that
+/// could rewrite the screen, newlines that forge rows) shown escaped. Names are checked when
+/// they arrive, but a database may hold older ones.
+pub fn printable(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        s.escape_default().to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Runs `worker ...`.
+pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()> {
+    let client = AdminClient::new(api)?;
+    match cmd {
+        WorkerCommand::List => {
+            outln!(
+                "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} name",
+                "id",
+                "state",
+                "units",
+                "valid",
+                "invalid",
+                "forged",
+                "expired",
+                "streak",
+                "owner"
+            )?;
+            for w in client.workers().await? {
+                let r = &w.reputation;
+                outln!(
+                    "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} {}",
+                    w.id,
+                    if w.quarantined_at.is_some() {
+                        "quarantined"
+                    } else {
+                        "ok"
+                    },
+                    w.units_done,
+                    r.valid,
+                    r.invalid,
+                    r.forged,
+                    format!("{}/{}", r.leases_expired, r.leases_total),
+                    r.streak,
+                    printable(&w.owner),
+                    printable(&w.name)
+                )?;
+            }
+            Ok(())
+        }
+        WorkerCommand::Show { id } => print_json(&client.worker(*id).await?),
+        WorkerCommand::Quarantine { id, reason } => {
+            print_json(&client.quarantine(*id, reason).await?)
+        }
+        WorkerCommand::Reinstate { id } => print_json(&client.reinstate(*id).await?),
+        WorkerCommand::Revoke { id } => print_json(&client.revoke_worker(*id).await?),
+    }
+}

@@ -1,0 +1,407 @@
+//! Storage of leases: the claim of a contiguous run of units, heartbeats, releases and the
+//! expiry pass. Locks are taken lease first, then units (see the module above).
+
+use super::*;
+/// Expires the leases past their expiry: their unfinished units go back to the pool with one
+/// more attempt, or to quarantine at `max_attempts`. One statement, so one transaction; leases
+/// another transaction holds (a result being posted) are skipped and caught next time.
+/// The expired leases count against their workers (in a second statement, so the worker rows
+/// are not locked with the units; a crash between the two loses only that count).
+pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<Expired> {
+    let (returned, quarantined, workers): (i64, i64, Option<Vec<i64>>) = sqlx::query_as(
+        "WITH due AS ( \
+             SELECT id FROM leases WHERE state = 'active' AND expires_at <= now() \
+             ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), \
+         ended AS ( \
+             UPDATE leases l SET state = 'expired', ended_at = now() FROM due \
+             WHERE l.id = due.id RETURNING l.id, l.worker_id), \
+         back AS ( \
+             UPDATE units u SET \
+                 state = CASE WHEN u.attempts + 1 >= $1 THEN 'quarantined' ELSE 'pending' END, \
+                 attempts = u.attempts + 1, lease_id = NULL \
+             FROM ended WHERE u.lease_id = ended.id AND u.state = 'leased' \
+             RETURNING u.state) \
+         SELECT (SELECT count(*) FROM back WHERE state = 'pending'), \
+                (SELECT count(*) FROM back WHERE state = 'quarantined'), \
+                (SELECT array_agg(worker_id) FROM ended)",
+    )
+    .bind(max_attempts as i32)
+    .fetch_one(pool)
+    .await?;
+    let workers = workers.unwrap_or_default();
+    let mut per_worker: std::collections::BTreeMap<i64, i64> = Default::default();
+    for w in &workers {
+        *per_worker.entry(*w).or_default() += 1;
+    }
+    if !per_worker.is_empty() {
+        let ids: Vec<i64> = per_worker.keys().copied().collect();
+        let counts: Vec<i64> = per_worker.values().copied().collect();
+        sqlx::query(
+            "UPDATE workers w SET leases_expired = w.leases_expired + t.n \
+             FROM UNNEST($1::int8[], $2::int8[]) AS t(id, n) WHERE w.id = t.id",
+        )
+        .bind(&ids)
+        .bind(&counts)
+        .execute(pool)
+        .await?;
+    }
+    Ok(Expired {
+        units_returned: returned as u64,
+        units_quarantined: quarantined as u64,
+        leases: workers.len() as u64,
+        workers: per_worker.into_keys().collect(),
+    })
+}
+
+/// What one expiry pass did.
+#[derive(Debug, Default)]
+pub struct Expired {
+    pub units_returned: u64,
+    pub units_quarantined: u64,
+    pub leases: u64,
+    /// The workers whose leases expired.
+    pub workers: Vec<i64>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ActiveCampaign {
+    id: i64,
+    function: String,
+    precision: i32,
+    min_bits: i32,
+    unit_bits: i32,
+    replication: i32,
+    distinct_owners: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimedUnit {
+    lease_id: i64,
+    fencing_token: i64,
+    expires_at: DateTime<Utc>,
+    id: i64,
+    negative: bool,
+    exponent: i32,
+    first: String,
+    count: i64,
+}
+
+/// Leases a contiguous run of pending units of the active campaign with the highest priority
+/// that has any, of `size(unit_bits, speed, held)` units: the worker's measured speed and what
+/// it holds in its active leases are read here, from the database, so every coordinator
+/// sharing it sizes leases alike. `None` when there is no work, or when the worker holds its
+/// share already (`size` is 0). A quarantined or revoked worker is refused.
+///
+/// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
+/// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
+/// prefix, creating the lease and marking its units is one statement, so one transaction.
+pub async fn claim_lease(
+    pool: &PgPool,
+    worker_id: i64,
+    ttl_seconds: u32,
+    size: impl Fn(u32, Option<f64>, domain::Held) -> u32,
+) -> Result<Option<Lease>> {
+    #[derive(sqlx::FromRow)]
+    struct Standing {
+        quarantined: bool,
+        quarantine_reason: Option<String>,
+        revoked: bool,
+        speed: Option<f64>,
+        held_units: i64,
+        held_arguments: f64,
+    }
+    let standing: Option<Standing> = sqlx::query_as(
+        "SELECT w.quarantined_at IS NOT NULL AS quarantined, w.quarantine_reason, \
+                w.revoked_at IS NOT NULL AS revoked, w.speed, h.n AS held_units, \
+                h.args AS held_arguments \
+         FROM workers w, LATERAL ( \
+             SELECT count(*) AS n, COALESCE(sum(u.count), 0)::float8 AS args \
+             FROM leases l JOIN units u ON u.lease_id = l.id \
+             WHERE l.worker_id = w.id AND l.state = 'active' AND u.state = 'leased') h \
+         WHERE w.id = $1",
+    )
+    .bind(worker_id)
+    .fetch_optional(pool)
+    .await?;
+    let Some(standing) = standing else {
+        return Err(Error::Unauthorized(format!("no worker {worker_id}")));
+    };
+    if standing.quarantined {
+        return Err(store_trust::quarantined(
+            worker_id,
+            standing.quarantine_reason.as_deref(),
+        ));
+    }
+    if standing.revoked {
+        // Another coordinator may still hold the token in its cache for a few seconds.
+        return Err(Error::Unauthorized(
+            "this worker's token was revoked".into(),
+        ));
+    }
+    let held = domain::Held {
+        units: standing.held_units,
+        arguments: standing.held_arguments,
+    };
+    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
+        "SELECT id, function, precision, min_bits, unit_bits, replication, distinct_owners \
+         FROM campaigns c \
+         WHERE state = 'active' \
+           AND EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state = 'pending') \
+         ORDER BY priority DESC, id LIMIT 32",
+    )
+    .fetch_all(pool)
+    .await?;
+    for c in campaigns {
+        let want = i64::from(size(c.unit_bits as u32, standing.speed, held));
+        if want == 0 {
+            return Ok(None);
+        }
+        // With replication, a worker must not get a unit it already computed: its replicas
+        // have to come from other workers (and other owners, where the campaign asks).
+        let replica_filter = match (c.replication > 1, c.distinct_owners) {
+            (false, _) => "",
+            (true, false) => {
+                "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
+            }
+            (true, true) => {
+                "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
+                 AND NOT EXISTS (SELECT 1 FROM results r JOIN workers w ON w.id = r.worker_id \
+                     WHERE r.unit_id = units.id AND NOT r.void \
+                       AND w.owner = (SELECT owner FROM workers WHERE id = $3))"
+            }
+        };
+        // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
+        // is constant along a contiguous run. Locked rows not in it are released at the end
+        // of the statement.
+        let units: Vec<ClaimedUnit> = sqlx::query_as(&format!(
+            "WITH picked AS ( \
+                 SELECT id, seq FROM units \
+                 WHERE campaign_id = $1 AND state = 'pending' {replica_filter} \
+                 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), \
+             run AS ( \
+                 SELECT id, seq FROM ( \
+                     SELECT id, seq, seq - row_number() OVER (ORDER BY seq) AS g FROM picked) t \
+                 WHERE g = (SELECT min(seq) - 1 FROM picked)), \
+             l AS ( \
+                 INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, expires_at) \
+                 SELECT $3, $1, min(seq), count(*), now() + make_interval(secs => $4::float8) \
+                 FROM run HAVING count(*) > 0 \
+                 RETURNING id, fencing_token, expires_at), \
+             u AS ( \
+                 UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
+                 FROM l, run WHERE units.id = run.id \
+                 RETURNING units.id, units.seq, units.negative, units.exponent, \
+                           units.first::text AS first, units.count), \
+             w AS ( \
+                 UPDATE workers SET leases_total = leases_total + 1 FROM l WHERE workers.id = $3) \
+             SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
+                    u.id, u.negative, u.exponent, u.first, u.count \
+             FROM l, u ORDER BY u.seq"
+        ))
+        .bind(c.id)
+        .bind(want)
+        .bind(worker_id)
+        .bind(f64::from(ttl_seconds))
+        .fetch_all(pool)
+        .await?;
+        let Some(head) = units.first() else {
+            continue;
+        };
+        return Ok(Some(Lease {
+            lease_id: head.lease_id,
+            fencing_token: head.fencing_token,
+            expires_at: head.expires_at,
+            heartbeat_seconds: (ttl_seconds / 3).max(1),
+            task: LeaseTask {
+                campaign_id: c.id,
+                function: c.function,
+                precision: c.precision as u32,
+                min_bits: c.min_bits as u32,
+            },
+            units: units
+                .iter()
+                .map(|u| {
+                    Ok(LeasedUnit {
+                        unit_id: u.id,
+                        spec: UnitSpec {
+                            negative: u.negative,
+                            exponent: u.exponent,
+                            first: u.first.parse().map_err(|_| {
+                                Error::Internal(format!("unit {} has first {}", u.id, u.first))
+                            })?,
+                            count: u.count as u64,
+                        },
+                    })
+                })
+                .collect::<Result<_>>()?,
+        }));
+    }
+    Ok(None)
+}
+
+/// Units pending or leased (to any worker) in the active campaigns: work that is not done
+/// yet and could still come to a worker asking for it, through an expiry or a release. Paused
+/// campaigns do not count: their units come back only when an admin resumes them, and a
+/// daemon run with `--exit-when-idle` should not wait on a person for that.
+///
+/// Both parts follow partial indexes: `units_pending` for the pending units, and the active
+/// leases (`leases_active_expiry`) with their units (`units_lease`) for the leased ones.
+pub async fn units_outstanding(pool: &PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+                 WHERE c.state = 'active' AND u.state = 'pending') \
+              + (SELECT count(*) FROM leases l \
+                 JOIN units u ON u.lease_id = l.id AND u.state = 'leased' \
+                 JOIN campaigns c ON c.id = l.campaign_id \
+                 WHERE l.state = 'active' AND c.state = 'active')",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+pub(crate) const LEASE_COLUMNS: &str =
+    "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, \
+     state, expires_at <= now() AS expired";
+
+async fn fetch_lease<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    id: i64,
+    lock: bool,
+) -> Result<Option<LeaseRow>> {
+    let lock = if lock { " FOR UPDATE" } else { "" };
+    Ok(sqlx::query_as(&format!(
+        "SELECT {LEASE_COLUMNS} FROM leases WHERE id = $1{lock}"
+    ))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// Why a lease operation other than a post cannot proceed.
+fn lease_refusal(lease: Option<&LeaseRow>, worker_id: i64, fencing_token: i64) -> Result<()> {
+    let lease = lease.ok_or_else(|| Error::NotFound("no such lease".into()))?;
+    if lease.worker_id != worker_id {
+        return Err(Error::Forbidden(
+            "the lease belongs to another worker".into(),
+        ));
+    }
+    if lease.fencing_token != fencing_token {
+        return Err(Error::StaleToken(
+            "the fencing token is not this lease's".into(),
+        ));
+    }
+    if lease.state != "active" || lease.expired {
+        return Err(Error::LeaseExpired(format!(
+            "the lease is {}; ask for new work",
+            if lease.state == "active" {
+                "expired"
+            } else {
+                &lease.state
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// Extends a live lease by `ttl_seconds` from now, but never past `max_seconds` after it was
+/// granted; returns the new expiry and the campaign's state. (The expiry test is written
+/// `expires_at - now() > 0` so the planner takes the primary key, not a scan of the
+/// active-lease index.)
+pub async fn heartbeat(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    fencing_token: i64,
+    ttl_seconds: u32,
+    max_seconds: u32,
+) -> Result<(DateTime<Utc>, CampaignState)> {
+    let row: Option<(DateTime<Utc>, String)> = sqlx::query_as(
+        "UPDATE leases l SET expires_at = LEAST(now() + make_interval(secs => $4::float8), \
+                                                l.created_at + make_interval(secs => $5::float8)) \
+         FROM campaigns c \
+         WHERE l.id = $1 AND l.worker_id = $2 AND l.fencing_token = $3 AND l.state = 'active' \
+           AND l.expires_at - now() > interval '0' AND c.id = l.campaign_id \
+         RETURNING l.expires_at, c.state",
+    )
+    .bind(lease_id)
+    .bind(worker_id)
+    .bind(fencing_token)
+    .bind(f64::from(ttl_seconds))
+    .bind(f64::from(max_seconds))
+    .fetch_optional(pool)
+    .await?;
+    match row {
+        Some((expires_at, state)) => Ok((expires_at, parse_state(&state)?)),
+        None => {
+            let lease = fetch_lease(pool, lease_id, false).await?;
+            lease_refusal(lease.as_ref(), worker_id, fencing_token)?;
+            Err(Error::LeaseExpired(
+                "the lease expired; ask for new work".into(),
+            ))
+        }
+    }
+}
+
+/// Ends a lease early: its unfinished units go back to the pool. Those in `failed` count one
+/// attempt each, once per worker however often it reports them (so one worker cannot
+/// quarantine a unit alone), and may be quarantined at `max_attempts`; every unit reported
+/// counts against the worker (`units_failed`). A lease given back with no result is taken off
+/// the worker's lease count, so lease/release cycles cannot dilute its expired fraction.
+pub async fn release_lease(
+    pool: &PgPool,
+    worker_id: i64,
+    lease_id: i64,
+    fencing_token: i64,
+    failed: &[i64],
+    max_attempts: u32,
+) -> Result<ReleaseResponse> {
+    let mut tx = pool.begin().await?;
+    let lease = fetch_lease(&mut *tx, lease_id, true).await?;
+    if let Err(e) = lease_refusal(lease.as_ref(), worker_id, fencing_token) {
+        tx.rollback().await?;
+        return Err(e);
+    }
+    let unit_count = lease.map_or(0, |l| l.unit_count);
+    let rows: Vec<(String, bool)> = sqlx::query_as(
+        "WITH f AS ( \
+             INSERT INTO unit_failures (unit_id, worker_id) \
+             SELECT id, $4 FROM units WHERE lease_id = $1 AND state = 'leased' AND id = ANY($2) \
+             ON CONFLICT DO NOTHING RETURNING unit_id) \
+         UPDATE units SET \
+             attempts = attempts + CASE WHEN id IN (SELECT unit_id FROM f) THEN 1 ELSE 0 END, \
+             state = CASE WHEN id IN (SELECT unit_id FROM f) AND attempts + 1 >= $3 \
+                          THEN 'quarantined' ELSE 'pending' END, \
+             lease_id = NULL \
+         WHERE lease_id = $1 AND state = 'leased' RETURNING state, id = ANY($2)",
+    )
+    .bind(lease_id)
+    .bind(failed)
+    .bind(max_attempts as i32)
+    .bind(worker_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE leases SET state = 'released', ended_at = now() WHERE id = $1")
+        .bind(lease_id)
+        .execute(&mut *tx)
+        .await?;
+    let reported = rows.iter().filter(|(_, f)| *f).count() as i64;
+    let untouched = rows.len() as i64 == i64::from(unit_count);
+    if reported > 0 || untouched {
+        sqlx::query(
+            "UPDATE workers SET units_failed = units_failed + $2, \
+                 leases_total = GREATEST(0, leases_total - CASE WHEN $3 THEN 1 ELSE 0 END) \
+             WHERE id = $1",
+        )
+        .bind(worker_id)
+        .bind(reported)
+        .bind(untouched)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    let quarantined = rows.iter().filter(|(s, _)| s == "quarantined").count() as u32;
+    Ok(ReleaseResponse {
+        returned: rows.len() as u32 - quarantined,
+        quarantined,
+    })
+}
