@@ -1,0 +1,243 @@
+//! `tmd-worker bench`: units timed on a back end, start-up apart from the steady state, and
+//! the bare loop of the regular test in the same run.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Number of consecutive units to time, from the start of the binade.
+    #[arg(long, default_value_t = 2)]
+    pub units: u64,
+    /// The binade's lower end (default 0x1p+0: the binade [1, 2)).
+    #[arg(long, default_value = "0x1p+0", allow_hyphen_values = true)]
+    pub binade: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Run the timed units concurrently (as `search` does) instead of one after the other: the
+    /// steady-state throughput of a back end that overlaps units (the GPU's slots); the phase
+    /// times are then summed over units that ran at the same time.
+    #[arg(long)]
+    pub concurrent: bool,
+    /// Also time the bare loop of the regular test (random slopes and offsets, no walk, no
+    /// other phase) on one core, in this run, and report the unit's cost per core against it.
+    #[arg(long)]
+    pub bare_loop: bool,
+    /// Domains of the bare loop.
+    #[arg(long, default_value_t = 1 << 25)]
+    pub bare_domains: u64,
+}
+
+pub fn bench(a: BenchArgs) -> Result<()> {
+    a.engine.init_threads()?;
+    let cfg = a.engine.config()?;
+    let p = cfg.precision;
+    let u = a.engine.unit_bits.unwrap_or_else(|| default_unit_bits(p));
+    if a.units == 0 {
+        bail!("--units must be at least 1");
+    }
+    let start = parse_number(&a.binade, p.bits(), rug::float::Round::Nearest)?;
+    let mut end = start.clone();
+    end <<= 1;
+    let units = split_range_in(
+        cfg.function,
+        cfg.format(),
+        &a.binade,
+        &float_to_hex(&end),
+        Some(u),
+    )?;
+    if (units.len() as u64) < a.units {
+        bail!(
+            "the binade holds only {} units of 2^{u} arguments",
+            units.len()
+        );
+    }
+    let units = &units[..a.units as usize];
+
+    // Start-up, apart from the steady state: opening the back end (GPU contexts), then one
+    // warm-up unit (NVRTC compiles or loads the kernel modules on their first use, rayon starts
+    // its threads, MPFR fills its caches). The warm-up unit is the first timed unit, run once
+    // more; its excess over the steady per-unit time is start-up too.
+    let t = Instant::now();
+    let engine = a.engine.backend()?;
+    let backend = engine.backend();
+    let open_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    search_unit(&cfg, units[0], backend)?;
+    let warmup_s = t.elapsed().as_secs_f64();
+
+    let mut stats = Stats::default();
+    let mut timings = Timings::default();
+    let cpu0 = process_cpu_seconds();
+    let t0 = Instant::now();
+    let per_unit: Vec<f64> = if a.concurrent {
+        let results: Vec<Result<(f64, UnitResult)>> = units
+            .par_iter()
+            .map(|&unit| {
+                let t = Instant::now();
+                let r = search_unit(&cfg, unit, backend)?;
+                Ok((t.elapsed().as_secs_f64(), r))
+            })
+            .collect();
+        let mut per_unit = Vec::new();
+        for r in results {
+            let (s, r) = r?;
+            per_unit.push(s);
+            stats.add(&r.stats);
+            timings.add(&r.timings);
+        }
+        per_unit
+    } else {
+        // One after the other, each on all threads, so per-phase times are wall times.
+        let mut per_unit = Vec::new();
+        for unit in units {
+            let t = Instant::now();
+            let r = search_unit(&cfg, *unit, backend)?;
+            per_unit.push(t.elapsed().as_secs_f64());
+            stats.add(&r.stats);
+            timings.add(&r.timings);
+        }
+        per_unit
+    };
+    let wall = t0.elapsed().as_secs_f64();
+    // CPU time of this process: the per-core cost, unaffected by other processes' load.
+    let cpu = match (cpu0, process_cpu_seconds()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let args = a.units as f64 * (1u64 << u) as f64;
+    let threads = rayon::current_num_threads();
+    let n = a.units as f64;
+    let startup_s = open_s + (warmup_s - wall / n).max(0.0);
+
+    // The bare loop on one core, with the first unit's domain size and phase-1 threshold.
+    let bare = if a.bare_loop {
+        let g = generate(cfg.function, p, &cfg.gen, units[0])
+            .map_err(|e| anyhow::anyhow!("the bare loop takes the first unit's threshold: {e}"))?;
+        let t = Instant::now();
+        let c0 = process_cpu_seconds();
+        let failed = bare_loop(a.bare_domains, g.domain_size(), g.e1, 15);
+        let wall_s = t.elapsed().as_secs_f64();
+        // Its CPU time (the thread pool is idle meanwhile): on a loaded machine the wall
+        // time says more about the neighbours than about the loop.
+        let s = match (c0, process_cpu_seconds()) {
+            (Some(a), Some(b)) => b - a,
+            _ => wall_s,
+        };
+        // The unit's cost per core over the bare loop's for as many domains as a unit has.
+        let per_unit_core_s = cpu.map_or(wall * threads as f64, |c| c) / n;
+        let bare_per_unit_s = s * (stats.domains as f64 / n) / a.bare_domains as f64;
+        Some(json!({
+            "domains": a.bare_domains,
+            "domain_arguments": g.domain_size(),
+            "threshold_e1": g.e1,
+            "cpu_seconds": s,
+            "wall_seconds": wall_s,
+            "ns_per_domain": s * 1e9 / a.bare_domains as f64,
+            "failed": failed,
+            "seconds_per_unit_domains": bare_per_unit_s,
+            "unit_core_s_over_bare": per_unit_core_s / bare_per_unit_s,
+        }))
+    } else {
+        None
+    };
+
+    let report = json!({
+        "function": cfg.function.name(),
+        "format": cfg.format().name(),
+        "min_bits": cfg.min_bits,
+        "test": cfg.test.name(),
+        "backend": backend.name(),
+        "unit_bits": u,
+        "units": a.units,
+        "threads": threads,
+        "concurrent": a.concurrent,
+        "startup": {
+            "open_s": open_s,
+            "warmup_unit_s": warmup_s,
+            "startup_s": startup_s,
+        },
+        "wall_s": wall,
+        "units_per_s": n / wall,
+        "arguments_per_s": args / wall,
+        "seconds_per_unit": wall / n,
+        "core_seconds_per_unit": wall * threads as f64 / n,
+        "cpu_seconds_per_unit": cpu.map(|c| c / n),
+        "phase_s_per_unit": {
+            "generation": timings.generation_s / n,
+            "phase1": timings.phase1_s / n,
+            "phase2": timings.phase2_s / n,
+            "phase3": timings.phase3_s / n,
+            "verification": timings.verification_s / n,
+            "exhaustive": timings.exhaustive_s / n,
+        },
+        "stats": stats,
+        "per_unit_s": per_unit,
+        "bare_loop": bare,
+        "gpu_memory": engine.gpu_memory(),
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} {} k={} test={} U={u} threads={threads} backend={}: {} units in {wall:.3} s{}",
+            cfg.function,
+            cfg.format().name(),
+            cfg.min_bits,
+            cfg.test.name(),
+            backend.name(),
+            a.units,
+            if a.concurrent { " (concurrent)" } else { "" }
+        );
+        println!(
+            "  start-up {startup_s:.3} s (back end {open_s:.3} s, warm-up unit {warmup_s:.3} s), not counted below"
+        );
+        println!(
+            "  steady state: {:.4} units/s, {:.4e} arguments/s, {:.4} s per unit ({:.3} core-s per unit)",
+            n / wall,
+            args / wall,
+            wall / n,
+            wall * threads as f64 / n
+        );
+        if let Some(c) = cpu {
+            println!("  {:.3} CPU-s per unit (process CPU time)", c / n);
+        }
+        println!(
+            "  per unit: generation {:.4} s, phase 1 {:.4} s, phase 2 {:.4} s, phase 3 {:.4} s, verification {:.4} s",
+            timings.generation_s / n,
+            timings.phase1_s / n,
+            timings.phase2_s / n,
+            timings.phase3_s / n,
+            timings.verification_s / n
+        );
+        if let Some(b) = &bare {
+            println!(
+                "  bare loop (one core, {} random domains of {} arguments): {:.3} CPU-s, {:.1} ns per domain; a unit's CPU-s over the bare loop's for its domains: {:.3}",
+                b["domains"], b["domain_arguments"], b["cpu_seconds"].as_f64().unwrap_or(0.0),
+                b["ns_per_domain"].as_f64().unwrap_or(0.0),
+                b["unit_core_s_over_bare"].as_f64().unwrap_or(0.0)
+            );
+        }
+        let mut out = std::io::stdout().lock();
+        write!(out, "  ")?;
+        write_stats(&mut out, &stats)?;
+        for line in engine.memory_lines() {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// User plus system CPU time of this process, from `/proc/self/stat` (Linux; `None` elsewhere).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // Linux reports clock ticks; USER_HZ is 100 on every mainstream architecture.
+    Some((utime + stime) / 100.0)
+}
