@@ -382,3 +382,61 @@ pub const EXP_BINARY64_24_UNITS: [&str; 12] = [
 
 /// Units in [`EXP_BINARY64_24_UNITS`].
 pub const EXP_BINARY64_UNITS: i64 = 24;
+
+/// Creates the campaign [`EXP_BINARY64_24_UNITS`] and an enrollment token: `(campaign id, token)`.
+pub fn create_exp_campaign(server: &str) -> (i64, String) {
+    let mut args = vec!["campaign", "create"];
+    args.extend(EXP_BINARY64_24_UNITS);
+    let c = admin(server, &args);
+    assert_eq!(c["units_total"], EXP_BINARY64_UNITS, "{c}");
+    let t = admin(server, &["token", "create"]);
+    (
+        c["id"].as_i64().unwrap(),
+        t["token"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Checks a finished campaign in the database: every unit done, one result per unit (`units`
+/// in all), no HR-case recorded twice; returns the HR-cases `(x, bits, kind)`.
+pub async fn every_unit_done_once(
+    db: &tmd_test_support::TestDb,
+    campaign: i64,
+    units: i64,
+) -> std::collections::BTreeSet<(String, i64, String)> {
+    let not_done: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM units WHERE campaign_id = $1 AND state <> 'done'")
+            .bind(campaign)
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(not_done, 0, "every unit is done");
+    let twice: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT unit_id FROM results r JOIN units u ON u.id = r.unit_id \
+         WHERE u.campaign_id = $1 GROUP BY unit_id HAVING count(*) > 1) t",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(twice, 0, "no unit is recorded twice");
+    let results: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(results, units, "one result per unit");
+    let rows: Vec<(String, i32, String)> =
+        sqlx::query_as("SELECT x, bits, kind FROM hr_cases WHERE campaign_id = $1")
+            .bind(campaign)
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    let set: std::collections::BTreeSet<_> = rows
+        .iter()
+        .map(|(x, b, k)| (x.clone(), *b as i64, k.clone()))
+        .collect();
+    assert_eq!(set.len(), rows.len(), "no HR-case is recorded twice");
+    set
+}

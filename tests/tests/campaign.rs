@@ -6,21 +6,12 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, scratch, Server, Worker, EXP_BINARY64_24_UNITS, EXP_BINARY64_UNITS};
+use tmd_tests::{
+    create_exp_campaign, every_unit_done_once, scratch, Server, Worker, EXP_BINARY64_24_UNITS,
+    EXP_BINARY64_UNITS,
+};
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
-
-fn create_campaign(server: &str) -> (i64, String) {
-    let mut args = vec!["campaign", "create"];
-    args.extend(EXP_BINARY64_24_UNITS);
-    let c = admin(server, &args);
-    assert_eq!(c["units_total"], UNITS, "{c}");
-    let t = admin(server, &["token", "create"]);
-    (
-        c["id"].as_i64().unwrap(),
-        t["token"].as_str().unwrap().to_string(),
-    )
-}
 
 /// The HR-cases of a local search over the campaign's range: the reference.
 fn local_search() -> BTreeSet<(String, i64, String)> {
@@ -29,45 +20,6 @@ fn local_search() -> BTreeSet<(String, i64, String)> {
 
 async fn wait_for(server: &str, campaign: i64, units: i64, limit: Duration) {
     tmd_tests::wait_for_units(server, campaign, units, limit).await
-}
-
-async fn check_database(db: &TestDb, campaign: i64) -> BTreeSet<(String, i64, String)> {
-    let not_done: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM units WHERE campaign_id = $1 AND state <> 'done'")
-            .bind(campaign)
-            .fetch_one(db.pool())
-            .await
-            .unwrap();
-    assert_eq!(not_done, 0, "every unit is done");
-    let twice: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT unit_id FROM results r JOIN units u ON u.id = r.unit_id \
-         WHERE u.campaign_id = $1 GROUP BY unit_id HAVING count(*) > 1) t",
-    )
-    .bind(campaign)
-    .fetch_one(db.pool())
-    .await
-    .unwrap();
-    assert_eq!(twice, 0, "no unit is recorded twice");
-    let results: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
-    )
-    .bind(campaign)
-    .fetch_one(db.pool())
-    .await
-    .unwrap();
-    assert_eq!(results, UNITS, "one result per unit");
-    let rows: Vec<(String, i32, String)> =
-        sqlx::query_as("SELECT x, bits, kind FROM hr_cases WHERE campaign_id = $1")
-            .bind(campaign)
-            .fetch_all(db.pool())
-            .await
-            .unwrap();
-    let set: BTreeSet<_> = rows
-        .iter()
-        .map(|(x, b, k)| (x.clone(), *b as i64, k.clone()))
-        .collect();
-    assert_eq!(set.len(), rows.len(), "no HR-case is recorded twice");
-    set
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +39,7 @@ async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
         ],
     );
     let url = server.url();
-    let (campaign, token) = create_campaign(&url);
+    let (campaign, token) = create_exp_campaign(&url);
     let worker_args = [
         "--threads",
         "1",
@@ -121,7 +73,7 @@ async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
     for w in &mut workers {
         assert!(w.stop(), "a worker stops cleanly on SIGTERM");
     }
-    let got = check_database(&db, campaign).await;
+    let got = every_unit_done_once(&db, campaign, UNITS).await;
     let want = local_search();
     assert!(!want.is_empty());
     assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
@@ -143,7 +95,7 @@ async fn an_interrupted_worker_resumes_without_redoing_finished_units() {
         &["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"],
     );
     let url = server.url();
-    let (campaign, token) = create_campaign(&url);
+    let (campaign, token) = create_exp_campaign(&url);
     let mut w = Worker::start(
         &url,
         &token,
@@ -168,7 +120,7 @@ async fn an_interrupted_worker_resumes_without_redoing_finished_units() {
         UNITS as usize,
         "each unit computed once across the interruption:\n{log}"
     );
-    check_database(&db, campaign).await;
+    every_unit_done_once(&db, campaign, UNITS).await;
     drop(server);
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);

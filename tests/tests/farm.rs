@@ -4,24 +4,14 @@
 //! its lease; results posted in batches survive a coordinator crash and a worker crash; two
 //! coordinators on one database do every unit once.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, scratch, Server, Worker, EXP_BINARY64_24_UNITS, EXP_BINARY64_UNITS};
+use tmd_tests::{
+    create_exp_campaign, every_unit_done_once, scratch, Server, Worker, EXP_BINARY64_24_UNITS,
+    EXP_BINARY64_UNITS,
+};
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
-
-fn create_campaign(server: &str) -> (i64, String) {
-    let mut args = vec!["campaign", "create"];
-    args.extend(EXP_BINARY64_24_UNITS);
-    let c = admin(server, &args);
-    assert_eq!(c["units_total"], UNITS, "{c}");
-    let t = admin(server, &["token", "create"]);
-    (
-        c["id"].as_i64().unwrap(),
-        t["token"].as_str().unwrap().to_string(),
-    )
-}
 
 async fn scalar(db: &TestDb, sql: &str, campaign: i64) -> i64 {
     sqlx::query_scalar(sql)
@@ -29,36 +19,6 @@ async fn scalar(db: &TestDb, sql: &str, campaign: i64) -> i64 {
         .fetch_one(db.pool())
         .await
         .unwrap()
-}
-
-/// Every unit done with exactly one result; the HR-cases recorded.
-async fn every_unit_once(db: &TestDb, campaign: i64) -> BTreeSet<(String, i64, String)> {
-    let not_done = scalar(
-        db,
-        "SELECT count(*) FROM units WHERE campaign_id = $1 AND state <> 'done'",
-        campaign,
-    )
-    .await;
-    assert_eq!(not_done, 0, "every unit is done");
-    let results = scalar(
-        db,
-        "SELECT count(*) FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
-        campaign,
-    )
-    .await;
-    assert_eq!(results, UNITS, "one result per unit");
-    let rows: Vec<(String, i32, String)> =
-        sqlx::query_as("SELECT x, bits, kind FROM hr_cases WHERE campaign_id = $1")
-            .bind(campaign)
-            .fetch_all(db.pool())
-            .await
-            .unwrap();
-    let set: BTreeSet<_> = rows
-        .iter()
-        .map(|(x, b, k)| (x.clone(), *b as i64, k.clone()))
-        .collect();
-    assert_eq!(set.len(), rows.len(), "no HR-case is recorded twice");
-    set
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +40,7 @@ async fn idle_daemons_finish_a_campaign_whose_last_lease_was_killed() {
         ],
     );
     let url = server.url();
-    let (campaign, token) = create_campaign(&url);
+    let (campaign, token) = create_exp_campaign(&url);
     let args = ["--threads", "1", "--lease-seconds", "1", "--exit-when-idle"];
     let mut workers: Vec<Worker> = (0..2)
         .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &args))
@@ -137,7 +97,7 @@ async fn idle_daemons_finish_a_campaign_whose_last_lease_was_killed() {
     .await
     .unwrap();
     assert!(expired >= 1, "the killed worker's last lease expired");
-    every_unit_once(&db, campaign).await;
+    every_unit_done_once(&db, campaign, UNITS).await;
     drop(workers);
     drop(server);
     db.drop_db().await;
@@ -154,7 +114,7 @@ async fn a_daemon_restarted_after_kill_9_waits_for_the_state_directory_and_resum
         &["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"],
     );
     let url = server.url();
-    let (campaign, token) = create_campaign(&url);
+    let (campaign, token) = create_exp_campaign(&url);
     let state = dir.join("w");
     let mut w = Worker::start(
         &url,
@@ -201,7 +161,7 @@ async fn a_daemon_restarted_after_kill_9_waits_for_the_state_directory_and_resum
         UNITS as usize,
         "each unit computed once across the restart:\n{log}"
     );
-    every_unit_once(&db, campaign).await;
+    every_unit_done_once(&db, campaign, UNITS).await;
     drop(server);
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -226,7 +186,7 @@ async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
         ],
     );
     let url = server.url();
-    let (campaign, token) = create_campaign(&url);
+    let (campaign, token) = create_exp_campaign(&url);
     let args = ["--threads", "1", "--lease-seconds", "2"];
     let mut workers: Vec<Worker> = (0..2)
         .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &args))
@@ -250,7 +210,7 @@ async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
         assert_eq!(spool, 0, "no result is left behind");
         assert!(w.log().contains("results posted"), "{}", w.log());
     }
-    let got = every_unit_once(&db, campaign).await;
+    let got = every_unit_done_once(&db, campaign, UNITS).await;
     let want = tmd_tests::local_search(&EXP_BINARY64_24_UNITS);
     assert!(!want.is_empty());
     assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
@@ -286,7 +246,7 @@ async fn two_coordinators_on_one_database_do_every_unit_once() {
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
     // The campaign and the enrollment token are made through one replica; the workers,
     // half on each, see them through the other too.
-    let (campaign, token) = create_campaign(&urls[0]);
+    let (campaign, token) = create_exp_campaign(&urls[0]);
     let worker_args = ["--threads", "1", "--lease-seconds", "1", "--exit-when-idle"];
     let mut workers: Vec<Worker> = (0..4)
         .map(|i| {
@@ -325,7 +285,7 @@ async fn two_coordinators_on_one_database_do_every_unit_once() {
         assert_eq!(p["state"], "complete", "{p}");
         assert_eq!(p["done"]["units"], UNITS, "{p}");
     }
-    let got = every_unit_once(&db, campaign).await;
+    let got = every_unit_done_once(&db, campaign, UNITS).await;
     let want = tmd_tests::local_search(&EXP_BINARY64_24_UNITS);
     assert!(!want.is_empty());
     assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
