@@ -429,6 +429,27 @@ pub struct LiveResult {
     pub verdict: String,
 }
 
+/// The live results of `units`, grouped by unit, each unit's in id order (the newest last):
+/// what settling a unit's replicas reads, after a post and after a quarantine alike.
+pub(crate) async fn live_results_by_unit(
+    tx: &mut Transaction<'_, Postgres>,
+    units: &[i64],
+) -> Result<std::collections::HashMap<i64, Vec<LiveResult>>> {
+    let live: Vec<LiveResult> = sqlx::query_as(
+        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
+         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
+    )
+    .bind(units)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut by_unit: std::collections::HashMap<i64, Vec<LiveResult>> =
+        std::collections::HashMap::new();
+    for r in live {
+        by_unit.entry(r.unit_id).or_default().push(r);
+    }
+    Ok(by_unit)
+}
+
 /// Runs `attempt` again, at most `retries` more times, while it fails with a deadlock or a
 /// serialization failure: the transaction was rolled back, so running it again is safe.
 pub(crate) async fn retry_transient<T, F, Fut>(retries: u32, mut attempt: F) -> Result<T>

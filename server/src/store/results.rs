@@ -9,8 +9,8 @@
 use crate::domain::trust::{self, ReplicationPolicy};
 use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
 use crate::error::{Error, Result};
+use crate::store;
 use crate::store::trust as store_trust;
-use crate::store::{self, LiveResult};
 use sqlx::types::Json;
 use sqlx::PgPool;
 use std::collections::{BTreeSet, HashMap};
@@ -434,17 +434,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     // Each unit's live results, the new one last (the highest id), settled in the batch's
     // order: the worker's streak as it grows decides how many replicas each next unit needs,
     // as it would between single posts.
-    let live: Vec<LiveResult> = sqlx::query_as(
-        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
-         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
-    )
-    .bind(&r_unit)
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut by_unit: HashMap<i64, Vec<LiveResult>> = HashMap::new();
-    for r in live {
-        by_unit.entry(r.unit_id).or_default().push(r);
-    }
+    let mut by_unit = store::live_results_by_unit(&mut tx, &r_unit).await?;
     let mut changes = store_trust::Changes::default();
     let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
     let (mut count, mut elapsed, mut oldest_lease) = (0i64, 0f64, 0f64);

@@ -383,17 +383,7 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
         .await?
         .rows_affected();
     let ids: Vec<i64> = units.iter().map(|u| u.id).collect();
-    let live: Vec<LiveResult> = sqlx::query_as(
-        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
-         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut by_unit: HashMap<i64, Vec<LiveResult>> = HashMap::new();
-    for r in live {
-        by_unit.entry(r.unit_id).or_default().push(r);
-    }
+    let mut by_unit = super::live_results_by_unit(&mut tx, &ids).await?;
     let mut changes = Changes::default();
     let (mut states, mut needed, mut counts) = (Vec::new(), Vec::new(), Vec::new());
     let mut reopened = 0;
