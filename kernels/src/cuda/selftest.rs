@@ -3,7 +3,7 @@
 
 use super::{
     launch_config, packet_for, run_piece_in, word_limbs, work_words_per_domain, Cuda, CudaError,
-    MemoryBudget, Shares, Slot,
+    Device, MemoryBudget, Shares, Slot,
 };
 use crate::existence::{self, Test};
 use cudarc::driver::PushKernelArg;
@@ -101,10 +101,18 @@ fn record(name: &str, diffs: impl Iterator<Item = Option<String>>, cases: u64) -
 /// products, quotients and remainders by the kernels' method, multi-limb carry chains at
 /// several widths, exact binomials, both existence tests and `flat` on random and adversarial
 /// inputs, and whole pieces against the CPU back end. The daemon refuses a device whose report
-/// does not pass.
+/// does not pass. This opens the device on its own, with the default memory budget; the
+/// daemon tests the devices of its own back end instead ([`Cuda::selftest`]).
 pub fn selftest(device: usize) -> Result<Report, CudaError> {
-    let cuda = Cuda::new(&[device], MemoryBudget::default())?;
-    let dev = &cuda.devices[0];
+    Cuda::new(&[device], MemoryBudget::default())?.selftest(device)
+}
+
+/// The self-test of `dev`, one of `cuda`'s devices. Memory: the whole pieces run in the
+/// device's own slots, within its budget (`--gpu-memory`); the known-answer checks before them
+/// hold at most about 6 MiB at a time (the existence tests' 2^17 cases), freed before the
+/// first slot is made, and the tiny slot of the chunked runs a few KiB.
+pub(super) fn run(cuda: &Cuda, dev: &Device) -> Result<Report, CudaError> {
+    let device = dev.ordinal;
     let stream = dev.ctx.new_stream()?;
     let mut checks = Vec::new();
     let mut rng = Rng(0x7d2016 + device as u64);
@@ -452,13 +460,17 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                     // The two-limb walk with a slack far above its bound: many domains from
                     // exact words (2^-12 of them), then more than the list holds (a quarter:
                     // the range runs again with the exact walk).
+                    // In one of the device's own slots (its budget), given back with no floor.
                     for (floor, what) in [
                         (1u64 << 52, ", undecided domains from exact words"),
                         (1u64 << 62, ", undecided domains overflowing their list"),
                     ] {
-                        let mut slot = Slot::new(&dev.ctx, 64 << 20, dev.gauge.clone())?;
+                        let mut taken = dev.pool.take(&dev.ctx, &dev.gauge)?;
+                        let slot = taken.slot.as_mut().expect("a taken slot");
                         slot.slack_floor = floor;
-                        runs.push((what, run_piece_in(dev, &mut slot, &g, test)?));
+                        let got = run_piece_in(dev, slot, &g, test);
+                        slot.slack_floor = 0;
+                        runs.push((what, got?));
                     }
                 }
                 for (what, got) in runs {
