@@ -67,7 +67,7 @@ use memory::{
     batch_domains, grow_to, slot_fits, slots_for, split_packets, work_words_per_domain, Shares,
 };
 pub use memory::{human_bytes, BadBudget, MemoryBudget, MIN_SLOT_BYTES};
-pub use selftest::{selftest, Check, Report};
+pub use selftest::{selftest, Check, Reference, Report};
 
 use crate::existence::Test;
 use crate::generation::Generated;
@@ -621,7 +621,12 @@ impl Cuda {
 
     /// The self-test of device `ordinal` of this back end, in its context, its modules and
     /// its memory budget: what it compiles and the slots it makes are the engine's then.
-    pub fn selftest(&self, ordinal: usize) -> Result<Report, CudaError> {
+    /// `reference` is the CPU's side ([`Reference`]), computed here if no one has yet.
+    pub fn selftest(
+        &self,
+        ordinal: usize,
+        reference: &std::sync::OnceLock<Reference>,
+    ) -> Result<Report, CudaError> {
         let dev =
             self.devices
                 .iter()
@@ -630,7 +635,7 @@ impl Cuda {
                     ordinal,
                     count: self.devices.len(),
                 })?;
-        selftest::run(self, dev)
+        selftest::run(self, dev, reference)
     }
 
     /// The next device for a piece: round robin, but one with a free slot before one whose

@@ -5,7 +5,8 @@ use super::settings::Settings;
 use crate::local::BackendArg;
 use anyhow::{bail, Result};
 use std::sync::Arc;
-use tmd_kernels::cuda::{self, Cuda, MemoryBudget};
+use std::sync::OnceLock;
+use tmd_kernels::cuda::{self, Cuda, MemoryBudget, Reference};
 use tmd_kernels::plan::UnitSpec as EngineUnit;
 use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig, SearchError};
 use tmd_kernels::verify::Kind;
@@ -29,7 +30,7 @@ pub type SharedBackend = Arc<dyn Backend + Send + Sync>;
 /// self-test first and a device that fails any check is refused. Each device is opened once,
 /// with the engine's memory budget (`--gpu-memory`), and tested in that context: the modules
 /// the self-test compiles and the slots it makes are the engine's. Several devices are opened
-/// and tested at once.
+/// and tested at once, while the CPU computes the self-test's reference answers.
 pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
     let want_gpu = settings.backend == BackendArg::Cuda;
     if settings.backend == BackendArg::Cpu {
@@ -53,10 +54,15 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
         settings.devices.clone()
     };
     let budget = settings.gpu_memory;
+    // The self-test's CPU side is computed while the devices open (it is most of the test's
+    // time), once for all of them.
+    let reference = OnceLock::new();
     let tested: Vec<Option<Cuda>> = std::thread::scope(|s| {
+        s.spawn(|| reference.get_or_init(Reference::compute));
+        let reference = &reference;
         let jobs: Vec<_> = devices
             .iter()
-            .map(|&d| s.spawn(move || open_and_test(d, budget)))
+            .map(|&d| s.spawn(move || open_and_test(d, budget, reference)))
             .collect();
         jobs.into_iter().map(|j| j.join().unwrap_or(None)).collect()
     });
@@ -75,7 +81,7 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
 
 /// Device `d` opened with `budget` when it passes the self-test; `None` (logged) when it
 /// cannot be opened or fails any check.
-fn open_and_test(d: usize, budget: MemoryBudget) -> Option<Cuda> {
+fn open_and_test(d: usize, budget: MemoryBudget, reference: &OnceLock<Reference>) -> Option<Cuda> {
     let c = match Cuda::new(&[d], budget) {
         Ok(c) => c,
         Err(e) => {
@@ -83,7 +89,7 @@ fn open_and_test(d: usize, budget: MemoryBudget) -> Option<Cuda> {
             return None;
         }
     };
-    match c.selftest(d) {
+    match c.selftest(d, reference) {
         Ok(r) if r.passed() => {
             info!(device = d, name = %r.name, checks = r.checks.len(), "GPU self-test passed");
             Some(c)

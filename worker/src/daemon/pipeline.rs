@@ -377,8 +377,9 @@ impl<C: Coordinator> Pipeline<C> {
                     async move { coord.lease(Some(seconds)).await },
                 ));
             }
-            // Woken by a unit, a lease answer or a signal; otherwise soon enough to see a
-            // lost lease, and at the time the next lease may be asked for.
+            // Woken by a unit, a lease answer or closed, the back end ready or a signal;
+            // otherwise soon enough to see a lost lease, and at the time the next lease may be
+            // asked for.
             let until_ask = next_ask.saturating_duration_since(Instant::now());
             let tick = if until_ask.is_zero() {
                 Duration::from_millis(250)
@@ -422,6 +423,12 @@ impl<C: Coordinator> Pipeline<C> {
                             }
                         }
                         Outcome::SpoolFailed(e) => bail!("cannot spool the result of unit {}: {e}", c.unit_id),
+                    }
+                }
+                // A lease closed: at the end of the work the next request waits for it.
+                Some(r) = closing.join_next(), if !closing.is_empty() => {
+                    if let Err(e) = r {
+                        error!(error = %e, "closing a lease failed");
                     }
                 }
                 r = join_opening(&mut opening) => {
