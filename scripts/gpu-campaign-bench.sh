@@ -12,7 +12,8 @@
 # Settings (environment): BACKEND (cuda), FUNCTION (exp), FORMAT (binary64), FROM (0x1p+0),
 # TO (0x1p+1), MIN_BITS (44), UNIT_BITS (40), THREADS (all cores), WORKER_ARGS (extra flags of
 # both runs, e.g. "--gpu-memory 8G" or "--devices 0,1"), LEASE_SECONDS (60),
-# DIR (/tmp/tmd-gpu-bench), BIN (target/release).
+# DIR (/tmp/tmd-gpu-bench), BIN (target/release), SEARCH_FROM (the DIR of an earlier run whose
+# search is reused instead of running one: to compare two daemons against the same search).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,17 +42,26 @@ now() { date +%s.%N; }
 for b in tmd-server tmd-worker; do
   [ -x "$BIN/$b" ] || { echo "no $BIN/$b: build with cargo build --release" >&2; exit 1; }
 done
+SEARCH_FROM=${SEARCH_FROM:-}
+[ -n "$SEARCH_FROM" ] && SEARCH_FROM=$(cd "$SEARCH_FROM" && pwd)
 rm -rf "$DIR"; mkdir -p "$DIR"
 RANGE=(--function "$FUNCTION" --format "$FORMAT" --min-bits "$MIN_BITS" --from "$FROM" --to "$TO" --unit-bits "$UNIT_BITS")
 
 # 1. The local search. It runs first, so the daemon below finds the kernel cache warm and
 # neither run pays for compiling kernels.
-say "tmd-worker search --backend $BACKEND ${RANGE[*]}"
-t0=$(now)
-"$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
-  --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
-t1=$(now)
-SEARCH_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+if [ -n "$SEARCH_FROM" ]; then
+  say "the search of $SEARCH_FROM"
+  cp "$SEARCH_FROM/search.json" "$SEARCH_FROM/search.wall" "$DIR/"
+  SEARCH_WALL=$(cat "$DIR/search.wall")
+else
+  say "tmd-worker search --backend $BACKEND ${RANGE[*]}"
+  t0=$(now)
+  "$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
+    --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
+  t1=$(now)
+  SEARCH_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+  echo "$SEARCH_WALL" > "$DIR/search.wall"
+fi
 SEARCH_CASES=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["hr_cases"]))' "$DIR/search.json")
 say "search: ${SEARCH_WALL} s, $SEARCH_CASES HR-cases"
 
@@ -82,14 +92,15 @@ DONE=$(python3 -c 'import json,sys; p=json.loads(sys.argv[1]); print("%s/%s" % (
 CASES=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/hr-cases?format=json" \
   | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 
-# The daemon's start-up (self-test, back end) and its working time, from its log's timestamps.
+# The daemon's start-up (to its first lease, and to its engine ready: a GPU's opening and
+# self-test) and its working time, from its log's timestamps.
 python3 - "$DIR/worker.log" "$SEARCH_WALL" "$CAMPAIGN_WALL" "$DONE" "$CASES" "$SEARCH_CASES" <<'EOF'
 import re, sys
 from datetime import datetime
 log, search, campaign, done, cases, search_cases = sys.argv[1:]
 search, campaign = float(search), float(campaign)
 ansi = re.compile(r'\x1b\[[0-9;]*m')
-first = leased = last = None
+first = leased = ready = last = None
 stopped = ""
 for line in open(log, errors="replace"):
     line = ansi.sub("", line)
@@ -100,15 +111,21 @@ for line in open(log, errors="replace"):
     first = first or t
     if leased is None and " leased" in line:
         leased = t
+    if ready is None and "engine ready" in line:
+        ready = t
     last = t
     if "tmd-worker stopped" in line:
         stopped = line.strip()
 startup = (leased - first).total_seconds() if leased and first else float("nan")
 working = (last - leased).total_seconds() if leased and last else float("nan")
+# Since the back end starts while the first lease is asked for, the engine may be ready after
+# the first lease: the start-up that still delays the first unit is start to engine ready.
+engine = (ready - first).total_seconds() if ready and first else float("nan")
 print(f"search wall:            {search:8.2f} s  ({search_cases} HR-cases)")
 print(f"campaign wall:          {campaign:8.2f} s  ({done} units, {cases} HR-cases)")
 print(f"  daemon start-up:      {startup:8.2f} s  (start to first lease)")
 print(f"  daemon working:       {working:8.2f} s  (first lease to exit)")
+print(f"  engine ready after:   {engine:8.2f} s  (start to engine ready; nan before the overlap)")
 print(f"ratio campaign/search:  {campaign / search:8.3f}")
 print(f"ratio working/search:   {working / search:8.3f}")
 for key in ("engine_busy_percent", "slot_use_percent", "results_posted", "result_requests"):

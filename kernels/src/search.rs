@@ -435,6 +435,24 @@ pub trait Backend: Sync {
     fn recover(&self, _err: &SearchError) -> bool {
         false
     }
+    /// What happened to a device of this back end that can compute nothing more (a CUDA
+    /// context lost to a sticky error), if one did: its pieces then fail at once, and only a
+    /// new process can use the device again.
+    fn lost(&self) -> Option<String> {
+        None
+    }
+    /// Each device's work so far (empty for the CPU), for the daemon's account.
+    fn device_use(&self) -> Vec<DeviceUse> {
+        Vec::new()
+    }
+}
+
+/// One device's work so far: pieces run and time with at least one piece on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceUse {
+    pub device: usize,
+    pub pieces: u64,
+    pub busy_s: f64,
 }
 
 /// The CPU back end: rayon over packets.

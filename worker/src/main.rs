@@ -63,6 +63,10 @@ fn main() -> Result<()> {
                 eprintln!("Error: {e}");
                 std::process::exit(daemon::QUARANTINED_EXIT)
             }
+            Err(e) if e.downcast_ref::<daemon::DeviceLost>().is_some() => {
+                eprintln!("Error: {e}");
+                std::process::exit(daemon::DEVICE_LOST_EXIT)
+            }
             other => other,
         },
         Command::Selftest(a) => local::selftest(a),

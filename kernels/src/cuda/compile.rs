@@ -104,7 +104,12 @@ pub fn compile(limbs: usize, degree: usize, arch: &str) -> Result<String, CudaEr
     let ptx = compile_uncached(&options)?;
     if let Some(p) = &path {
         if let Some(dir) = p.parent() {
-            let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
+            // Unique per write, not only per process: the devices of one process compile the
+            // same module at once (their self-tests run side by side), and two writers of one
+            // temporary file could rename a half-written one into place.
+            static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = dir.join(format!("{key}.{}.{n}.tmp", std::process::id()));
             let written = std::fs::create_dir_all(dir)
                 .and_then(|_| std::fs::write(&tmp, &ptx))
                 .and_then(|_| std::fs::rename(&tmp, p));

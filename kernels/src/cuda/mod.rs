@@ -54,21 +54,24 @@
 //! devices share the work.
 
 mod compile;
+mod health;
 mod memory;
 mod selftest;
 
 pub use compile::{
     cache_key, compile, compile_options, compile_uncached, nvrtc_available, nvrtc_version,
 };
+pub use health::is_sticky;
+use health::Health;
 use memory::{
     batch_domains, grow_to, slot_fits, slots_for, split_packets, work_words_per_domain, Shares,
 };
 pub use memory::{human_bytes, BadBudget, MemoryBudget, MIN_SLOT_BYTES};
-pub use selftest::{selftest, Check, Report};
+pub use selftest::{selftest, Check, Reference, Report};
 
 use crate::existence::Test;
 use crate::generation::Generated;
-use crate::search::{Backend, PieceOutcome, SearchError};
+use crate::search::{Backend, DeviceUse, PieceOutcome, SearchError};
 use compile::env_u64;
 use cudarc::driver::{
     sys::CUresult, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig,
@@ -133,12 +136,22 @@ pub enum CudaError {
         free: u64,
         total: u64,
     },
+    #[error("CUDA device {device} is lost ({why}): only a new process can use it again")]
+    Lost { device: usize, why: String },
 }
 
 impl From<CudaError> for SearchError {
     fn from(e: CudaError) -> SearchError {
         SearchError::Backend(e.to_string())
     }
+}
+
+/// The number of CUDA devices this process sees.
+pub fn device_count() -> Result<usize, CudaError> {
+    if !driver_available() {
+        return Err(CudaError::NoDriver);
+    }
+    Ok(CudaContext::device_count()? as usize)
 }
 
 /// Whether `libcuda` can be loaded.
@@ -418,6 +431,12 @@ impl Pool {
     }
 
     /// Halves the slots below `from` bytes; `false` when that would go below the minimum.
+    /// Whether a piece would get a slot now without waiting.
+    fn has_free(&self) -> bool {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        !idle.0.is_empty() || idle.1 < self.count
+    }
+
     fn shrink(&self, from: u64) -> bool {
         let half = from / 2;
         if half < MIN_SLOT_BYTES {
@@ -456,6 +475,7 @@ struct Device {
     budget: u64,
     pool: Pool,
     gauge: Arc<Gauge>,
+    health: Health,
 }
 
 impl Device {
@@ -502,6 +522,7 @@ impl Device {
                 slot_bytes: AtomicU64::new(slot_bytes),
             },
             gauge: Arc::new(Gauge::default()),
+            health: Health::default(),
         })
     }
 
@@ -585,11 +606,48 @@ impl Cuda {
 
     /// Every device of the machine.
     pub fn all(budget: MemoryBudget) -> Result<Cuda, CudaError> {
-        if !driver_available() {
-            return Err(CudaError::NoDriver);
-        }
-        let count = CudaContext::device_count()? as usize;
-        Cuda::new(&(0..count).collect::<Vec<_>>(), budget)
+        Cuda::new(&(0..device_count()?).collect::<Vec<_>>(), budget)
+    }
+
+    /// The devices of several back ends as one (each opened once, then self-tested on its
+    /// own); `None` when there are none.
+    pub fn merge(parts: Vec<Cuda>) -> Option<Cuda> {
+        let devices: Vec<Device> = parts.into_iter().flat_map(|c| c.devices).collect();
+        (!devices.is_empty()).then(|| Cuda {
+            devices,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// The self-test of device `ordinal` of this back end, in its context, its modules and
+    /// its memory budget: what it compiles and the slots it makes are the engine's then.
+    /// `reference` is the CPU's side ([`Reference`]), computed here if no one has yet.
+    pub fn selftest(
+        &self,
+        ordinal: usize,
+        reference: &std::sync::OnceLock<Reference>,
+    ) -> Result<Report, CudaError> {
+        let dev =
+            self.devices
+                .iter()
+                .find(|d| d.ordinal == ordinal)
+                .ok_or(CudaError::NoDevice {
+                    ordinal,
+                    count: self.devices.len(),
+                })?;
+        selftest::run(self, dev, reference)
+    }
+
+    /// The next device for a piece: round robin, but one with a free slot before one whose
+    /// slots are all busy, so that a slower or busier device does not hold pieces back while
+    /// another waits.
+    fn pick(&self) -> &Device {
+        let n = self.devices.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n)
+            .map(|k| &self.devices[(start + k) % n])
+            .find(|d| d.pool.has_free() && d.health.lost().is_none())
+            .unwrap_or(&self.devices[start])
     }
 
     /// The ordinals in use.
@@ -1071,8 +1129,19 @@ impl Backend for Cuda {
         test: Test,
         packet_domains: u64,
     ) -> Result<PieceOutcome, SearchError> {
-        let dev = &self.devices[self.next.fetch_add(1, Ordering::Relaxed) % self.devices.len()];
-        match self.run_piece(dev, g, test) {
+        let dev = self.pick();
+        // A lost context fails every call: the piece is not even tried there.
+        if let Some(why) = dev.health.lost() {
+            return Err(CudaError::Lost {
+                device: dev.ordinal,
+                why,
+            }
+            .into());
+        }
+        let busy = dev.health.enter();
+        let outcome = self.run_piece(dev, g, test);
+        drop(busy);
+        match outcome {
             // A piece outside the kernels' sizes (degree above 12, more than 2^40 domains, a
             // subdomain larger than a slot's candidate list): the CPU gives the same answer,
             // slower.
@@ -1080,12 +1149,39 @@ impl Backend for Cuda {
                 tracing::warn!(%why, "piece searched on the CPU");
                 Ok(crate::search::search_generated_cpu(g, test, packet_domains))
             }
-            other => Ok(other?),
+            Err(e) => {
+                dev.health.note(&e);
+                Err(e.into())
+            }
+            Ok(o) => Ok(o),
         }
     }
 
     fn recover(&self, _err: &SearchError) -> bool {
-        self.shrink()
+        // Smaller lists cannot bring a lost context back.
+        self.lost().is_none() && self.shrink()
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.devices.iter().find_map(|d| {
+            d.health
+                .lost()
+                .map(|why| format!("CUDA device {} ({}): {why}", d.ordinal, d.name))
+        })
+    }
+
+    fn device_use(&self) -> Vec<DeviceUse> {
+        self.devices
+            .iter()
+            .map(|d| {
+                let (pieces, busy_s) = d.health.usage();
+                DeviceUse {
+                    device: d.ordinal,
+                    pieces,
+                    busy_s,
+                }
+            })
+            .collect()
     }
 
     fn name(&self) -> String {

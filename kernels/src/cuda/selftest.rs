@@ -3,12 +3,15 @@
 
 use super::{
     launch_config, packet_for, run_piece_in, word_limbs, work_words_per_domain, Cuda, CudaError,
-    MemoryBudget, Shares, Slot,
+    Device, MemoryBudget, Shares, Slot,
 };
 use crate::existence::{self, Test};
+use crate::generation::Generated;
+use crate::search::PieceOutcome;
 use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
 use rug::Integer;
+use std::sync::OnceLock;
 
 /// One known-answer check of the self-test.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -101,10 +104,188 @@ fn record(name: &str, diffs: impl Iterator<Item = Option<String>>, cases: u64) -
 /// products, quotients and remainders by the kernels' method, multi-limb carry chains at
 /// several widths, exact binomials, both existence tests and `flat` on random and adversarial
 /// inputs, and whole pieces against the CPU back end. The daemon refuses a device whose report
-/// does not pass.
+/// does not pass. This opens the device on its own, with the default memory budget, while the
+/// CPU computes its side ([`Reference`]); the daemon tests the devices of its own back end
+/// instead ([`Cuda::selftest`]).
 pub fn selftest(device: usize) -> Result<Report, CudaError> {
-    let cuda = Cuda::new(&[device], MemoryBudget::default())?;
-    let dev = &cuda.devices[0];
+    let reference = OnceLock::new();
+    std::thread::scope(|s| {
+        s.spawn(|| reference.get_or_init(Reference::compute));
+        Cuda::new(&[device], MemoryBudget::default())?.selftest(device, &reference)
+    })
+}
+
+/// The CPU's side of the self-test that does not depend on the device: the existence tests'
+/// inputs and answers and the whole pieces with the CPU back end's outcomes. Computing it
+/// takes most of the self-test's time (about 0.25 s on 16 cores), so the daemon computes it
+/// while the devices open, once for all of them: each device's test takes it from a
+/// `OnceLock` that a thread started beforehand fills (`get_or_init` waits for that thread
+/// rather than computing it twice).
+pub struct Reference {
+    tests: TestsReference,
+    pieces: Vec<PieceReference>,
+}
+
+struct TestsReference {
+    a: Vec<u64>,
+    b: Vec<u64>,
+    n: Vec<u64>,
+    e: Vec<u64>,
+    /// The CPU's regular, Lefevre and flat answers of each case.
+    want: Vec<[u32; 3]>,
+}
+
+struct PieceReference {
+    name: String,
+    test: Test,
+    /// The generated piece and the CPU back end's outcome, or why generation failed.
+    piece: Result<(Generated, PieceOutcome), String>,
+}
+
+impl Reference {
+    pub fn compute() -> Reference {
+        let (tests, pieces) = rayon::join(tests_reference, pieces_reference);
+        Reference { tests, pieces }
+    }
+}
+
+/// Inputs of both existence tests and the flat shortcut, with the CPU's answers.
+fn tests_reference() -> TestsReference {
+    // Its own stream, independent of the device's: computed before any device is open.
+    let mut rng = Rng(0x7d2016 ^ 0xe715_7e57);
+    let n = 1 << 17;
+    let mut a = Vec::with_capacity(n);
+    let mut bv = Vec::with_capacity(n);
+    let mut nv = Vec::with_capacity(n);
+    let mut ev = Vec::with_capacity(n);
+    for i in 0..n {
+        let len = match i % 5 {
+            0 => 1 + rng.below(16),
+            1 => 16 + rng.below(496),
+            2 => 1 << rng.below(13),
+            3 => 512 + rng.below(3584),
+            // Up to the largest domains (2^30 at most, 2^15 by default). Not beyond: where
+            // q divides p, Lefevre's test advances u by v per iteration, linear in N.
+            _ => 1 + rng.below(1 << 20),
+        };
+        let x = match i % 6 {
+            0 => rng.next(),
+            1 | 5 => adversarial_a(&mut rng),
+            2 => rng.below(1 << 20),
+            3 => u64::MAX - rng.below(1 << 20),
+            _ => rng.next() >> rng.below(63),
+        };
+        let y = match i % 3 {
+            0 => rng.next(),
+            1 => rng.below(1 << 30),
+            _ => u64::MAX - rng.below(1 << 30),
+        };
+        // A threshold at the true minimum where brute force is cheap: wrong answers show.
+        // (The minimum only steers the thresholds; it is not an expected answer.)
+        let e = if len <= 4096 && i % 2 == 0 {
+            let m = existence::brute_force_min(x, y, len);
+            match i % 8 {
+                0 => m,
+                2 => m.saturating_add(1),
+                4 => m.saturating_sub(rng.below(1000)),
+                _ => m.saturating_sub(1),
+            }
+        } else {
+            rng.next() >> rng.below(64)
+        };
+        a.push(x);
+        bv.push(y);
+        nv.push(len);
+        ev.push(e);
+    }
+    // The CPU's answers on every core: sequentially they took over a second of every
+    // daemon's start-up.
+    let want: Vec<[u32; 3]> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let flat = match existence::flat(a[i], bv[i], nv[i], ev[i]) {
+                None => 2,
+                Some(x) => x as u32,
+            };
+            [
+                existence::regular(a[i], bv[i], nv[i], ev[i]) as u32,
+                existence::lefevre(a[i], bv[i], nv[i], ev[i]) as u32,
+                flat,
+            ]
+        })
+        .collect();
+    TestsReference {
+        a,
+        b: bv,
+        n: nv,
+        e: ev,
+        want,
+    }
+}
+
+/// The whole pieces of the self-test, generated, with the CPU back end's outcomes.
+fn pieces_reference() -> Vec<PieceReference> {
+    [
+        (
+            crate::Function::Exp,
+            24u32,
+            16u32,
+            1u64 << 23,
+            20u32,
+            Test::Regular,
+        ),
+        (crate::Function::Log, 24, 16, 3 << 22, 20, Test::Lefevre),
+        (crate::Function::Sin, 20, 14, 1 << 19, 16, Test::Regular),
+        // Words of 3 limbs: phase 1 walks their top two limbs (tmd_phase1_top).
+        (
+            crate::Function::Exp,
+            53,
+            32,
+            (1 << 52) + (1 << 50),
+            30,
+            Test::Regular,
+        ),
+    ]
+    .into_par_iter()
+    .map(|(function, bits, min_bits, first, unit_bits, test)| {
+        let name = format!(
+            "{} p={bits} k={min_bits} [{first:#x}, +2^{unit_bits}) {}: phases 1-3 vs CPU",
+            function.name(),
+            test.name()
+        );
+        let piece = crate::Precision::new(bits)
+            .map_err(|e| e.to_string())
+            .and_then(|p| {
+                let unit = crate::plan::UnitSpec {
+                    negative: false,
+                    exponent: 0,
+                    first,
+                    count: 1 << unit_bits,
+                };
+                let gen = crate::generation::GenConfig::new(min_bits);
+                crate::generation::generate(function, p, &gen, unit)
+                    .map_err(|e| format!("generation: {e}"))
+            })
+            .map(|g| {
+                let cpu = crate::search::search_generated_cpu(&g, test, 1024);
+                (g, cpu)
+            });
+        PieceReference { name, test, piece }
+    })
+    .collect()
+}
+
+/// The self-test of `dev`, one of `cuda`'s devices, against `reference` (computed here if no
+/// one has yet). Memory: the whole pieces run in the device's own slots, within its budget
+/// (`--gpu-memory`); the known-answer checks before them hold at most about 6 MiB at a time
+/// (the existence tests' 2^17 cases), freed before the first slot is made, and the tiny slot of
+/// the chunked runs a few KiB.
+pub(super) fn run(
+    cuda: &Cuda,
+    dev: &Device,
+    reference: &OnceLock<Reference>,
+) -> Result<Report, CudaError> {
+    let device = dev.ordinal;
     let stream = dev.ctx.new_stream()?;
     let mut checks = Vec::new();
     let mut rng = Rng(0x7d2016 + device as u64);
@@ -301,53 +482,18 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
     }
 
     // Both existence tests and the flat shortcut, exactly as the CPU answers.
+    let reference = reference.get_or_init(Reference::compute);
     {
-        let n = 1 << 17;
-        let mut a = Vec::with_capacity(n);
-        let mut bv = Vec::with_capacity(n);
-        let mut nv = Vec::with_capacity(n);
-        let mut ev = Vec::with_capacity(n);
-        for i in 0..n {
-            let len = match i % 5 {
-                0 => 1 + rng.below(16),
-                1 => 16 + rng.below(496),
-                2 => 1 << rng.below(13),
-                3 => 512 + rng.below(3584),
-                // Up to the largest domains (2^30 at most, 2^15 by default). Not beyond: where
-                // q divides p, Lefevre's test advances u by v per iteration, linear in N.
-                _ => 1 + rng.below(1 << 20),
-            };
-            let x = match i % 6 {
-                0 => rng.next(),
-                1 | 5 => adversarial_a(&mut rng),
-                2 => rng.below(1 << 20),
-                3 => u64::MAX - rng.below(1 << 20),
-                _ => rng.next() >> rng.below(63),
-            };
-            let y = match i % 3 {
-                0 => rng.next(),
-                1 => rng.below(1 << 30),
-                _ => u64::MAX - rng.below(1 << 30),
-            };
-            // A threshold at the true minimum where brute force is cheap: wrong answers show.
-            let e = if len <= 4096 && i % 2 == 0 {
-                let m = existence::brute_force_min(x, y, len);
-                match i % 8 {
-                    0 => m,
-                    2 => m.saturating_add(1),
-                    4 => m.saturating_sub(rng.below(1000)),
-                    _ => m.saturating_sub(1),
-                }
-            } else {
-                rng.next() >> rng.below(64)
-            };
-            a.push(x);
-            bv.push(y);
-            nv.push(len);
-            ev.push(e);
-        }
-        let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&bv)?);
-        let (dn, de) = (stream.clone_htod(&nv)?, stream.clone_htod(&ev)?);
+        let TestsReference {
+            a,
+            b: bv,
+            n: nv,
+            e: ev,
+            want,
+        } = &reference.tests;
+        let n = a.len();
+        let (da, db) = (stream.clone_htod(a)?, stream.clone_htod(bv)?);
+        let (dn, de) = (stream.clone_htod(nv)?, stream.clone_htod(ev)?);
         let mut o = stream.alloc_zeros::<u32>(3 * n)?;
         let count = n as u64;
         let mut b = stream.launch_builder(&m8.tests);
@@ -363,22 +509,6 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
         let o = stream.clone_dtoh(&o)?;
         stream.synchronize()?;
         let show = |i: usize| format!("a={:#x} b={:#x} n={} e={:#x}", a[i], bv[i], nv[i], ev[i]);
-        // The CPU's answers on every core: sequentially they took over a second of every
-        // daemon's start-up.
-        let want: Vec<[u32; 3]> = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let flat = match existence::flat(a[i], bv[i], nv[i], ev[i]) {
-                    None => 2,
-                    Some(x) => x as u32,
-                };
-                [
-                    existence::regular(a[i], bv[i], nv[i], ev[i]) as u32,
-                    existence::lefevre(a[i], bv[i], nv[i], ev[i]) as u32,
-                    flat,
-                ]
-            })
-            .collect();
         for (j, name) in [
             "regular existence test (with the capped last quotient) vs CPU",
             "Lefevre existence test vs CPU",
@@ -398,44 +528,11 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
     }
 
     // Whole pieces: statistics and candidates against the CPU back end.
-    for (function, bits, min_bits, first, unit_bits, test) in [
-        (
-            crate::Function::Exp,
-            24u32,
-            16u32,
-            1u64 << 23,
-            20u32,
-            Test::Regular,
-        ),
-        (crate::Function::Log, 24, 16, 3 << 22, 20, Test::Lefevre),
-        (crate::Function::Sin, 20, 14, 1 << 19, 16, Test::Regular),
-        // Words of 3 limbs: phase 1 walks their top two limbs (tmd_phase1_top).
-        (
-            crate::Function::Exp,
-            53,
-            32,
-            (1 << 52) + (1 << 50),
-            30,
-            Test::Regular,
-        ),
-    ] {
-        let p = crate::Precision::new(bits).map_err(|e| CudaError::Unsupported(e.to_string()))?;
-        let piece = crate::plan::UnitSpec {
-            negative: false,
-            exponent: 0,
-            first,
-            count: 1 << unit_bits,
-        };
-        let gen = crate::generation::GenConfig::new(min_bits);
-        let name = format!(
-            "{} p={bits} k={min_bits} [{first:#x}, +2^{unit_bits}) {}: phases 1-3 vs CPU",
-            function.name(),
-            test.name()
-        );
-        match crate::generation::generate(function, p, &gen, piece) {
-            Ok(g) => {
-                let cpu = crate::search::search_generated_cpu(&g, test, 1024);
-                let gpu = cuda.run_piece(dev, &g, test)?;
+    for PieceReference { name, test, piece } in &reference.pieces {
+        let (name, test) = (name.clone(), *test);
+        match piece {
+            Ok((g, cpu)) => {
+                let gpu = cuda.run_piece(dev, g, test)?;
                 // The same piece in lists a few entries long: phase 1 in many packet ranges,
                 // phases 2-3 in many batches and candidate ranges, as a unit with far more
                 // failures than its budget holds would run.
@@ -446,19 +543,23 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                     work: 3 * work_words_per_domain(g.limbs as u64, kappa_bits),
                     candidates: 1 << g.sub_bits,
                 };
-                let chunked = run_piece_in(dev, &mut tiny, &g, test)?;
+                let chunked = run_piece_in(dev, &mut tiny, g, test)?;
                 let mut runs = vec![("", gpu), (", in a tiny slot", chunked)];
                 if g.limbs > 2 {
                     // The two-limb walk with a slack far above its bound: many domains from
                     // exact words (2^-12 of them), then more than the list holds (a quarter:
                     // the range runs again with the exact walk).
+                    // In one of the device's own slots (its budget), given back with no floor.
                     for (floor, what) in [
                         (1u64 << 52, ", undecided domains from exact words"),
                         (1u64 << 62, ", undecided domains overflowing their list"),
                     ] {
-                        let mut slot = Slot::new(&dev.ctx, 64 << 20, dev.gauge.clone())?;
+                        let mut taken = dev.pool.take(&dev.ctx, &dev.gauge)?;
+                        let slot = taken.slot.as_mut().expect("a taken slot");
                         slot.slack_floor = floor;
-                        runs.push((what, run_piece_in(dev, &mut slot, &g, test)?));
+                        let got = run_piece_in(dev, slot, g, test);
+                        slot.slack_floor = 0;
+                        runs.push((what, got?));
                     }
                 }
                 for (what, got) in runs {
@@ -485,7 +586,7 @@ pub fn selftest(device: usize) -> Result<Report, CudaError> {
                 name,
                 cases: 0,
                 failures: 1,
-                first_failure: Some(format!("generation: {e}")),
+                first_failure: Some(e.clone()),
             }),
         }
     }

@@ -5,7 +5,8 @@ use super::settings::Settings;
 use crate::local::BackendArg;
 use anyhow::{bail, Result};
 use std::sync::Arc;
-use tmd_kernels::cuda::{self, Cuda};
+use std::sync::OnceLock;
+use tmd_kernels::cuda::{self, Cuda, MemoryBudget, Reference};
 use tmd_kernels::plan::UnitSpec as EngineUnit;
 use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig, SearchError};
 use tmd_kernels::verify::Kind;
@@ -22,17 +23,28 @@ pub fn engine_unit(u: &LeasedUnit) -> EngineUnit {
     }
 }
 
+/// The engine as the daemon shares it between its units.
+pub type SharedBackend = Arc<dyn Backend + Send + Sync>;
+
 /// The back end for this daemon. GPU arithmetic is not taken on trust: each device runs the
-/// self-test first and a device that fails any check is refused.
-pub fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync>> {
+/// self-test first and a device that fails any check is refused. Each device is opened once,
+/// with the engine's memory budget (`--gpu-memory`), and tested in that context: the modules
+/// the self-test compiles and the slots it makes are the engine's. Several devices are opened
+/// and tested at once, while the CPU computes the self-test's reference answers.
+pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
     let want_gpu = settings.backend == BackendArg::Cuda;
     if settings.backend == BackendArg::Cpu {
         return Ok(Arc::new(Cpu));
     }
     let devices = if settings.devices.is_empty() {
-        match Cuda::all(settings.gpu_memory) {
-            Ok(c) => c.ordinals(),
+        match cuda::device_count() {
+            Ok(n) if n > 0 => (0..n).collect(),
+            Ok(_) if want_gpu => bail!("the CUDA back end: no CUDA device on this machine"),
             Err(e) if want_gpu => bail!("the CUDA back end: {e}"),
+            Ok(_) => {
+                warn!("no GPU on this machine; computing on the CPU");
+                return Ok(Arc::new(Cpu));
+            }
             Err(e) => {
                 warn!(error = %e, "no usable GPU; computing on the CPU");
                 return Ok(Arc::new(Cpu));
@@ -41,37 +53,73 @@ pub fn open_backend(settings: &Settings) -> Result<Arc<dyn Backend + Send + Sync
     } else {
         settings.devices.clone()
     };
-    let mut passed = Vec::new();
-    for d in devices {
-        match cuda::selftest(d) {
-            Ok(r) if r.passed() => {
-                info!(device = d, name = %r.name, checks = r.checks.len(), "GPU self-test passed");
-                passed.push(d);
-            }
-            Ok(r) => {
-                let failed: Vec<&str> = r
-                    .checks
-                    .iter()
-                    .filter(|c| !c.passed())
-                    .map(|c| c.name.as_str())
-                    .collect();
-                error!(device = d, name = %r.name, failed = ?failed, "GPU self-test FAILED: refusing this device");
-            }
-            Err(e) => {
-                error!(device = d, error = %e, "GPU self-test could not run: refusing this device")
-            }
+    let budget = settings.gpu_memory;
+    // The self-test's CPU side is computed while the devices open (it is most of the test's
+    // time), once for all of them.
+    let reference = OnceLock::new();
+    let tested: Vec<Option<Cuda>> = std::thread::scope(|s| {
+        s.spawn(|| reference.get_or_init(Reference::compute));
+        let reference = &reference;
+        let jobs: Vec<_> = devices
+            .iter()
+            .map(|&d| s.spawn(move || open_and_test(d, budget, reference)))
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap_or(None)).collect()
+    });
+    match Cuda::merge(tested.into_iter().flatten().collect()) {
+        Some(c) => {
+            info!(backend = %c.name(), "computing on the GPU");
+            Ok(Arc::new(c))
+        }
+        None if want_gpu => bail!("no CUDA device passed the self-test"),
+        None => {
+            warn!("no GPU passed the self-test; computing on the CPU");
+            Ok(Arc::new(Cpu))
         }
     }
-    if passed.is_empty() {
-        if want_gpu {
-            bail!("no CUDA device passed the self-test");
+}
+
+/// Device `d` opened with `budget` when it passes the self-test; `None` (logged) when it
+/// cannot be opened or fails any check.
+fn open_and_test(d: usize, budget: MemoryBudget, reference: &OnceLock<Reference>) -> Option<Cuda> {
+    let c = match Cuda::new(&[d], budget) {
+        Ok(c) => c,
+        Err(e) => {
+            error!(device = d, error = %e, "cannot open this GPU: refusing it");
+            return None;
         }
-        warn!("no GPU passed the self-test; computing on the CPU");
-        return Ok(Arc::new(Cpu));
+    };
+    match c.selftest(d, reference) {
+        Ok(r) if r.passed() => {
+            info!(device = d, name = %r.name, checks = r.checks.len(), "GPU self-test passed");
+            Some(c)
+        }
+        Ok(r) => {
+            let failed: Vec<&str> = r
+                .checks
+                .iter()
+                .filter(|c| !c.passed())
+                .map(|c| c.name.as_str())
+                .collect();
+            error!(device = d, name = %r.name, failed = ?failed, "GPU self-test FAILED: refusing this device");
+            None
+        }
+        Err(e) => {
+            error!(device = d, error = %e, "GPU self-test could not run: refusing this device");
+            None
+        }
     }
-    let c = Cuda::new(&passed, settings.gpu_memory)?;
-    info!(backend = %c.name(), "computing on the GPU");
-    Ok(Arc::new(c))
+}
+
+/// Why a unit could not be computed here.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UnitFailure {
+    /// The unit itself (MPFR, skipped arguments, or the GPU then the CPU failing on it): it
+    /// goes back to the server as failed.
+    Unit(String),
+    /// A device's context is lost (a sticky CUDA error): nothing more can run on it in this
+    /// process. The unit is not to blame: it goes back unfinished, and the daemon stops.
+    DeviceLost(String),
 }
 
 /// Computes one unit, and gives it back (an error) when it has skipped arguments.
@@ -80,8 +128,9 @@ pub fn compute_unit(
     spec: EngineUnit,
     backend: &dyn Backend,
     unit_id: i64,
-) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
-    compute_unit_on(cfg, spec, backend, unit_id).and_then(refuse_skipped)
+) -> std::result::Result<tmd_kernels::search::UnitResult, UnitFailure> {
+    compute_unit_on(cfg, spec, backend, unit_id)
+        .and_then(|r| refuse_skipped(r).map_err(UnitFailure::Unit))
 }
 
 /// A unit with skipped arguments (a pole of tanpi) cannot be reported whole: results carry no
@@ -103,25 +152,34 @@ fn refuse_skipped(
 
 /// Computes one unit. A failure of the back end (not MPFR's, which would fail again) is tried
 /// again with smaller GPU lists, then on the CPU, before the unit is given up: the error then
-/// says what each try met.
+/// says what each try met. A lost device is not retried at all: its context fails every call,
+/// and computing every later unit on the CPU would hide a broken GPU behind a daemon many times
+/// slower than its leases are sized for.
 fn compute_unit_on(
     cfg: &SearchConfig,
     spec: EngineUnit,
     backend: &dyn Backend,
     unit_id: i64,
-) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
+) -> std::result::Result<tmd_kernels::search::UnitResult, UnitFailure> {
     let mut tries = Vec::new();
     let mut err = match search_unit(cfg, spec, backend) {
         Ok(r) => return Ok(r),
         Err(e) => e,
     };
+    let lost = || backend.lost().map(UnitFailure::DeviceLost);
     if let SearchError::Backend(_) = err {
+        if let Some(l) = lost() {
+            return Err(l);
+        }
         if backend.recover(&err) {
             warn!(unit.id = unit_id, error = %err, "the GPU failed on this unit; trying again with smaller lists");
             tries.push(format!("on {}: {err}", backend.name()));
             match search_unit(cfg, spec, backend) {
                 Ok(r) => return Ok(r),
                 Err(e) => err = e,
+            }
+            if let Some(l) = lost() {
+                return Err(l);
             }
         }
     }
@@ -137,19 +195,23 @@ fn compute_unit_on(
     } else {
         tries.push(err.to_string());
     }
-    Err(tries.join("; "))
+    Err(UnitFailure::Unit(tries.join("; ")))
 }
 
-/// The release's reason for the units given up: what failed, on one line (the server refuses
-/// control characters, and an NVRTC log or a driver message may hold newlines) and within its
-/// 2000 bytes.
+/// The release's reason for the units given up: what failed, on one line and within the
+/// server's limit ([`one_line`]).
 pub fn failure_reason(failures: &[String]) -> String {
-    let joined = failures.join(" | ");
-    let one_line: Vec<&str> = joined
+    one_line(&format!("engine failure: {}", failures.join(" | ")))
+}
+
+/// A reason as the server takes it: on one line (it refuses control characters, and an NVRTC
+/// log or a driver message may hold newlines) and within its 2000 bytes.
+pub fn one_line(text: &str) -> String {
+    let words: Vec<&str> = text
         .split(char::is_control)
         .filter(|s| !s.is_empty())
         .collect();
-    let mut reason = format!("engine failure: {}", one_line.join(" "));
+    let mut reason = words.join(" ");
     if reason.len() > 2000 {
         let mut cut = 1990;
         while !reason.is_char_boundary(cut) {
@@ -215,6 +277,21 @@ mod retry_tests {
         fail: AtomicU32,
         can_recover: bool,
         recovered: AtomicU32,
+        /// The failures are sticky: the device reports itself lost after the first.
+        sticky: bool,
+        calls: AtomicU32,
+    }
+
+    impl Flaky {
+        fn new(fail: u32, can_recover: bool) -> Flaky {
+            Flaky {
+                fail: AtomicU32::new(fail),
+                can_recover,
+                recovered: AtomicU32::new(0),
+                sticky: false,
+                calls: AtomicU32::new(0),
+            }
+        }
     }
 
     impl Backend for Flaky {
@@ -224,6 +301,7 @@ mod retry_tests {
             test: Test,
             packet_domains: u64,
         ) -> std::result::Result<PieceOutcome, SearchError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
             if self.fail.load(Ordering::SeqCst) > 0 {
                 self.fail.fetch_sub(1, Ordering::SeqCst);
                 return Err(SearchError::Backend(
@@ -240,6 +318,11 @@ mod retry_tests {
         fn recover(&self, _err: &SearchError) -> bool {
             self.recovered.fetch_add(1, Ordering::SeqCst);
             self.can_recover
+        }
+
+        fn lost(&self) -> Option<String> {
+            (self.sticky && self.calls.load(Ordering::SeqCst) > 0)
+                .then(|| "CUDA device 0: CUDA_ERROR_ILLEGAL_ADDRESS".into())
         }
     }
 
@@ -259,11 +342,7 @@ mod retry_tests {
         let (cfg, spec) = unit();
         let want = search_unit(&cfg, spec, &Cpu).unwrap();
         // Recovers on the second try, on the device.
-        let b = Flaky {
-            fail: AtomicU32::new(1),
-            can_recover: true,
-            recovered: AtomicU32::new(0),
-        };
+        let b = Flaky::new(1, true);
         let got = compute_unit(&cfg, spec, &b, 7).unwrap();
         assert_eq!(
             (got.stats, got.hr_cases),
@@ -271,23 +350,28 @@ mod retry_tests {
         );
         assert_eq!(b.recovered.load(Ordering::SeqCst), 1);
         // The device keeps failing: the CPU computes the unit.
-        let b = Flaky {
-            fail: AtomicU32::new(u32::MAX),
-            can_recover: true,
-            recovered: AtomicU32::new(0),
-        };
+        let b = Flaky::new(u32::MAX, true);
         let got = compute_unit(&cfg, spec, &b, 7).unwrap();
         assert_eq!(got.hr_cases, want.hr_cases);
         // Nothing to shrink: straight to the CPU.
-        let b = Flaky {
-            fail: AtomicU32::new(u32::MAX),
-            can_recover: false,
-            recovered: AtomicU32::new(0),
-        };
+        let b = Flaky::new(u32::MAX, false);
         assert_eq!(
             compute_unit(&cfg, spec, &b, 7).unwrap().hr_cases,
             want.hr_cases
         );
+    }
+
+    #[test]
+    fn a_lost_device_is_neither_retried_nor_replaced_by_the_cpu() {
+        let (cfg, spec) = unit();
+        let mut b = Flaky::new(u32::MAX, true);
+        b.sticky = true;
+        match compute_unit(&cfg, spec, &b, 7) {
+            Err(UnitFailure::DeviceLost(why)) => assert!(why.contains("ILLEGAL_ADDRESS"), "{why}"),
+            other => panic!("expected a lost device, got {other:?}"),
+        }
+        assert_eq!(b.calls.load(Ordering::SeqCst), 1, "one try, no retry");
+        assert_eq!(b.recovered.load(Ordering::SeqCst), 0, "nothing to shrink");
     }
 
     #[test]

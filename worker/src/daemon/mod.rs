@@ -2,7 +2,8 @@
 //! engine, heartbeats, spools each result to disk before posting it, and repeats, keeping the
 //! engine busy: units are computed several at a time while earlier results are posted in
 //! batches (`post.rs`) and the next lease is asked for before the current one runs out
-//! (`pipeline.rs`). A server that is down is waited for; a first SIGTERM/Ctrl-C finishes the
+//! (`pipeline.rs`). The back end starts (a GPU's self-test) while the first lease is asked
+//! for. A server that is down is waited for; a first SIGTERM/Ctrl-C finishes the
 //! units in flight and releases the rest of the leases, a second one exits at once (the
 //! leases then expire on the server).
 
@@ -19,6 +20,7 @@ use crate::client::{Client, ClientError};
 use crate::state::{Credentials, StateDir, StateError};
 use anyhow::{bail, Context, Result};
 use pipeline::Pipeline;
+pub use pipeline::{DeviceLost, DEVICE_LOST_EXIT};
 use post::{Held, Poster};
 pub use settings::{RunArgs, Settings};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -157,9 +159,12 @@ async fn daemon(settings: Settings) -> Result<()> {
     spawn_signal_handler(shared.clone());
     spawn_status(shared.clone(), settings.status_every);
 
-    let backend = {
+    // The back end (a GPU's opening and self-test) starts now and is awaited by the pipeline
+    // while it registers and asks for the first lease: start-up off the critical path. No
+    // unit starts before it is ready.
+    let opening = {
         let s = settings.clone();
-        tokio::task::spawn_blocking(move || engine::open_backend(&s)).await??
+        tokio::task::spawn_blocking(move || engine::open_backend(&s))
     };
     let client = login(&settings, &state, &shared).await?;
     let Some(client) = client else {
@@ -194,10 +199,9 @@ async fn daemon(settings: Settings) -> Result<()> {
         poster,
         shared: shared.clone(),
         settings,
-        backend,
         slots,
     };
-    let outcome = pipeline.run(resumed).await;
+    let outcome = pipeline.run(resumed, opening).await;
     let (requests, posted) = watch.counts();
     let left = held.state.spool()?.len();
     if left > 0 {

@@ -5,9 +5,19 @@
 //! asked for while the current one's last few seconds of work run, every lease in hand is
 //! heartbeaten, and a lease whose units are all computed is closed in the background: its
 //! results settled, its unfinished or failed units released.
+//!
+//! Start-up: the back end (a GPU's opening and self-test, about a second) comes as a task
+//! that runs while the first lease is asked for; no unit starts before it is ready, so no
+//! unit is computed on a device that has not passed its self-test. A back end that fails to
+//! start, or a device whose context is lost later (a sticky CUDA error), stops the daemon:
+//! nothing new starts, what is computed is posted, every unit in hand goes back unfinished,
+//! and the run ends with an error ([`DeviceLost`] for the second) so that systemd starts a
+//! fresh process, which tests the device again.
 
 use super::coordinator::Coordinator;
-use super::engine::{compute_unit, engine_unit, failure_reason, to_wire};
+use super::engine::{
+    compute_unit, engine_unit, failure_reason, one_line, to_wire, SharedBackend, UnitFailure,
+};
 use super::post::{Held, PostWatch, Poster};
 use super::settings::Settings;
 use super::{Quarantined, Shared};
@@ -25,6 +35,18 @@ use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, Lease, LeaseResponse, LeasedUnit, ReleaseLease};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{error, info, warn};
+
+/// A device's context was lost while computing (exit status [`DEVICE_LOST_EXIT`]): the units
+/// in hand were given back, and a new process may test and use the device again.
+#[derive(Debug, thiserror::Error)]
+#[error("a GPU was lost while computing, its units given back: {0}")]
+pub struct DeviceLost(pub String);
+
+/// Exit status of `tmd-worker run` after a lost device (the systemd unit restarts it).
+pub const DEVICE_LOST_EXIT: i32 = 4;
+
+/// The back end being opened and self-tested, as the pipeline receives it.
+pub type Opening = JoinHandle<Result<SharedBackend>>;
 
 /// Ask for the next lease when the work in hand falls below this many seconds at the
 /// measured speed: a lease request takes milliseconds, a unit on a GPU a fraction of a second.
@@ -104,6 +126,7 @@ struct Active {
 enum Outcome {
     Spooled(SpoolEntry, usize),
     Failed(String),
+    DeviceLost(String),
     SpoolFailed(String),
 }
 
@@ -131,7 +154,8 @@ fn compute_and_spool(
     } else {
         match compute_unit(cfg, spec, backend, unit.unit_id) {
             Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
-            Err(why) => return Outcome::Failed(why),
+            Err(UnitFailure::Unit(why)) => return Outcome::Failed(why),
+            Err(UnitFailure::DeviceLost(why)) => return Outcome::DeviceLost(why),
         }
     };
     match misbehave {
@@ -162,7 +186,6 @@ pub struct Pipeline<C: Coordinator> {
     pub poster: Poster,
     pub shared: Arc<Shared>,
     pub settings: Settings,
-    pub backend: Arc<dyn Backend + Send + Sync>,
     /// Units computed at once.
     pub slots: usize,
 }
@@ -174,6 +197,10 @@ enum Stop {
     Limit,
     Idle,
     Quarantined(String),
+    /// The back end did not start.
+    Engine(String),
+    /// A device's context was lost.
+    DeviceLost(String),
 }
 
 async fn join_lease(
@@ -185,6 +212,15 @@ async fn join_lease(
                 "the lease request failed: {e}"
             )))
         }),
+        None => std::future::pending().await,
+    }
+}
+
+async fn join_opening(h: &mut Option<Opening>) -> Result<SharedBackend> {
+    match h {
+        Some(h) => h
+            .await
+            .unwrap_or_else(|e| Err(anyhow!("starting the back end failed: {e}"))),
         None => std::future::pending().await,
     }
 }
@@ -226,7 +262,11 @@ impl<C: Coordinator> Pipeline<C> {
         })
     }
 
-    pub async fn run(self, resumed: Vec<LeaseState>) -> Result<()> {
+    /// Runs until the work is done or the daemon stops; `opening` is the back end, still
+    /// starting: it is awaited in the loop while the first lease is asked for.
+    pub async fn run(self, resumed: Vec<LeaseState>, opening: Opening) -> Result<()> {
+        let mut opening = Some(opening);
+        let mut backend: Option<SharedBackend> = None;
         let mut leases: Vec<Active> = Vec::new();
         for ls in resumed {
             let a = self.activate(ls)?;
@@ -278,7 +318,11 @@ impl<C: Coordinator> Pipeline<C> {
                     a.queue.clear();
                 }
             }
+            // Nothing starts before the back end has passed its self-test.
             while running.len() < self.slots && stop.is_none() {
+                let Some(engine) = backend.as_ref() else {
+                    break;
+                };
                 if self.settings.max_units.is_some_and(|m| started >= m) {
                     stop = Some(Stop::Limit);
                     break;
@@ -289,7 +333,7 @@ impl<C: Coordinator> Pipeline<C> {
                 let unit = a.queue.pop_front().expect("a queued unit");
                 a.running += 1;
                 started += 1;
-                self.start_unit(a, unit, &mut running);
+                self.start_unit(a, unit, engine, &mut running);
             }
             // Leases with nothing queued or running are closed in the background.
             let mut i = 0;
@@ -333,8 +377,9 @@ impl<C: Coordinator> Pipeline<C> {
                     async move { coord.lease(Some(seconds)).await },
                 ));
             }
-            // Woken by a unit, a lease answer or a signal; otherwise soon enough to see a
-            // lost lease, and at the time the next lease may be asked for.
+            // Woken by a unit, a lease answer or closed, the back end ready or a signal;
+            // otherwise soon enough to see a lost lease, and at the time the next lease may be
+            // asked for.
             let until_ask = next_ask.saturating_duration_since(Instant::now());
             let tick = if until_ask.is_zero() {
                 Duration::from_millis(250)
@@ -370,7 +415,33 @@ impl<C: Coordinator> Pipeline<C> {
                             a.failed.push(c.unit_id);
                             a.failures.push(format!("unit {}: {why}", c.unit_id));
                         }
+                        Outcome::DeviceLost(why) => {
+                            // Neither finished nor failed: released unfinished with the rest.
+                            if !matches!(stop, Some(Stop::DeviceLost(_) | Stop::Quarantined(_))) {
+                                error!(unit.id = c.unit_id, error = %why, "a GPU is lost: stopping, and giving back every unit in hand");
+                                stop = Some(Stop::DeviceLost(why));
+                            }
+                        }
                         Outcome::SpoolFailed(e) => bail!("cannot spool the result of unit {}: {e}", c.unit_id),
+                    }
+                }
+                // A lease closed: at the end of the work the next request waits for it.
+                Some(r) = closing.join_next(), if !closing.is_empty() => {
+                    if let Err(e) = r {
+                        error!(error = %e, "closing a lease failed");
+                    }
+                }
+                r = join_opening(&mut opening) => {
+                    opening = None;
+                    match r {
+                        Ok(b) => {
+                            info!(backend = %b.name(), "engine ready");
+                            backend = Some(b);
+                        }
+                        Err(e) => {
+                            error!(error = %e, "the back end did not start: giving back every unit in hand");
+                            stop = Some(Stop::Engine(format!("{e:#}")));
+                        }
                     }
                 }
                 r = join_lease(&mut asking) => {
@@ -429,16 +500,36 @@ impl<C: Coordinator> Pipeline<C> {
         }
         // What is still queued is posted now if the server takes it; the rest stays spooled.
         self.poster.close(Duration::from_secs(30)).await;
+        if let Some(b) = &backend {
+            for d in b.device_use() {
+                let uptime = self.shared.started.elapsed().as_secs_f64().max(1e-9);
+                info!(
+                    device = d.device,
+                    pieces = d.pieces,
+                    busy_s = format!("{:.2}", d.busy_s),
+                    busy_percent = format!("{:.1}", 100.0 * d.busy_s / uptime),
+                    "device use"
+                );
+            }
+        }
         match stop {
             Some(Stop::Quarantined(m)) => Err(Quarantined(m).into()),
+            Some(Stop::DeviceLost(m)) => Err(DeviceLost(m).into()),
+            Some(Stop::Engine(m)) => Err(anyhow!("the back end did not start: {m}")),
             _ => Ok(()),
         }
     }
 
-    fn start_unit(&self, a: &Active, unit: LeasedUnit, running: &mut JoinSet<Computed>) {
+    fn start_unit(
+        &self,
+        a: &Active,
+        unit: LeasedUnit,
+        backend: &SharedBackend,
+        running: &mut JoinSet<Computed>,
+    ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (lease, cfg) = (a.lease.clone(), a.cfg);
-        let backend = self.backend.clone();
+        let backend = backend.clone();
         let state = self.held.state.clone();
         let misbehave = self.settings.misbehave;
         let (lease_id, unit_id, arguments) = (lease.lease_id, unit.unit_id, unit.spec.count);
@@ -476,6 +567,12 @@ fn close_reason(a: &Active, stop: Option<&Stop>) -> String {
         "worker stopping".into()
     } else if matches!(stop, Some(Stop::Limit)) {
         "worker stopping: its unit limit is reached".into()
+    } else if let Some(Stop::DeviceLost(why)) = stop {
+        one_line(&format!("worker stopping: its GPU is lost ({why})"))
+    } else if let Some(Stop::Engine(why)) = stop {
+        one_line(&format!(
+            "worker stopping: its back end did not start ({why})"
+        ))
     } else {
         "campaign stopped".into()
     }

@@ -1,18 +1,21 @@
 //! The pipeline against an in-memory coordinator and a slowed-down CPU back end: every unit
 //! posted once and in batches, the next lease asked for before the current one ends, results
 //! kept through an unreachable server, single posts to a coordinator without the batch route,
-//! and `--exit-when-idle` waiting while units are still outstanding elsewhere.
+//! `--exit-when-idle` waiting while units are still outstanding elsewhere, the first lease
+//! asked for while the back end starts, and a back end that does not start or loses its
+//! device giving every unit in hand back.
 
 use super::coordinator::Coordinator;
-use super::pipeline::Pipeline;
+use super::engine::SharedBackend;
+use super::pipeline::{DeviceLost, Opening, Pipeline};
 use super::post::{Held, Poster};
 use super::{RunArgs, Settings, Shared};
 use crate::client::ClientError;
 use crate::state::StateDir;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tmd_kernels::existence::Test;
 use tmd_kernels::generation::Generated;
 use tmd_kernels::search::{Backend, Cpu, PieceOutcome, SearchError};
@@ -55,6 +58,10 @@ struct Campaign {
     idle_answers: u32,
     /// Units reported failed in releases.
     released_failed: Vec<i64>,
+    /// The releases' reasons.
+    released_reasons: Vec<String>,
+    /// When each lease request came.
+    lease_times: Vec<Instant>,
 }
 
 /// A coordinator in memory: leases of `per_lease` units, results recorded per unit.
@@ -128,6 +135,7 @@ fn unavailable() -> ClientError {
 impl Coordinator for Fake {
     async fn lease(&self, _seconds: Option<u32>) -> Result<LeaseResponse, ClientError> {
         let mut c = self.c.lock().unwrap();
+        c.lease_times.push(Instant::now());
         let held = c.leased.values().map(Vec::len).sum();
         c.held_at_request.push(held);
         let n = self.per_lease.min(c.pending.len());
@@ -247,6 +255,8 @@ impl Coordinator for Fake {
     ) -> Result<ReleaseResponse, ClientError> {
         let mut c = self.c.lock().unwrap();
         c.released_failed.extend(&body.failed_units);
+        c.released_reasons
+            .push(body.reason.clone().unwrap_or_default());
         let back = c.leased.remove(&lease_id).unwrap_or_default();
         Ok(ReleaseResponse {
             returned: back.len() as u32,
@@ -255,8 +265,38 @@ impl Coordinator for Fake {
     }
 }
 
+/// A back end that is ready at once.
+fn ready(b: SharedBackend) -> Opening {
+    tokio::spawn(async move { Ok(b) })
+}
+
 /// Runs the daemon's pipeline against `fake` until the server has no work left.
 async fn run(fake: Fake, name: &str, slots: usize) -> (Arc<Shared>, std::path::PathBuf) {
+    let (outcome, shared, dir, held) = run_with(fake, name, slots, ready(Arc::new(Slow))).await;
+    outcome.unwrap();
+    assert!(
+        held.state.spool().unwrap().is_empty(),
+        "nothing left spooled"
+    );
+    assert!(
+        held.state.leases().unwrap().is_empty(),
+        "no lease left in hand"
+    );
+    (shared, dir)
+}
+
+/// Runs the pipeline with the back end `opening` and gives back how it ended.
+async fn run_with(
+    fake: Fake,
+    name: &str,
+    slots: usize,
+    opening: Opening,
+) -> (
+    anyhow::Result<()>,
+    Arc<Shared>,
+    std::path::PathBuf,
+    Arc<Held>,
+) {
     let dir = std::env::temp_dir().join(format!("tmd-pipeline-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut settings = Settings::resolve(RunArgs {
@@ -275,22 +315,12 @@ async fn run(fake: Fake, name: &str, slots: usize) -> (Arc<Shared>, std::path::P
         poster,
         shared: shared.clone(),
         settings,
-        backend: Arc::new(Slow),
         slots,
     };
-    tokio::time::timeout(Duration::from_secs(120), pipeline.run(Vec::new()))
+    let outcome = tokio::time::timeout(Duration::from_secs(120), pipeline.run(Vec::new(), opening))
         .await
-        .expect("the pipeline ends")
-        .unwrap();
-    assert!(
-        held.state.spool().unwrap().is_empty(),
-        "nothing left spooled"
-    );
-    assert!(
-        held.state.leases().unwrap().is_empty(),
-        "no lease left in hand"
-    );
-    (shared, dir)
+        .expect("the pipeline ends");
+    (outcome, shared, dir, held)
 }
 
 fn every_unit_once(fake: &Fake, units: i64) {
@@ -368,6 +398,173 @@ async fn retried_units_are_posted_again_and_unacceptable_ones_released_as_failed
         "the refused unit is given back as failed"
     );
     assert_eq!(fake.retries.load(Ordering::SeqCst), 0);
+    drop(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The slow CPU, noting when each piece starts.
+struct Stamped(Arc<Mutex<Vec<Instant>>>);
+
+impl Backend for Stamped {
+    fn search_piece(
+        &self,
+        g: &Generated,
+        test: Test,
+        packet_domains: u64,
+    ) -> Result<PieceOutcome, SearchError> {
+        self.0.lock().unwrap().push(Instant::now());
+        Slow.search_piece(g, test, packet_domains)
+    }
+
+    fn name(&self) -> String {
+        "stamped slow cpu".into()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_lease_is_asked_for_while_the_back_end_starts() {
+    let fake = Fake::new(6, 3);
+    let pieces = Arc::new(Mutex::new(Vec::new()));
+    let ready_at = Arc::new(Mutex::new(None));
+    // A self-test of 400 ms, on a blocking thread as the daemon runs it.
+    let opening: Opening = {
+        let (pieces, ready_at) = (pieces.clone(), ready_at.clone());
+        tokio::task::spawn_blocking(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            *ready_at.lock().unwrap() = Some(Instant::now());
+            Ok(Arc::new(Stamped(pieces)) as SharedBackend)
+        })
+    };
+    let (outcome, _, dir, _) = run_with(fake.clone(), "startup", 2, opening).await;
+    outcome.unwrap();
+    every_unit_once(&fake, 6);
+    let ready_at = ready_at.lock().unwrap().expect("the back end started");
+    let first_lease = fake.c.lock().unwrap().lease_times[0];
+    assert!(
+        first_lease < ready_at,
+        "the first lease is asked for while the back end starts"
+    );
+    let pieces = pieces.lock().unwrap();
+    assert!(!pieces.is_empty());
+    assert!(
+        pieces.iter().all(|&t| t >= ready_at),
+        "no piece runs before the back end is ready (self-tested)"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_back_end_that_does_not_start_computes_nothing_and_gives_the_lease_back() {
+    let fake = Fake::new(6, 3);
+    let opening: Opening = tokio::spawn(async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Err(anyhow::anyhow!("no CUDA device passed the self-test"))
+    });
+    let (outcome, _, dir, held) = run_with(fake.clone(), "nostart", 2, opening).await;
+    let e = outcome.unwrap_err();
+    assert!(
+        format!("{e:#}").contains("no CUDA device passed the self-test"),
+        "{e:#}"
+    );
+    let c = fake.c.lock().unwrap();
+    assert!(!c.lease_times.is_empty(), "a lease was asked for meanwhile");
+    assert!(c.done.is_empty(), "nothing posted: {:?}", c.done);
+    assert!(c.batches.is_empty() && c.singles == 0);
+    assert!(
+        c.leased.is_empty(),
+        "the lease is given back: {:?}",
+        c.leased
+    );
+    assert!(c.released_failed.is_empty(), "its units are not blamed");
+    assert!(
+        c.released_reasons
+            .iter()
+            .all(|r| r.contains("back end did not start")),
+        "{:?}",
+        c.released_reasons
+    );
+    assert!(held.state.leases().unwrap().is_empty());
+    assert!(held.state.spool().unwrap().is_empty());
+    drop(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The slow CPU on a device that is lost (a sticky error) after `ok` pieces: every later
+/// piece fails, as a lost CUDA context fails every call.
+struct Breaks {
+    ok: Mutex<u32>,
+    lost: AtomicBool,
+    failed_calls: AtomicU32,
+}
+
+impl Backend for Breaks {
+    fn search_piece(
+        &self,
+        g: &Generated,
+        test: Test,
+        packet_domains: u64,
+    ) -> Result<PieceOutcome, SearchError> {
+        {
+            let mut ok = self.ok.lock().unwrap();
+            if *ok == 0 {
+                self.lost.store(true, Ordering::SeqCst);
+                self.failed_calls.fetch_add(1, Ordering::SeqCst);
+                return Err(SearchError::Backend(
+                    "CUDA driver: CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                ));
+            }
+            *ok -= 1;
+        }
+        Slow.search_piece(g, test, packet_domains)
+    }
+
+    fn name(&self) -> String {
+        "breaking slow cpu".into()
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.lost
+            .load(Ordering::SeqCst)
+            .then(|| "CUDA device 0: CUDA_ERROR_ILLEGAL_ADDRESS".into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_device_gives_the_units_in_hand_back_and_stops_the_daemon() {
+    let fake = Fake::new(16, 4);
+    let slots = 2;
+    let backend = Arc::new(Breaks {
+        ok: Mutex::new(3),
+        lost: AtomicBool::new(false),
+        failed_calls: AtomicU32::new(0),
+    });
+    let (outcome, _, dir, held) =
+        run_with(fake.clone(), "lost", slots, ready(backend.clone())).await;
+    let e = outcome.unwrap_err();
+    assert!(e.downcast_ref::<DeviceLost>().is_some(), "{e:#}");
+    assert!(format!("{e}").contains("ILLEGAL_ADDRESS"), "{e}");
+    // The units in flight at the loss fail once each; nothing new starts, nothing is
+    // computed on the CPU instead.
+    let failed = backend.failed_calls.load(Ordering::SeqCst) as usize;
+    assert!((1..=2 * slots).contains(&failed), "{failed} failed calls");
+    let c = fake.c.lock().unwrap();
+    // What was computed before the loss is posted, once; no unit of the lost device is.
+    assert!(c.done.len() <= 3, "{:?}", c.done);
+    assert!(c.done.values().all(|&n| n == 1), "{:?}", c.done);
+    assert!(
+        c.leased.values().all(Vec::is_empty),
+        "every unit in hand is back on the server: {:?}",
+        c.leased
+    );
+    assert!(c.released_failed.is_empty(), "the units are not blamed");
+    assert!(!c.released_reasons.is_empty());
+    assert!(
+        c.released_reasons.iter().all(|r| r.contains("GPU is lost")),
+        "{:?}",
+        c.released_reasons
+    );
+    assert!(held.state.leases().unwrap().is_empty());
+    assert!(held.state.spool().unwrap().is_empty());
     drop(c);
     let _ = std::fs::remove_dir_all(dir);
 }
