@@ -141,9 +141,13 @@ impl Journal {
 
     /// Records a finished unit: one line, flushed to the system at once and to the disk at
     /// least every second.
+    #[cfg(test)]
     pub fn record(&mut self, r: &UnitResult) -> Result<()> {
-        let mut line = serde_json::to_string(r)?;
-        line.push('\n');
+        self.record_line(&line(r)?)
+    }
+
+    /// Appends a line made by [`line`] (so that callers can serialise outside a lock).
+    pub fn record_line(&mut self, line: &str) -> Result<()> {
         self.file
             .write_all(line.as_bytes())
             .and_then(|_| self.file.flush())
@@ -159,6 +163,13 @@ impl Journal {
         self.file.sync_data()?;
         Ok(())
     }
+}
+
+/// A unit's journal line, newline included.
+pub fn line(r: &UnitResult) -> Result<String> {
+    let mut line = serde_json::to_string(r)?;
+    line.push('\n');
+    Ok(line)
 }
 
 /// The units of `all` that `done` does not hold, in order.
