@@ -139,14 +139,14 @@ impl Journal {
         Ok((journal, units))
     }
 
-    /// Records a finished unit: one line, flushed to the system at once and to the disk at
-    /// least every second.
+    /// Records a finished unit (the tests' shorthand for `record_line(&line(r)?)`).
     #[cfg(test)]
     pub fn record(&mut self, r: &UnitResult) -> Result<()> {
         self.record_line(&line(r)?)
     }
 
-    /// Appends a line made by [`line`] (so that callers can serialise outside a lock).
+    /// Records a finished unit's line made by [`line`] (so that callers can serialise outside
+    /// a lock): flushed to the system at once and to the disk at least every second.
     pub fn record_line(&mut self, line: &str) -> Result<()> {
         self.file
             .write_all(line.as_bytes())

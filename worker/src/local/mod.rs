@@ -492,11 +492,14 @@ pub fn search(a: SearchArgs) -> Result<()> {
             // Rebuilt from the journal: whatever a crash left after its last unit goes.
             let mut f = std::fs::File::create(path)
                 .with_context(|| format!("creating {}", path.display()))?;
-            write_stream_header(&mut f, a.output, &described)?;
+            // Formatted in memory and written at once (the file is unbuffered; see `Ready`).
+            let mut bytes = Vec::new();
+            write_stream_header(&mut bytes, a.output, &described)?;
             for r in &done {
-                write_stream_cases(&mut f, a.output, &r.hr_cases)?;
-                write_stream_skipped(&mut f, a.output, &r.skipped)?;
+                write_stream_cases(&mut bytes, a.output, &r.hr_cases)?;
+                write_stream_skipped(&mut bytes, a.output, &r.skipped)?;
             }
+            f.write_all(&bytes)?;
             f.flush()?;
             Some(f)
         }
