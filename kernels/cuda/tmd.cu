@@ -192,17 +192,25 @@ __device__ __forceinline__ u64 div_ceil(u64 x, u64 y) { return x / y + (x % y !=
 // few units of the quotient when the quotient is below 2^20 (float's relative error is about
 // 2^-22 after the reciprocal), so the corrections run once or twice. Larger quotients take
 // the hardware division.
-__device__ __forceinline__ u64 div_estimate(u64 x, u64 y) {
-    float qf = __fmul_rz((float)x, __frcp_rz((float)y));
-    if (qf >= 1048576.0f) return x / y;
+//
+// Every rounding of the estimate is downwards (x rounded towards zero, y upwards, the
+// reciprocal and the product towards zero), so k <= x / y: k y <= x cannot overflow and only
+// upward corrections remain, at most two for a quotient below 2^20 (relative error below
+// 2^-21). The remainder comes out with the quotient.
+__device__ __forceinline__ u64 div_estimate(u64 x, u64 y, u64 *rem) {
+    float qf = __fmul_rz(__ull2float_rz(x), __frcp_rz(__ull2float_ru(y)));
+    if (qf >= 1048576.0f) {
+        u64 k = x / y;
+        *rem = x - k * y;
+        return k;
+    }
     u64 k = (u64)qf;
-    // Down to k y <= x (k y computed without overflow), then up to the largest such k.
-    while (__umul64hi(k, y) != 0 || k * y > x) k--;
     u64 r = x - k * y;
     while (r >= y) {
         r -= y;
         k++;
     }
+    *rem = r;
     return k;
 }
 
@@ -223,9 +231,7 @@ __device__ __forceinline__ u64 divrem(u64 x, u64 y, u64 *rem) {
         *rem = r2;
         return 2;
     }
-    u64 k = div_estimate(x, y);
-    *rem = x - k * y;
-    return k;
+    return div_estimate(x, y, rem);
 }
 
 // ceil(m / u) >= k, i.e. (k - 1) u < m, without a division (m, u > 0).
@@ -585,6 +591,65 @@ __device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
     }
 }
 
+// Phase 1's threads walk their domains in stripes (TMD_STRIPE): lane l of a warp whose 32
+// packets cover the domains [D, D + 32 packet) walks D + l + 32 j, j < packet, instead of its
+// own packet's consecutive domains. The lanes of a warp then test neighbouring domains at each
+// step, whose slopes agree to many more bits than those of domains a packet apart, so their
+// partial quotients, branches and iteration counts agree: less divergence. Each domain is
+// still walked and tested exactly once, from the same exact words.
+#ifndef TMD_STRIPE
+#define TMD_STRIPE 1
+#endif
+// Stride differences exactly in 64-bit multipliers only up to 9 differences (below).
+#define STRIPE_MAX_N 9
+
+// The differences of step s from those of step 1, in place: Delta_s = (1 + Delta)^s - 1, so
+// Delta_s^l = sum_(r >= l) T[l][r] Delta^r with T[l][r] the coefficient of x^r in
+// ((1 + x)^s - 1)^l, a nonnegative integer at most C(s l, r) <= C(256, 8) < 2^49 for s = 32 and
+// l, r < 9: exact in 64 bits, so the words mod 2^(64 L) are exactly the step-s differences the
+// walk needs. Row l of T is row l - 1 times (1 + x)^s - 1, truncated at degree n - 1; rows go
+// upwards, and row l reads only w[r] for r >= l, which lower rows have not yet overwritten.
+__device__ void stride_state(u64 *w, int n, u64 s) {
+    u64 poly[STRIPE_MAX_N], row[STRIPE_MAX_N], next[STRIPE_MAX_N];
+    // poly = (1 + x)^s - 1 = sum_(r >= 1) C(s, r) x^r, truncated.
+    poly[0] = 0;
+    u64 c = 1;
+#pragma unroll 1
+    for (int r = 1; r < n; r++) {
+        c = c * (s - (u64)(r - 1)) / (u64)r;
+        poly[r] = c;
+    }
+    row[0] = 1;
+#pragma unroll 1
+    for (int r = 1; r < n; r++) row[r] = 0;
+#pragma unroll 1
+    for (int l = 1; l < n; l++) {
+        // row <- row * poly, truncated; then w[l] = sum_(r >= l) row[r] w[r].
+#pragma unroll 1
+        for (int r = 0; r < n; r++) {
+            u64 t = 0;
+#pragma unroll 1
+            for (int j = 1; j <= r; j++) t += row[r - j] * poly[j];
+            next[r] = t;
+        }
+#pragma unroll 1
+        for (int r = 0; r < n; r++) row[r] = next[r];
+        u64 acc[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll 1
+        for (int r = l; r < n; r++) {
+            u64 t[L], x[L];
+#pragma unroll
+            for (int k = 0; k < L; k++) x[k] = w[r * L + k];
+            w_mul_small<L>(t, x, row[r]);
+            w_add<L>(acc, t);
+        }
+#pragma unroll
+        for (int k = 0; k < L; k++) w[l * L + k] = acc[k];
+    }
+}
+
 // The top WL limbs of packed words (local memory) into a register array: every index a
 // compile-time constant. WL = L keeps the whole words.
 template <int N, int WL>
@@ -638,18 +703,34 @@ __device__ __forceinline__ void phase1_walk(const u64 *rho_b, const u64 *rho_s, 
                                             u64 slack_b, u64 slack_s, u64 *exact,
                                             u64 exact_cap) {
     u64 u = first_packet + (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (u >= end_packet) return;
-    u64 i0 = u * packet;
-    if (i0 >= domains) return;
-    u64 i1 = i0 + packet < domains ? i0 + packet : domains;
+    // Striped (see stride_state): the warp's 32 packets are all in the launch's range and
+    // full, the same answer for every lane of the warp (blocks are whole warps).
+    u32 lane = threadIdx.x & 31u;
+    u64 u0 = u - lane;
+    bool striped = TMD_STRIPE && NB <= STRIPE_MAX_N && !(WL == L && TMD_LANES == 2) &&
+                   u0 + 32 <= end_packet && (u0 + 32) * packet <= domains;
+    u64 i0, i1, di;
+    if (striped) {
+        i0 = u0 * packet + lane;
+        i1 = i0 + 32 * packet;
+        di = 32;
+    } else {
+        if (u >= end_packet) return;
+        i0 = u * packet;
+        if (i0 >= domains) return;
+        i1 = i0 + packet < domains ? i0 + packet : domains;
+        di = 1;
+    }
 
     u64 wb[NB][WL], ws[NS][WL];
     {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
         shift_state(scratch, NB, rho_b, c);
+        if (striped) stride_state(scratch, NB, 32);
         to_registers<NB, WL>(wb, scratch);
         shift_state(scratch, NS, rho_s, c);
+        if (striped) stride_state(scratch, NS, 32);
         to_registers<NS, WL>(ws, scratch);
     }
 
@@ -679,7 +760,7 @@ __device__ __forceinline__ void phase1_walk(const u64 *rho_b, const u64 *rho_s, 
         }
         return;
     }
-    for (u64 i = i0; i < i1; i++) {
+    for (u64 i = i0; i < i1; i += di) {
         u64 a, b;
         bool sure = true;
         if (WL == L) {

@@ -139,11 +139,15 @@ impl Journal {
         Ok((journal, units))
     }
 
-    /// Records a finished unit: one line, flushed to the system at once and to the disk at
-    /// least every second.
+    /// Records a finished unit (the tests' shorthand for `record_line(&line(r)?)`).
+    #[cfg(test)]
     pub fn record(&mut self, r: &UnitResult) -> Result<()> {
-        let mut line = serde_json::to_string(r)?;
-        line.push('\n');
+        self.record_line(&line(r)?)
+    }
+
+    /// Records a finished unit's line made by [`line`] (so that callers can serialise outside
+    /// a lock): flushed to the system at once and to the disk at least every second.
+    pub fn record_line(&mut self, line: &str) -> Result<()> {
         self.file
             .write_all(line.as_bytes())
             .and_then(|_| self.file.flush())
@@ -159,6 +163,13 @@ impl Journal {
         self.file.sync_data()?;
         Ok(())
     }
+}
+
+/// A unit's journal line, newline included.
+pub fn line(r: &UnitResult) -> Result<String> {
+    let mut line = serde_json::to_string(r)?;
+    line.push('\n');
+    Ok(line)
 }
 
 /// The units of `all` that `done` does not hold, in order.

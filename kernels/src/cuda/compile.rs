@@ -15,6 +15,9 @@ const PHASE1_TOP_MIN_BLOCKS: u64 = 4;
 /// Two lanes measured slower on an H100 (7.8 ms against 6.3 ms per binary64 unit): the lanes'
 /// branches do not overlap, and the second state costs registers.
 const PHASE1_LANES: u64 = 1;
+/// Whether phase 1's warps walk their domains in stripes (1) or each thread its own packet
+/// (0; `TMD_CUDA_STRIPE`): see `stride_state` in `tmd.cu` (issue 15).
+const PHASE1_STRIPE: u64 = 1;
 
 /// Whether `libnvrtc` can be loaded.
 pub fn nvrtc_available() -> bool {
@@ -42,12 +45,14 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
 /// The NVRTC options of one module, in one place. Tuning knobs: `TMD_CUDA_MINBLOCKS` asks that
 /// many blocks of phase 1 to fit on a multiprocessor (fewer registers per thread, more resident
 /// warps, some walk state in local memory), `TMD_CUDA_TOP_MINBLOCKS` the same for the two-limb
-/// walk; `TMD_CUDA_LANES` (1 or 2) how many domains one thread tests at once. No answer
+/// walk; `TMD_CUDA_LANES` (1 or 2) how many domains one thread tests at once;
+/// `TMD_CUDA_STRIPE` (0 or 1) whether a warp's lanes walk neighbouring domains. No answer
 /// depends on them.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
     let lanes = env_u64("TMD_CUDA_LANES").unwrap_or(PHASE1_LANES);
     let top_min_blocks = env_u64("TMD_CUDA_TOP_MINBLOCKS").unwrap_or(PHASE1_TOP_MIN_BLOCKS);
+    let stripe = env_u64("TMD_CUDA_STRIPE").unwrap_or(PHASE1_STRIPE).min(1);
     vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
@@ -55,6 +60,7 @@ pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
         format!("-DTMD_MINBLOCKS={min_blocks}"),
         format!("-DTMD_LANES={lanes}"),
         format!("-DTMD_TOP_MINBLOCKS={top_min_blocks}"),
+        format!("-DTMD_STRIPE={stripe}"),
         "--std=c++17".to_string(),
     ]
 }

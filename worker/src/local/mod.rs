@@ -380,22 +380,49 @@ struct Sink {
     journal: Option<Journal>,
     /// The csv or wc output file, appended per unit.
     stream: Option<std::fs::File>,
-    kind: Output,
     results: Vec<UnitResult>,
     progress: Progress,
 }
 
+/// A finished unit's bytes for the output file and its journal line, made by the unit's own
+/// thread before it takes the sink's lock: at 32 bits a binary64 unit has about 512 cases,
+/// and formatting them under the lock (one `write` per piece of each line, on an unbuffered
+/// file) serialised the whole search there (issue 15: about 4 ms per unit, which was the
+/// binade's wall once the GPU was faster).
+struct Ready {
+    stream: Vec<u8>,
+    journal: Option<String>,
+}
+
+impl Ready {
+    fn new(kind: Output, r: &UnitResult, stream: bool, journal: bool) -> Result<Ready> {
+        let mut bytes = Vec::new();
+        if stream {
+            write_stream_cases(&mut bytes, kind, &r.hr_cases)?;
+            write_stream_skipped(&mut bytes, kind, &r.skipped)?;
+        }
+        let journal = if journal {
+            Some(journal::line(r)?)
+        } else {
+            None
+        };
+        Ok(Ready {
+            stream: bytes,
+            journal,
+        })
+    }
+}
+
 impl Sink {
-    fn unit_done(&mut self, r: UnitResult) -> Result<()> {
+    fn unit_done(&mut self, r: UnitResult, ready: Ready) -> Result<()> {
         // The output first, the journal second: a crash between them leaves a unit the
         // journal lacks, which a resume computes again and drops from the rebuilt output.
         if let Some(f) = &mut self.stream {
-            write_stream_cases(f, self.kind, &r.hr_cases)?;
-            write_stream_skipped(f, self.kind, &r.skipped)?;
+            f.write_all(&ready.stream)?;
             f.flush()?;
         }
-        if let Some(j) = &mut self.journal {
-            j.record(&r)?;
+        if let (Some(j), Some(line)) = (&mut self.journal, &ready.journal) {
+            j.record_line(line)?;
         }
         self.progress.unit_done(r.hr_cases.len() as u64);
         self.results.push(r);
@@ -465,11 +492,14 @@ pub fn search(a: SearchArgs) -> Result<()> {
             // Rebuilt from the journal: whatever a crash left after its last unit goes.
             let mut f = std::fs::File::create(path)
                 .with_context(|| format!("creating {}", path.display()))?;
-            write_stream_header(&mut f, a.output, &described)?;
+            // Formatted in memory and written at once (the file is unbuffered; see `Ready`).
+            let mut bytes = Vec::new();
+            write_stream_header(&mut bytes, a.output, &described)?;
             for r in &done {
-                write_stream_cases(&mut f, a.output, &r.hr_cases)?;
-                write_stream_skipped(&mut f, a.output, &r.skipped)?;
+                write_stream_cases(&mut bytes, a.output, &r.hr_cases)?;
+                write_stream_skipped(&mut bytes, a.output, &r.skipped)?;
             }
+            f.write_all(&bytes)?;
             f.flush()?;
             Some(f)
         }
@@ -481,14 +511,20 @@ pub fn search(a: SearchArgs) -> Result<()> {
     let sink = Mutex::new(Sink {
         journal,
         stream,
-        kind: a.output,
         progress: Progress::new(units.len() as u64, done.len() as u64, hr_so_far, a.quiet),
         results: done,
     });
     let start = Instant::now();
+    let (has_stream, has_journal) = {
+        let s = sink.lock().unwrap_or_else(|e| e.into_inner());
+        (s.stream.is_some(), s.journal.is_some())
+    };
     let outcome = todo.par_iter().try_for_each(|&u| -> Result<()> {
         let r = search_unit(&cfg, u, backend)?;
-        sink.lock().unwrap_or_else(|e| e.into_inner()).unit_done(r)
+        let ready = Ready::new(a.output, &r, has_stream, has_journal)?;
+        sink.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unit_done(r, ready)
     });
     let mut sink = sink.into_inner().unwrap_or_else(|e| e.into_inner());
     sink.progress.bar.finish_and_clear();

@@ -1,0 +1,404 @@
+//! One piece on the device: its constant inputs, the launches of phases 1-3 and their
+//! argument lists, within the lists of one slot (split from `mod.rs`, issue 15).
+
+use super::*;
+
+pub(super) fn check_supported(g: &Generated) -> Result<(), CudaError> {
+    if g.degree > MAX_DEGREE || g.degree == 0 {
+        return Err(CudaError::Unsupported(format!("degree {}", g.degree)));
+    }
+    if g.domains > MAX_DOMAINS {
+        return Err(CudaError::Unsupported(format!("{} domains", g.domains)));
+    }
+    if g.domain_bits >= 32 || g.sub_bits > g.domain_bits {
+        return Err(CudaError::Unsupported(format!(
+            "domains of 2^{}, subdomains of 2^{}",
+            g.domain_bits, g.sub_bits
+        )));
+    }
+    Ok(())
+}
+
+/// Phases 1-3 of `g` within the lists of `slot` (see the module's notes on memory).
+pub(super) fn run_piece_in(
+    dev: &Device,
+    slot: &mut Slot,
+    g: &Generated,
+    test: Test,
+) -> Result<PieceOutcome, CudaError> {
+    let l = g.limbs;
+    let kappa_bits = g.domain_bits - g.sub_bits;
+    let packet = packet_for(g.domains);
+    if !slot_fits(&slot.shares, l as u64, kappa_bits, g.domain_bits, packet) {
+        return Err(CudaError::Unsupported(format!(
+            "{} per piece is too small for {l} limbs and {} subdomains of 2^{} arguments",
+            human_bytes(slot.shares.bytes()),
+            1u64 << kappa_bits,
+            g.sub_bits
+        )));
+    }
+    let m = dev.module(l, g.degree)?;
+    let stream = slot.stream.clone();
+    // The two-limb walk where words are wider and the dropped carries stay small over a packet
+    // (TMD_CUDA_TOP=0 turns it off: a tuning knob, no answer depends on it).
+    let slack = if l > 2 && env_u64("TMD_CUDA_TOP") != Some(0) {
+        let steps = packet.saturating_sub(1);
+        match (
+            walk_slack(g.walk_b.len(), steps),
+            walk_slack(g.walk_slope.len(), steps),
+        ) {
+            (Some(b), Some(s)) => Some((b.max(slot.slack_floor), s.max(slot.slack_floor))),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let t = Instant::now();
+    let piece = PieceData {
+        g,
+        m: &m,
+        test_id: match test {
+            Test::Regular => 0,
+            Test::Lefevre => 1,
+        },
+        rho_b: stream.clone_htod(&pack_words(&g.walk_b, l))?,
+        rho_s: stream.clone_htod(&pack_words(&g.walk_slope, l))?,
+        rho_r: stream.clone_htod(&pack_words(&g.walk_r2, l))?,
+        consts: {
+            let mut c = word_limbs(&g.bounds.eps1, l);
+            c.extend(word_limbs(&g.bounds.eps2, l));
+            stream.clone_htod(&c)?
+        },
+        packet,
+        kappa_bits,
+        slack,
+    };
+    let mut out = PieceOutcome::default();
+    out.stats.domains = g.domains;
+    out.stats.pieces = 1;
+    out.timings.phase1_s = t.elapsed().as_secs_f64();
+
+    let packets = g.domains.div_ceil(packet);
+    let mut ranges = VecDeque::from([(0u64, packets)]);
+    while let Some((p0, p1)) = ranges.pop_front() {
+        let t = Instant::now();
+        // A few per thousand domains fail with the published sizes; start at 1/64.
+        let want = ((p1 - p0) * packet / 64).max(1024).min(slot.shares.index);
+        let share = slot.shares.index;
+        ensure(&stream, &slot.gauge, &mut slot.index, want, share)?;
+        let failed = piece.phase1(slot, p0, p1)?;
+        out.timings.phase1_s += t.elapsed().as_secs_f64();
+        let cap = slot.index.as_ref().map_or(0, |x| x.len() as u64);
+        if failed > cap {
+            if failed <= share {
+                ensure(&stream, &slot.gauge, &mut slot.index, failed, share)?;
+                ranges.push_front((p0, p1));
+            } else if p1 - p0 >= 2 {
+                for r in split_packets(p0, p1, failed, cap).into_iter().rev() {
+                    ranges.push_front(r);
+                }
+            } else {
+                // slot_fits guarantees a packet's failures fit the index share.
+                return Err(CudaError::Unsupported(format!(
+                    "{failed} failing domains in one packet of {packet}"
+                )));
+            }
+            continue;
+        }
+        out.stats.phase1_failures += failed;
+        let batch = batch_domains(slot.shares.work, l as u64, kappa_bits);
+        let mut j0 = 0;
+        while j0 < failed {
+            let n = batch.min(failed - j0);
+            piece.batch(slot, j0, n, &mut out)?;
+            j0 += n;
+        }
+    }
+    out.candidates.sort_unstable();
+    out.stats.candidates = out.candidates.len() as u64;
+    Ok(out)
+}
+
+/// A piece's constant inputs on the device, and the launches of its phases.
+struct PieceData<'a> {
+    g: &'a Generated,
+    m: &'a Module,
+    test_id: i32,
+    rho_b: CudaSlice<u64>,
+    rho_s: CudaSlice<u64>,
+    rho_r: CudaSlice<u64>,
+    consts: CudaSlice<u64>,
+    packet: u64,
+    kappa_bits: u32,
+    /// The two-limb walk's slack for `b` and the slope, where it is used.
+    slack: Option<(u64, u64)>,
+}
+
+impl PieceData<'_> {
+    /// Phase 1 on packets `[p0, p1)` into the slot's index list: the number of failing
+    /// domains, which may exceed the list (then only its capacity was written).
+    fn phase1(&self, slot: &mut Slot, p0: u64, p1: u64) -> Result<u64, CudaError> {
+        if let Some((slack_b, slack_s)) = self.slack {
+            if let Some(failed) = self.phase1_top(slot, p0, p1, slack_b, slack_s)? {
+                return Ok(failed);
+            }
+        }
+        let g = self.g;
+        let stream = &slot.stream;
+        let index = slot.index.as_mut().expect("ensured by the caller");
+        let cap = index.len() as u64;
+        stream.memset_zeros(&mut slot.counters)?;
+        let mut b = stream.launch_builder(&self.m.phase1);
+        b.arg(&self.rho_b)
+            .arg(&self.rho_s)
+            .arg(&g.domains)
+            .arg(&g.piece.count)
+            .arg(&g.domain_bits)
+            .arg(&self.packet)
+            .arg(&p0)
+            .arg(&p1)
+            .arg(&g.e1)
+            .arg(&self.test_id)
+            .arg(index)
+            .arg(&cap)
+            .arg(&mut slot.counters);
+        // SAFETY: the arguments match tmd_phase1's parameters in order and type (two packed
+        // rho lists of NB, NS words of L limbs as this module was compiled for, u64
+        // domains/count, u32 domain_bits, u64 packet/first/end packet/e1, int test, an index
+        // list of `cap` entries, 8 counters); one thread per packet of [p0, p1), and the kernel
+        // writes only below `cap`.
+        unsafe { b.launch(launch_config(p1 - p0)?) }?;
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        Ok(c[0])
+    }
+
+    /// Phase 1 on packets `[p0, p1)` with the two-limb walk, then the undecided domains from
+    /// exact words: the same failing domains as `tmd_phase1` finds. `None` when more domains
+    /// were undecided than the slot's list holds (the caller runs the exact walk instead).
+    fn phase1_top(
+        &self,
+        slot: &mut Slot,
+        p0: u64,
+        p1: u64,
+        slack_b: u64,
+        slack_s: u64,
+    ) -> Result<Option<u64>, CudaError> {
+        let g = self.g;
+        let stream = &slot.stream;
+        let index = slot.index.as_mut().expect("ensured by the caller");
+        let cap = index.len() as u64;
+        stream.memset_zeros(&mut slot.counters)?;
+        {
+            let mut b = stream.launch_builder(&self.m.phase1_top);
+            b.arg(&self.rho_b)
+                .arg(&self.rho_s)
+                .arg(&g.domains)
+                .arg(&g.piece.count)
+                .arg(&g.domain_bits)
+                .arg(&self.packet)
+                .arg(&p0)
+                .arg(&p1)
+                .arg(&g.e1)
+                .arg(&self.test_id)
+                .arg(&mut *index)
+                .arg(&cap)
+                .arg(&mut slot.counters)
+                .arg(&slack_b)
+                .arg(&slack_s)
+                .arg(&mut slot.exact)
+                .arg(&EXACT_CAP);
+            // SAFETY: as tmd_phase1, then u64 slacks and the `exact` list of EXACT_CAP
+            // entries, which the kernel writes only below EXACT_CAP.
+            unsafe { b.launch(launch_config(p1 - p0)?) }?;
+        }
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        let undecided = c[5];
+        if undecided > EXACT_CAP {
+            tracing::debug!(undecided, "two-limb walk: the exact walk runs this range");
+            return Ok(None);
+        }
+        if undecided == 0 {
+            return Ok(Some(c[0]));
+        }
+        {
+            let mut b = stream.launch_builder(&self.m.phase1_exact);
+            b.arg(&self.rho_b)
+                .arg(&self.rho_s)
+                .arg(&slot.exact)
+                .arg(&undecided)
+                .arg(&g.piece.count)
+                .arg(&g.domain_bits)
+                .arg(&g.e1)
+                .arg(&self.test_id)
+                .arg(&mut *index)
+                .arg(&cap)
+                .arg(&mut slot.counters);
+            // SAFETY: tmd_phase1_exact(rho_b, rho_s, exact, n, count, domain_bits, e1, test,
+            // index, cap, counters): `exact` holds `undecided` <= EXACT_CAP entries written
+            // above; one thread per entry; failures are written only below `cap`.
+            unsafe { b.launch(launch_config(undecided)?) }?;
+        }
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        Ok(Some(c[0]))
+    }
+
+    /// Phases 2 and 3 on the failing domains `j0 .. j0 + n` of the slot's index list: adds
+    /// the counts to `out` and the candidates to `out.candidates`.
+    fn batch(
+        &self,
+        slot: &mut Slot,
+        j0: u64,
+        n: u64,
+        out: &mut PieceOutcome,
+    ) -> Result<(), CudaError> {
+        let g = self.g;
+        let l = g.limbs as u64;
+        let kb = self.kappa_bits;
+        let t = Instant::now();
+        let Slot {
+            stream,
+            shares,
+            index,
+            work,
+            candidates,
+            counters,
+            gauge,
+            ..
+        } = slot;
+        let cap2 = n << kb;
+        let needed = n * work_words_per_domain(l, kb);
+        ensure(stream, gauge, work, needed, shares.work)?;
+        let index = index
+            .as_ref()
+            .expect("phase 1 ran")
+            .slice(j0 as usize..(j0 + n) as usize);
+        let work = work.as_mut().expect("ensured");
+        let (mut words1, mut rest) = work.split_at_mut((3 * l * n) as usize);
+        let (mut start2, mut rest) = rest.split_at_mut(cap2 as usize);
+        let (mut len2, mut rest) = rest.split_at_mut(cap2 as usize);
+        let (mut words2, _) = rest.split_at_mut((3 * l * cap2) as usize);
+
+        // The failing domains' words, evaluated exactly at their indices (3 fields of L rows
+        // of `n` entries).
+        {
+            let mut b = stream.launch_builder(&self.m.phase1_words);
+            b.arg(&self.rho_b)
+                .arg(&self.rho_s)
+                .arg(&self.rho_r)
+                .arg(&index)
+                .arg(&mut words1)
+                .arg(&n)
+                .arg(&n);
+            // SAFETY: tmd_phase1_words(rho_b, rho_s, rho_r, index, words, cap, n): the rho
+            // lists hold NB, NS, NR words of L limbs, `index` n entries, `words1` 3 L rows of
+            // n; one thread per entry writes only its own column.
+            unsafe { b.launch(launch_config(n)?) }?;
+        }
+        out.timings.phase1_s += t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        stream.memset_zeros(&mut *counters)?;
+        {
+            let mut b = stream.launch_builder(&self.m.phase2);
+            b.arg(&index)
+                .arg(&mut words1)
+                .arg(&n)
+                .arg(&n)
+                .arg(&self.consts)
+                .arg(&g.k0)
+                .arg(&g.k1)
+                .arg(&g.k0_sub)
+                .arg(&g.k1_sub)
+                .arg(&g.e2)
+                .arg(&g.domain_bits)
+                .arg(&g.sub_bits)
+                .arg(&g.piece.count)
+                .arg(&self.test_id)
+                .arg(&mut start2)
+                .arg(&mut len2)
+                .arg(&mut words2)
+                .arg(&cap2)
+                .arg(&mut *counters);
+            // SAFETY: the arguments match tmd_phase2's parameters in order and type; the input
+            // lists hold `n` entries (stride n), the outputs `cap2 = n << kappa_bits` entries
+            // (stride cap2), one per thread at most, so no write goes past them.
+            unsafe { b.launch(launch_config(cap2)?) }?;
+        }
+        let c = stream.clone_dtoh(&*counters)?;
+        stream.synchronize()?;
+        out.timings.phase2_s += t.elapsed().as_secs_f64();
+        out.stats.subdomains += c[1];
+        out.stats.phase2_failures += c[2];
+        out.stats.phase3_arguments += c[3];
+        let (failed2, arguments) = (c[2], c[3]);
+        if failed2 == 0 {
+            return Ok(());
+        }
+
+        // Phase 3 over ranges of the failed subdomains whose candidates fit the list.
+        let t = Instant::now();
+        let (chunk_bits, chunk_shift) = phase3_chunks(g.sub_bits);
+        let floor = 4096u64.max(1 << g.sub_bits);
+        let mut ranges = VecDeque::from([(0u64, failed2)]);
+        while let Some((s0, s1)) = ranges.pop_front() {
+            let expected = (arguments / failed2 * (s1 - s0)) >> 10;
+            let want = expected.clamp(floor, shares.candidates.max(floor));
+            ensure(stream, gauge, candidates, want, shares.candidates)?;
+            let cand = candidates.as_mut().expect("ensured");
+            let cap3 = cand.len() as u64;
+            let nsubs = s1 - s0;
+            stream.memset_zeros(&mut *counters)?;
+            let (st, ln, wd) = (
+                start2.slice(s0 as usize..),
+                len2.slice(s0 as usize..),
+                words2.slice(s0 as usize..),
+            );
+            {
+                let mut b = stream.launch_builder(&self.m.phase3);
+                b.arg(&st)
+                    .arg(&ln)
+                    .arg(&wd)
+                    .arg(&cap2)
+                    .arg(&nsubs)
+                    .arg(&chunk_shift)
+                    .arg(&chunk_bits)
+                    .arg(&g.t3)
+                    .arg(&mut *cand)
+                    .arg(&cap3)
+                    .arg(&mut *counters);
+                // SAFETY: the arguments match tmd_phase3's parameters in order and type; the
+                // input views start at subdomain s0 of lists of stride `cap2` and the kernel
+                // reads entries s0 .. s1 < failed2 <= cap2 of each row, so every read stays in
+                // the lists; it writes candidates only below `cap3`.
+                unsafe { b.launch(launch_config(nsubs << chunk_shift)?) }?;
+            }
+            let c = stream.clone_dtoh(&*counters)?;
+            stream.synchronize()?;
+            let found = c[4];
+            if found > cap3 {
+                if found <= shares.candidates {
+                    ensure(stream, gauge, candidates, found, shares.candidates)?;
+                    ranges.push_front((s0, s1));
+                } else if nsubs >= 2 {
+                    let mid = s0 + nsubs / 2;
+                    ranges.push_front((mid, s1));
+                    ranges.push_front((s0, mid));
+                } else {
+                    // slot_fits guarantees one subdomain's arguments fit the candidate share.
+                    return Err(CudaError::Unsupported(format!(
+                        "{found} candidates in one subdomain"
+                    )));
+                }
+                continue;
+            }
+            let v = stream.clone_dtoh(&cand.slice(0..found as usize))?;
+            stream.synchronize()?;
+            out.candidates.extend(v);
+        }
+        out.timings.phase3_s += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+}

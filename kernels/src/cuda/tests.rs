@@ -1,0 +1,105 @@
+//! Tests of the CUDA back end's host side (packing, packets, slack); the device is tested
+//! by `selftest`.
+
+use super::*;
+use crate::fixed;
+
+#[test]
+fn words_are_packed_as_the_cpu_reduces_them() {
+    let vals = [
+        Integer::from(-1),
+        Integer::from(12345),
+        (Integer::from(1) << 300) - 7,
+        -(Integer::from(3) << 200u32),
+    ];
+    let packed = pack_words(&vals, 5);
+    assert_eq!(packed.len(), 20);
+    for (l, v) in vals.iter().enumerate() {
+        assert_eq!(
+            &packed[l * 5..(l + 1) * 5],
+            &fixed::from_integer::<5>(v)[..]
+        );
+    }
+    assert_eq!(word_limbs(&Integer::from(-1), 2), vec![u64::MAX, u64::MAX]);
+}
+
+#[test]
+fn interleaved_lists_round_trip() {
+    // What tmd_phase1 writes: 3 fields of L limbs, limb-major, `cap` entries per row.
+    let (limbs, cap) = (3usize, 7usize);
+    let mut list = vec![0u64; 3 * limbs * cap];
+    for j in 0..cap {
+        for f in 0..3 {
+            for k in 0..limbs {
+                list[interleaved_index(f * limbs + k, j, cap)] = (j * 100 + f * 10 + k) as u64;
+            }
+        }
+    }
+    // Neighbouring entries of one limb are adjacent: coalesced accesses.
+    assert_eq!(
+        interleaved_index(4, 3, cap) + 1,
+        interleaved_index(4, 4, cap)
+    );
+    for j in 0..cap {
+        for f in 0..3 {
+            let w = read_interleaved(&list, f, j, limbs, cap);
+            let want: Vec<u64> = (0..limbs).map(|k| (j * 100 + f * 10 + k) as u64).collect();
+            assert_eq!(w, want);
+        }
+    }
+}
+
+#[test]
+fn phase3_chunks_cover_each_subdomain_once() {
+    for sub_bits in 2..=20u32 {
+        let (cb, cs) = phase3_chunks(sub_bits);
+        assert_eq!(cb + cs, sub_bits);
+        // Every argument of a full subdomain is walked by exactly one (chunk, step).
+        let mut seen = vec![0u8; 1 << sub_bits];
+        for c in 0..1u64 << cs {
+            for y in (c << cb)..((c + 1) << cb) {
+                seen[y as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&s| s == 1), "sub_bits {sub_bits}");
+    }
+}
+
+#[test]
+fn packets_and_capacities() {
+    for domains in [1u64, 7, 1 << 10, 1 << 20, 1 << 25, (1 << 35) + 3] {
+        let p = gpu_packet(domains);
+        assert!((16..=1024).contains(&p));
+        let threads = domains.div_ceil(p);
+        assert!(threads * p >= domains && (threads - 1) * p < domains);
+        assert!(launch_config(threads).is_ok());
+    }
+    assert_eq!(gpu_packet(1 << 25), 256);
+}
+
+/// The slack bounds what the two-limb walk drops: walking words of 3 limbs exactly and by
+/// their top two limbs, the shortfall of the lowest difference never exceeds it.
+#[test]
+fn the_two_limb_walk_stays_within_its_slack() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+    for n in [2usize, 4, 7, 9] {
+        let steps = 200u64;
+        let slack = walk_slack(n, steps).expect("small");
+        let mut full: Vec<[u64; 3]> = (0..n).map(|_| rng.gen()).collect();
+        let mut top: Vec<[u64; 2]> = full.iter().map(|w| [w[1], w[2]]).collect();
+        for _ in 0..steps {
+            for l in 0..n - 1 {
+                let (x, y) = (full[l + 1], top[l + 1]);
+                fixed::add(&mut full[l], &x);
+                fixed::add(&mut top[l], &y);
+            }
+            let t = ((full[0][2] as u128) << 64) | full[0][1] as u128;
+            let w = ((top[0][1] as u128) << 64) | top[0][0] as u128;
+            assert!(t.wrapping_sub(w) <= slack as u128, "n={n}");
+        }
+    }
+    assert_eq!(walk_slack(1, 1000), Some(0));
+    assert_eq!(walk_slack(2, 256), Some(256));
+    assert!(walk_slack(13, 4096).is_none());
+}
