@@ -170,11 +170,14 @@ impl Format {
         match self.exponents {
             None => format!(
                 "p{p}: precision {p}, exponent unbounded (results judged as precision-{p} \
-                 numbers: no subnormal results, no overflow)"
+                 numbers: no subnormal results, no overflow; arguments the normal numbers of \
+                 {}'s exponent range, no subnormal arguments)",
+                if p == 24 { "binary32" } else { "binary64" }
             ),
             Some(x) => format!(
-                "{}: precision {p}, normal exponents {}..={}, subnormal results judged on the \
-                 subnormal grid, overflowing and underflowing results skipped and listed",
+                "{}: precision {p}, normal exponents {}..={}, zero and subnormal arguments \
+                 searched, subnormal results judged on the subnormal grid, overflowing and \
+                 underflowing results skipped and listed",
                 self.name(),
                 x.emin,
                 x.emax
@@ -263,9 +266,40 @@ impl Argument {
         })
     }
 
-    /// C99 hexadecimal, as printf's `%a` writes it (`0x1.8p+0`).
+    /// C99 hexadecimal, as printf's `%a` writes it (`0x1.8p+0`); a subnormal argument
+    /// (significand below `2^(p-1)` in the binade `emin`) normalised (`0x1p-149`), zero
+    /// `0x0p+0`.
     pub fn to_hex(self, p: Precision) -> String {
+        if self.significand >> (p.bits() - 1) == 0 {
+            return float_to_hex(&self.to_float(p));
+        }
         hex_of_parts(self.negative, self.significand, p.bits(), self.exponent)
+    }
+
+    /// The argument of format `fmt` equal to `x`: as [`Argument::from_float`], and for a named
+    /// format also zero and the subnormal numbers, written as units write them (binade `emin`,
+    /// significand below `2^(p-1)`, zero positive with significand 0). `None` for a value that
+    /// is no number of the format.
+    pub fn from_float_in(x: &Float, fmt: Format) -> Option<Argument> {
+        let p = fmt.precision;
+        let Some(r) = fmt.exponents else {
+            return Argument::from_float(x, p);
+        };
+        if !x.is_finite() {
+            return None;
+        }
+        let mut s = Float::with_val(x.prec().max(p.bits()) + 2, x.abs_ref());
+        s <<= p.bits() as i32 - 1 - r.emin;
+        if s < (Float::with_val(8, 1) << (p.bits() - 1)) {
+            // Zero or subnormal: an integer multiple of 2^(emin - p + 1).
+            let m = s.to_integer().filter(|_| s.is_integer())?;
+            return Some(Argument {
+                negative: x.is_sign_negative() && !x.is_zero(),
+                exponent: r.emin,
+                significand: m.to_u64()?,
+            });
+        }
+        Argument::from_float(x, p).filter(|a| a.exponent <= r.emax)
     }
 
     /// Orders arguments by value.
