@@ -500,20 +500,20 @@ pub fn search_unit(
     // Skipped runs as (offset in the unit, count, reason, trivial rule), merged when adjacent
     // (a trivial run keeps the fewest bits of the two).
     let mut skipped: Vec<(u64, u64, SkipReason, Option<TrivialRun>)> = Vec::new();
-    let mut skip = |first: u64, count: u64, reason: SkipReason, t: Option<TrivialRun>| {
-        match skipped.last_mut() {
-            Some(last)
-                if last.2 == reason
-                    && last.0 + last.1 == first
-                    && last.3.as_ref().map(|r| &r.like) == t.as_ref().map(|r| &r.like) =>
-            {
-                last.1 += count;
-                if let (Some(a), Some(b)) = (&mut last.3, t) {
-                    a.bits = a.bits.min(b.bits);
-                }
+    let mut skip = |first: u64, count: u64, reason: SkipReason, t: Option<TrivialRun>| match skipped
+        .last_mut()
+    {
+        Some(last)
+            if last.2 == reason
+                && last.0 + last.1 == first
+                && last.3.as_ref().map(|r| &r.like) == t.as_ref().map(|r| &r.like) =>
+        {
+            last.1 += count;
+            if let (Some(a), Some(b)) = (&mut last.3, t) {
+                a.bits = a.bits.min(b.bits);
             }
-            _ => skipped.push((first, count, reason, t)),
         }
+        _ => skipped.push((first, count, reason, t)),
     };
     // Where f rounds like x or like f(0) near 0, the rule that proves trivial runs.
     let rule = if cfg.trivial_regions {
@@ -538,11 +538,7 @@ pub fn search_unit(
                 count: 1,
                 ..piece
             };
-            if piece.count > 1
-                && rule
-                    .judge(cfg.format(), cfg.min_bits, near_piece)
-                    .is_some()
-            {
+            if piece.count > 1 && rule.judge(cfg.format(), cfg.min_bits, near_piece).is_some() {
                 let (left, right) = split(piece);
                 stack.push(right);
                 stack.push(left);
@@ -755,12 +751,47 @@ pub fn search_units(
         })
         .collect();
     let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok(RangeResult::from_units(results, cfg.precision))
+    Ok(RangeResult::from_units_in(results, cfg.format()))
 }
 
 impl RangeResult {
     /// The units' results added up, cases sorted by the value of their argument.
     pub fn from_units(units: impl IntoIterator<Item = UnitResult>, p: Precision) -> RangeResult {
+        RangeResult::from_units_in(units, Format::bare(p))
+    }
+
+    /// As [`RangeResult::from_units`] in format `fmt`, whose grid says which skipped runs of
+    /// neighbouring units touch: those are merged (a trivial run keeps the fewest bits).
+    pub fn from_units_in(units: impl IntoIterator<Item = UnitResult>, fmt: Format) -> RangeResult {
+        let mut out = RangeResult::sum_units(units, fmt.precision);
+        let p = fmt.precision.bits();
+        let value = |x: &str| {
+            crate::format::parse_number(x, p, rug::float::Round::Nearest)
+                .expect("our own output parses")
+        };
+        let mut merged: Vec<Skipped> = Vec::with_capacity(out.skipped.len());
+        for s in out.skipped.drain(..) {
+            if let Some(last) = merged.last_mut() {
+                let like = |r: &Skipped| r.trivial.as_ref().map(|t| t.like.clone());
+                if last.reason == s.reason
+                    && like(last) == like(&s)
+                    && fmt.next_up(&value(&last.last)) == value(&s.first)
+                {
+                    last.last = s.last;
+                    last.count += s.count;
+                    if let (Some(a), Some(b)) = (&mut last.trivial, s.trivial) {
+                        a.bits = a.bits.min(b.bits);
+                    }
+                    continue;
+                }
+            }
+            merged.push(s);
+        }
+        out.skipped = merged;
+        out
+    }
+
+    fn sum_units(units: impl IntoIterator<Item = UnitResult>, p: Precision) -> RangeResult {
         let mut out = RangeResult {
             arguments: 0,
             stats: Stats::default(),

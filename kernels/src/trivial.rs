@@ -19,6 +19,12 @@ use rug::float::Round;
 use rug::Float;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// The rules computed so far, by function and `E` (`|x| <= 2^E`).
+type Rules = Mutex<HashMap<(Function, i32), Option<Rule>>>;
+static RULES: OnceLock<Rules> = OnceLock::new();
 
 /// Working precision of the expansion at 0 (the radii it leaves, about `2^-PREC`, are part of
 /// the bound).
@@ -80,11 +86,28 @@ impl Rule {
         if rmin >= 0.25 {
             return None;
         }
+        // The rule on [-2^E, 2^E] with 2^E >= R holds on [-R, R]: one per function and E,
+        // computed once (a range near 0 has millions of units, a series costs tens of µs).
+        let reach = unit.argument(unit.count - 1).to_float(p);
+        let e = reach.get_exp().expect("nonzero");
+        let cache = RULES.get_or_init(Default::default);
+        if let Some(rule) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&(f, e)) {
+            return rule.clone();
+        }
+        let rule = Rule::on(f, Float::with_val(8, 1) << e);
+        cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((f, e), rule.clone());
+        rule
+    }
+
+    /// The rule of `f` for `|x| <= reach`.
+    fn on(f: Function, reach: Float) -> Option<Rule> {
         let (a, ord) = f.eval(&Float::new(8), PREC);
         if !a.is_finite() || ord != Ordering::Equal {
             return None;
         }
-        let reach = unit.argument(unit.count - 1).to_float(p).abs();
         let one = Ball::new(PREC, 1);
         let point = f
             .series(&Series::linear(Ball::zero(PREC), one.clone(), 3))
@@ -169,7 +192,9 @@ impl Rule {
         // multiple of 2^(exponent - p + 1) (subnormal numbers included, exponent = emin).
         let on_grid = match &self.like {
             Like::X { .. } => e_hi <= piece.exponent + 1,
-            Like::Constant(a) => (Float::with_val(a.prec(), a.abs_ref()) << (pb - e_hi)).is_integer(),
+            Like::Constant(a) => {
+                (Float::with_val(a.prec(), a.abs_ref()) << (pb - e_hi)).is_integer()
+            }
         };
         if !on_grid {
             return None;
