@@ -244,7 +244,8 @@ pub fn split_range_in(
             };
             let x = a.to_float(p);
             // Zero where f has a pole (log, rsqrt): listed as skipped by the search.
-            if !f.has_poles() && !f.defined_at(&x) && !(x.is_zero() && f.pole_at_zero()) {
+            let pole_at_zero = x.is_zero() && f.pole_at_zero();
+            if !(f.has_poles() || f.defined_at(&x) || pole_at_zero) {
                 return Err(PlanError::OutsideDomain {
                     function: f,
                     from: from.into(),

@@ -392,7 +392,8 @@ pub fn verify_case_in(
             precision: p.bits(),
         });
     }
-    if !f.defined_at(&v) && !(v.is_zero() && fmt.exponents.is_some() && f.pole_at_zero()) {
+    let pole_at_zero = v.is_zero() && fmt.exponents.is_some() && f.pole_at_zero();
+    if !(f.defined_at(&v) || pole_at_zero) {
         return Err(VerifyError::Undefined {
             function: f,
             x: x.to_string(),
