@@ -11,6 +11,7 @@ pub mod format;
 pub mod function;
 pub mod generation;
 pub mod plan;
+pub mod range;
 pub mod search;
 pub mod series;
 pub mod trivial;

@@ -16,6 +16,7 @@ use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::series::Series;
 use rug::float::Round;
+use rug::ops::AddAssignRound;
 use rug::Float;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -67,10 +68,6 @@ pub struct Rule {
     like: Like,
     b: [Float; 4],
     reach: Float,
-}
-
-fn up(x: Float) -> Float {
-    Float::with_val_round(64, x, Round::Up).0
 }
 
 impl Rule {
@@ -164,7 +161,9 @@ impl Rule {
         // B = b0 + b1 r + b2 r^2 + b3 r^3 at r = rmax, rounded upwards (B grows with r).
         let mut bound = self.b[3].clone();
         for c in self.b[..3].iter().rev() {
-            bound = up(Float::with_val_round(64, &bound * &rmax, Round::Up).0 + c);
+            // Horner, every operation rounded upwards.
+            bound = Float::with_val_round(64, &bound * &rmax, Round::Up).0;
+            bound.add_assign_round(c, Round::Up);
         }
         if bound.is_zero() {
             return None;
