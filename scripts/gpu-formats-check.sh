@@ -5,7 +5,11 @@
 # benchmark: exp on [1, 2) at 54 bits (CORE-MATH's binary80 threshold), one GPU, with the time
 # projected to the whole binade. Prints PASS or FAIL per check and exits 1 on any FAIL.
 #
-# Usage: scripts/gpu-formats-check.sh [BENCH_UNITS (2)]
+# Zero and subnormal arguments and trivial runs (issue 14 items 3 and 4) are among the checks.
+#
+# Usage: scripts/gpu-formats-check.sh [BENCH_UNITS (2; 0 skips the benchmark)]
+#   W=path/to/tmd-worker: a prebuilt worker (a GPU machine without cargo).
+#   ONLY=REGEX: only the checks whose name matches.
 #   GPU=cpu NO_GPU=1 scripts/gpu-formats-check.sh: a dry run on a machine without a GPU (the
 #   comparisons against the CPU itself; no self-test, no benchmark).
 # Needs: a release build of tmd-worker (built here when missing), python3, a CUDA device.
@@ -14,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 BENCH_UNITS=${1:-2}
 GPU=${GPU:-cuda}
-W=target/release/tmd-worker
+W=${W:-target/release/tmd-worker}
 if [ ! -x "$W" ]; then
   cargo build --release -p tmd-worker || { echo "FAIL: build"; exit 1; }
 fi
@@ -37,6 +41,7 @@ print(json.dumps({k: v[k] for k in ("format","arguments","stats","hr_cases","exa
 # check NAME FUNCTION FORMAT FROM TO MIN_BITS UNIT_BITS
 check() {
   local name=$1 f=$2 fmt=$3 from=$4 to=$5 k=$6 u=$7 b side t0 t1
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then return; fi
   for side in ref gpu; do
     if [ "$side" = ref ]; then b=cpu; else b=$GPU; fi
     t0=$EPOCHREALTIME
@@ -71,10 +76,18 @@ check "exp binary64 k=1 (saturated threshold)" exp binary64 0x1p+0 0x1.000000000
 check "sinh binary16 every argument" sinh binary16 -0x1.ffcp+15 0x1.ffcp+15 7 10
 check "exp binary80 slice" exp binary80 0x1p+0 0x1.0000000002p+0 40 24
 check "exp p24 (unbounded) into underflow" exp p24 -0x1.a4p+6 -0x1.a2p+6 12 16
+check "sin binary32 through 0 (trivial runs, exact 0)" sin binary32 -0x1p-100 0x1p-100 20 24
+check "erf binary32 subnormal arguments (polynomial on the subnormal grid)" erf binary32 0x1p-140 0x1p-127 12 16
+check "sinpi binary32 negative, subnormal to normal" sinpi binary32 -0x1.1p-126 -0x1p-140 12 16
+check "log binary32 zero (pole) and subnormal arguments" log binary32 0 0x1p-128 12 16
+check "exp binary32 across the trivial region's end" exp binary32 0x1p-38 0x1p-35 12 16
+check "cos binary32 through 0, trivial region and beyond" cos binary32 -0x1p-17 0x1p-17 12 16
+check "atan binary16 every argument" atan binary16 -0x1.ffcp+15 0x1.ffcp+15 7 10
+check "exp bfloat16 every argument" exp bfloat16 -0x1.fep+127 0x1.fep+127 5 10
 
 echo "== binary80 benchmark: exp on [1, 2) at 54 bits, $BENCH_UNITS units of 2^40, one GPU"
-if [ -n "${NO_GPU:-}" ]; then
-  echo "   (skipped: NO_GPU)"
+if [ -n "${NO_GPU:-}" ] || [ "$BENCH_UNITS" = 0 ]; then
+  echo "   (skipped)"
 elif "$W" bench -f exp --format binary80 --min-bits 54 --units "$BENCH_UNITS" --backend cuda \
   --devices 0 --json >"$tmp/bench.json" 2>"$tmp/bench.err"; then
   python3 - "$tmp/bench.json" <<'EOF'

@@ -164,17 +164,51 @@ impl Format {
         }
     }
 
+    /// The number of the format right above `x` (a number of the format): the next argument
+    /// in value order, through the subnormal numbers and zero of a named format. For a bare
+    /// precision the grid of each binade, with no subnormal numbers (`x` nonzero).
+    pub fn next_up(&self, x: &Float) -> Float {
+        let pb = self.precision.bits() as i32;
+        let emin = self.exponents.map(|r| r.emin);
+        // The spacing of the grid at a positive value v of binade e: 2^(max(e, emin) - p + 1).
+        let ulp = |e: i32| {
+            let e = emin.map_or(e, |m| e.max(m));
+            Float::with_val(8, 1) << (e - pb + 1)
+        };
+        let prec = (pb as u32 + 2).max(x.prec());
+        if x.is_zero() {
+            return Float::with_val(prec, ulp(emin.unwrap_or(0)));
+        }
+        let e = x.get_exp().expect("finite nonzero") - 1;
+        if x.is_sign_positive() {
+            return Float::with_val(prec, x + &ulp(e));
+        }
+        // x < 0: towards zero, on the finer grid below a power of two.
+        let a = Float::with_val(prec, x.abs_ref());
+        let power = a == (Float::with_val(8, 1) << e);
+        let step = if power && emin.is_none_or(|m| e > m) {
+            ulp(e - 1)
+        } else {
+            ulp(e)
+        };
+        // (Both operands borrowed: an owned one would lend its 8-bit precision to the result.)
+        -Float::with_val(prec, &a - &step)
+    }
+
     /// One line for people on how results are judged.
     pub fn describe(&self) -> String {
         let p = self.precision.bits();
         match self.exponents {
             None => format!(
                 "p{p}: precision {p}, exponent unbounded (results judged as precision-{p} \
-                 numbers: no subnormal results, no overflow)"
+                 numbers: no subnormal results, no overflow; arguments the normal numbers of \
+                 {}'s exponent range, no subnormal arguments)",
+                if p == 24 { "binary32" } else { "binary64" }
             ),
             Some(x) => format!(
-                "{}: precision {p}, normal exponents {}..={}, subnormal results judged on the \
-                 subnormal grid, overflowing and underflowing results skipped and listed",
+                "{}: precision {p}, normal exponents {}..={}, zero and subnormal arguments \
+                 searched, subnormal results judged on the subnormal grid, overflowing and \
+                 underflowing results skipped and listed",
                 self.name(),
                 x.emin,
                 x.emax
@@ -263,9 +297,40 @@ impl Argument {
         })
     }
 
-    /// C99 hexadecimal, as printf's `%a` writes it (`0x1.8p+0`).
+    /// C99 hexadecimal, as printf's `%a` writes it (`0x1.8p+0`); a subnormal argument
+    /// (significand below `2^(p-1)` in the binade `emin`) normalised (`0x1p-149`), zero
+    /// `0x0p+0`.
     pub fn to_hex(self, p: Precision) -> String {
+        if self.significand >> (p.bits() - 1) == 0 {
+            return float_to_hex(&self.to_float(p));
+        }
         hex_of_parts(self.negative, self.significand, p.bits(), self.exponent)
+    }
+
+    /// The argument of format `fmt` equal to `x`: as [`Argument::from_float`], and for a named
+    /// format also zero and the subnormal numbers, written as units write them (binade `emin`,
+    /// significand below `2^(p-1)`, zero positive with significand 0). `None` for a value that
+    /// is no number of the format.
+    pub fn from_float_in(x: &Float, fmt: Format) -> Option<Argument> {
+        let p = fmt.precision;
+        let Some(r) = fmt.exponents else {
+            return Argument::from_float(x, p);
+        };
+        if !x.is_finite() {
+            return None;
+        }
+        let mut s = Float::with_val(x.prec().max(p.bits()) + 2, x.abs_ref());
+        s <<= p.bits() as i32 - 1 - r.emin;
+        if s < (Float::with_val(8, 1) << (p.bits() - 1)) {
+            // Zero or subnormal: an integer multiple of 2^(emin - p + 1).
+            let m = s.to_integer().filter(|_| s.is_integer())?;
+            return Some(Argument {
+                negative: x.is_sign_negative() && !x.is_zero(),
+                exponent: r.emin,
+                significand: m.to_u64()?,
+            });
+        }
+        Argument::from_float(x, p).filter(|a| a.exponent <= r.emax)
     }
 
     /// Orders arguments by value.
@@ -428,6 +493,51 @@ mod tests {
         assert!(a.negative);
         assert_eq!(a.exponent, 2);
         assert_eq!(a.significand, 3 << 22);
+    }
+
+    /// `next_up` walks every number of bfloat16 in order, through the subnormal numbers and
+    /// zero, both signs; and a bare precision's binade edges.
+    #[test]
+    fn next_up_walks_every_number_of_a_format() {
+        let fmt = Format::named("bfloat16").unwrap();
+        let mut all: Vec<Float> = Vec::new();
+        for bits in 0u32..0x7f80 {
+            // bfloat16 is binary32's top half.
+            let v = Float::with_val(24, f32::from_bits(bits << 16));
+            all.push(v.clone());
+            if !v.is_zero() {
+                all.push(-v);
+            }
+        }
+        all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for w in all.windows(2) {
+            assert_eq!(fmt.next_up(&w[0]), w[1], "after {}", float_to_hex(&w[0]));
+            let a = Argument::from_float_in(&w[0], fmt).unwrap();
+            assert_eq!(a.to_float(fmt.precision), w[0]);
+            assert_eq!(
+                parse_number(&a.to_hex(fmt.precision), 24, Round::Nearest).unwrap(),
+                w[0]
+            );
+        }
+        // binary32's subnormal numbers with more bits than the 8 of a power of two's Float.
+        let b32 = Format::named("binary32").unwrap();
+        for (x, y) in [
+            ("-0x1.1p-141", "-0x1.0fp-141"),
+            ("0x1.0fp-141", "0x1.1p-141"),
+            ("-0x1p-140", "-0x1.ffp-141"),
+            ("0x1.fffffep-1", "0x1p+0"),
+            ("-0x1p+0", "-0x1.fffffep-1"),
+        ] {
+            let v = parse_number(x, 24, Round::Nearest).unwrap();
+            assert_eq!(float_to_hex(&b32.next_up(&v)), y, "{x}");
+        }
+        let bare = Format::bare(Precision::new(8).unwrap());
+        let x = parse_number("-0x1p-200", 8, Round::Nearest).unwrap();
+        assert_eq!(float_to_hex(&bare.next_up(&x)), "-0x1.fep-201");
+        // More bits than the format, or off its subnormal grid: no argument.
+        assert!(Argument::from_float_in(&Float::with_val(24, 0.1f32), fmt).is_none());
+        let below = parse_number("0x1.8p-133", 8, Round::Nearest).unwrap();
+        assert!(Argument::from_float_in(&below, fmt).is_none());
     }
 
     #[test]

@@ -162,6 +162,13 @@ impl Function {
         matches!(self, Function::Tan | Function::Tanpi)
     }
 
+    /// Whether `f(0)` is an exact infinity (log, log2, log10, rsqrt): zero, when a named
+    /// format's range holds it, is then listed as a pole rather than refused.
+    pub fn pole_at_zero(self) -> bool {
+        let (y, ord) = self.eval(&Float::new(8), 64);
+        y.is_infinite() && ord == Ordering::Equal
+    }
+
     /// Whether `f` is defined (and finite) at `x`; arguments outside are refused up front.
     pub fn defined_at(self, x: &Float) -> bool {
         use Function::*;

@@ -11,8 +11,10 @@ pub mod format;
 pub mod function;
 pub mod generation;
 pub mod plan;
+pub mod range;
 pub mod search;
 pub mod series;
+pub mod trivial;
 pub mod verify;
 
 pub use format::{Argument, FormatError, Precision};

@@ -1,9 +1,13 @@
 //! Cutting argument ranges into units: consecutive significands of one binade and one sign.
 //!
-//! A range `[from, to)` is taken over the normal numbers of precision `p` with the exponent range
-//! of binary64 (binary32's for precision 24): zero and subnormal arguments are not searched, and
-//! this is said in the error when a range holds nothing else. Units are aligned on multiples of
-//! `2^U` significands, so the same argument always falls in the same unit.
+//! A range `[from, to)` is taken over the numbers of the format. For a named format these are
+//! its normal numbers, its subnormal numbers and zero: the subnormal numbers `s 2^(emin-p+1)`,
+//! `1 <= s < 2^(p-1)`, lie on the grid of the binade `2^emin`, so they are units of that binade
+//! with significands below `2^(p-1)`, and zero is the positive one with significand 0. A bare
+//! precision has no subnormal numbers: its arguments are the normal numbers of binary64's
+//! exponent range (binary32's for precision 24), and zero is judged apart by local searches
+//! (`search::search_zero`). Units are aligned on multiples of `2^U` significands, so the same
+//! argument always falls in the same unit.
 
 use crate::format::{parse_number, Argument, Format, FormatError, Precision};
 use crate::function::Function;
@@ -12,7 +16,8 @@ use rug::{Float, Integer};
 use serde::{Deserialize, Serialize};
 
 /// The significands `[first, first + count)` of the binade `[2^exponent, 2^(exponent+1))`,
-/// negated when `negative`.
+/// negated when `negative`. In a named format's binade `emin`, significands below `2^(p-1)` are
+/// the subnormal numbers (and 0 is zero): the same grid, `2^(emin-p+1)` apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct UnitSpec {
     pub negative: bool,
@@ -45,7 +50,10 @@ pub enum PlanError {
     Format(#[from] FormatError),
     #[error("the range [{from}, {to}) is empty: 'from' must be below 'to'")]
     Empty { from: String, to: String },
-    #[error("the range [{from}, {to}) holds no normal number of precision {p}")]
+    #[error(
+        "the range [{from}, {to}) holds no argument of precision {p} (a bare precision has no \
+         subnormal numbers: name a format, binary32, for them)"
+    )]
     NoArguments { from: String, to: String, p: u32 },
     #[error("{function} is not defined on all of [{from}, {to})")]
     OutsideDomain {
@@ -151,9 +159,14 @@ pub fn split_range_in(
     // nearest (which took -1 into a range ending just below it).
     let floor = |x: &Float| x.to_integer_round(Round::Down).expect("finite").0;
     let ceil = |x: &Float| x.to_integer_round(Round::Up).expect("finite").0;
-    let mut push = |neg: bool, e: i32, first: Integer, last: Integer| {
-        let first = first.max(bottom.clone());
-        let last = last.min(top.clone());
+    // The subnormal numbers (and zero) of a named format: significands below 2^(p-1) of the
+    // binade emin.
+    let subnormal = fmt.exponents.is_some();
+    let sub_top = Integer::from(&bottom - 1u32);
+    let mut push = |neg: bool, e: i32, first: Integer, last: Integer, low: &Integer| {
+        let high = if low < &bottom { &sub_top } else { &top };
+        let first = first.max(low.clone());
+        let last = last.min(high.clone());
         if first <= last {
             pieces.push((
                 neg,
@@ -174,7 +187,12 @@ pub fn split_range_in(
             // |x| in (|hi_neg|, |lo|] within binade e: significands in (s_lo, s_hi].
             let first = floor(&sig(&hi_neg, e)) + 1u32;
             let last = floor(&sig(&lo, e));
-            push(true, e, first, last);
+            push(true, e, first, last, &bottom);
+        }
+        if subnormal {
+            let first = floor(&sig(&hi_neg, emin)) + 1u32;
+            let last = floor(&sig(&lo, emin));
+            push(true, emin, first, last, &Integer::from(1));
         }
     }
     if !hi.is_sign_negative() && !hi.is_zero() {
@@ -183,11 +201,17 @@ pub fn split_range_in(
         } else {
             Float::with_val(pb, 0)
         };
+        if subnormal {
+            // Zero (significand 0) where lo <= 0, then the positive subnormal numbers.
+            let first = ceil(&sig(&lo_pos, emin));
+            let last = ceil(&sig(&hi, emin)) - 1u32;
+            push(false, emin, first, last, &Integer::new());
+        }
         for e in emin..=emax {
             // x in [lo_pos, hi) within binade e: significands in [s_lo, s_hi).
             let first = ceil(&sig(&lo_pos, e));
             let last = ceil(&sig(&hi, e)) - 1u32;
-            push(false, e, first, last);
+            push(false, e, first, last, &bottom);
         }
     }
     if pieces.is_empty() {
@@ -219,7 +243,9 @@ pub fn split_range_in(
                 significand: s,
             };
             let x = a.to_float(p);
-            if !f.has_poles() && !f.defined_at(&x) {
+            // Zero where f has a pole (log, rsqrt): listed as skipped by the search.
+            let pole_at_zero = x.is_zero() && f.pole_at_zero();
+            if !(f.has_poles() || f.defined_at(&x) || pole_at_zero) {
                 return Err(PlanError::OutsideDomain {
                     function: f,
                     from: from.into(),

@@ -10,6 +10,8 @@ use crate::format::{Format, Precision};
 use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
+pub use crate::range::{search_units, search_zero, RangeResult};
+use crate::trivial::{Rule, TrivialRun};
 use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
 use rug::Integer;
@@ -27,6 +29,9 @@ pub struct SearchConfig {
     pub gen: GenConfig,
     /// Domains per packet: the unit of parallel work in phase 1.
     pub packet_domains: u64,
+    /// List trivial regions (where `f(x)` rounds like `x` or like `f(0)`, `trivial.rs`) as
+    /// runs with their rule rather than case by case.
+    pub trivial_regions: bool,
 }
 
 impl SearchConfig {
@@ -38,6 +43,7 @@ impl SearchConfig {
             test: Test::Regular,
             gen: GenConfig::new(min_bits),
             packet_domains: 4096,
+            trivial_regions: true,
         }
     }
 
@@ -57,9 +63,9 @@ impl SearchConfig {
     }
 }
 
-/// Consecutive arguments of a unit that a named format's search did not judge, and why:
-/// `f` overflows there, or rounds like 0 (see [`SkipReason::rule`]). Never silent: listed in
-/// every output.
+/// Consecutive arguments of a unit not judged one by one, and why: `f` overflows there,
+/// rounds like 0, has a pole, or the run is a trivial region whose every argument is an
+/// HR-case by a proven rule (see [`Skipped::rule`]). Never silent: listed in every output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {
     /// The smallest and largest argument, C99 hex (both included).
@@ -67,6 +73,30 @@ pub struct Skipped {
     pub last: String,
     pub count: u64,
     pub reason: SkipReason,
+    /// For a trivial region: what `f` rounds like and the bits every argument has at least.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trivial: Option<TrivialRun>,
+}
+
+impl Skipped {
+    /// The rule of the run for people (a trivial run's with its `g(x)` and bits).
+    pub fn rule(&self) -> String {
+        match &self.trivial {
+            Some(t) => t.rule(),
+            None => self.reason.rule().to_string(),
+        }
+    }
+}
+
+/// How one piece of a unit is searched.
+enum PiecePlan {
+    /// Every argument through MPFR.
+    Exhaustive,
+    Generated(Box<Generated>),
+    /// Every argument skipped for this reason.
+    Skip(SkipReason),
+    /// A trivial region.
+    Trivial(TrivialRun),
 }
 
 /// The largest threshold `k` the engine takes: phase 3 keeps the top 64 bits of each fraction,
@@ -486,29 +516,69 @@ pub fn search_unit(
     let mut timings = Timings::default();
     let mut hr_cases = Vec::new();
     let mut exact_cases = Vec::new();
-    // Skipped runs as (offset in the unit, count, reason), merged when adjacent.
-    let mut skipped: Vec<(u64, u64, SkipReason)> = Vec::new();
-    let mut skip = |first: u64, count: u64, reason: SkipReason| match skipped.last_mut() {
-        Some(last) if last.2 == reason && last.0 + last.1 == first => last.1 += count,
-        _ => skipped.push((first, count, reason)),
+    // Skipped runs as (offset in the unit, count, reason, trivial rule), merged when adjacent
+    // (a trivial run keeps the fewest bits of the two).
+    let mut skipped: Vec<(u64, u64, SkipReason, Option<TrivialRun>)> = Vec::new();
+    let mut skip = |first: u64, count: u64, reason: SkipReason, t: Option<TrivialRun>| match skipped
+        .last_mut()
+    {
+        Some(last)
+            if last.2 == reason
+                && last.0 + last.1 == first
+                && last.3.as_ref().map(|r| &r.like) == t.as_ref().map(|r| &r.like) =>
+        {
+            last.1 += count;
+            if let (Some(a), Some(b)) = (&mut last.3, t) {
+                a.bits = a.bits.min(b.bits);
+            }
+        }
+        _ => skipped.push((first, count, reason, t)),
+    };
+    // Where f rounds like x or like f(0) near 0, the rule that proves trivial runs.
+    let rule = if cfg.trivial_regions {
+        Rule::for_unit(cfg.function, cfg.precision, unit)
+    } else {
+        None
     };
     let mut stack = vec![unit];
     let mut pieces = Vec::new();
     // Depth-first, left to right: pieces come out in argument order.
     while let Some(piece) = stack.pop() {
+        if let Some(rule) = &rule {
+            if let Some(t) = rule.judge(cfg.format(), cfg.min_bits, piece) {
+                pieces.push((piece, PiecePlan::Trivial(t)));
+                continue;
+            }
+            // The trivial region ends inside the piece (its argument nearest 0, zero aside,
+            // is trivial): split until each piece is wholly in or out of it.
+            let near = if piece.first == 0 { 1 } else { 0 };
+            let near_piece = UnitSpec {
+                first: piece.first + near,
+                count: 1,
+                ..piece
+            };
+            if piece.count > 1 && rule.judge(cfg.format(), cfg.min_bits, near_piece).is_some() {
+                let (left, right) = split(piece);
+                stack.push(right);
+                stack.push(left);
+                continue;
+            }
+        }
         if piece.count <= EXHAUSTIVE_MAX {
-            pieces.push((piece, None));
+            pieces.push((piece, PiecePlan::Exhaustive));
             continue;
         }
         let t = Instant::now();
         let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
         timings.generation_s += t.elapsed().as_secs_f64();
         match generated {
-            Ok(g) => pieces.push((piece, Some(Ok(g)))),
-            Err(GenError::Overflow) => pieces.push((piece, Some(Err(SkipReason::Overflow)))),
-            Err(GenError::Underflow) => pieces.push((piece, Some(Err(SkipReason::Underflow)))),
+            Ok(g) => pieces.push((piece, PiecePlan::Generated(Box::new(g)))),
+            Err(GenError::Overflow) => pieces.push((piece, PiecePlan::Skip(SkipReason::Overflow))),
+            Err(GenError::Underflow) => {
+                pieces.push((piece, PiecePlan::Skip(SkipReason::Underflow)))
+            }
             // Every argument is a candidate: MPFR decides each one (no generation would pay).
-            Err(GenError::Threshold) => pieces.push((piece, None)),
+            Err(GenError::Threshold) => pieces.push((piece, PiecePlan::Exhaustive)),
             Err(GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_)) => {
                 let (left, right) = split(piece);
                 stack.push(right);
@@ -516,10 +586,11 @@ pub fn search_unit(
             }
         }
     }
-    for (piece, generated) in pieces {
+    for (piece, plan) in pieces {
         let at = piece.first - unit.first;
-        match generated {
-            None => {
+        match plan {
+            PiecePlan::Trivial(t) => skip(at, piece.count, SkipReason::Trivial, Some(t)),
+            PiecePlan::Exhaustive => {
                 let t = Instant::now();
                 let r = exhaustive(cfg, piece)?;
                 timings.exhaustive_s += t.elapsed().as_secs_f64();
@@ -527,11 +598,11 @@ pub fn search_unit(
                 hr_cases.extend(r.0);
                 exact_cases.extend(r.1);
                 for (o, reason) in r.2 {
-                    skip(at + o, 1, reason);
+                    skip(at + o, 1, reason, None);
                 }
             }
-            Some(Err(reason)) => skip(at, piece.count, reason),
-            Some(Ok(g)) => {
+            PiecePlan::Skip(reason) => skip(at, piece.count, reason, None),
+            PiecePlan::Generated(g) => {
                 let out = backend.search_piece(&g, cfg.test, cfg.packet_domains)?;
                 stats.add(&out.stats);
                 timings.add(&out.timings);
@@ -565,7 +636,7 @@ pub fn search_unit(
     }
     let skipped = skipped
         .into_iter()
-        .map(|(o, count, reason)| {
+        .map(|(o, count, reason, trivial)| {
             // In value order: a negative unit's significands grow towards -infinity.
             let (a, b) = (unit.argument(o), unit.argument(o + count - 1));
             let (lo, hi) = if unit.negative { (b, a) } else { (a, b) };
@@ -574,6 +645,7 @@ pub fn search_unit(
                 last: hi.to_hex(cfg.precision),
                 count,
                 reason,
+                trivial,
             }
         })
         .collect();
@@ -627,120 +699,4 @@ fn exhaustive(cfg: &SearchConfig, piece: UnitSpec) -> Result<Exhaustive, SearchE
         }
     }
     Ok((hr, exact, skipped))
-}
-
-/// Zero, which no unit holds (units are binades): `f(0)` judged like any argument when the
-/// range holds 0 and `f` is defined there (exp(0), cos(0), erfc(0) are exact cases; acos(0)
-/// is judged). The verdict goes into `result` (arguments, cases) in argument order.
-pub fn search_zero(cfg: &SearchConfig, result: &mut RangeResult) -> Result<(), SearchError> {
-    let zero = rug::Float::with_val(cfg.precision.bits(), 0);
-    if !cfg.function.defined_at(&zero) {
-        return Ok(());
-    }
-    result.arguments += 1;
-    let at = |xs: &[String]| xs.iter().take_while(|x| x.starts_with('-')).count();
-    match crate::verify::classify_float_in(cfg.function, cfg.format(), &zero, cfg.min_bits)? {
-        Verdict::Hard(c) => {
-            let xs: Vec<String> = result.hr_cases.iter().map(|c| c.x.clone()).collect();
-            result.hr_cases.insert(at(&xs), c);
-        }
-        Verdict::Exact(e) => {
-            let xs: Vec<String> = result.exact_cases.iter().map(|c| c.x.clone()).collect();
-            result.exact_cases.insert(at(&xs), e);
-        }
-        Verdict::NotHard { .. } => {}
-        Verdict::Skipped(reason) => {
-            let xs: Vec<String> = result.skipped.iter().map(|s| s.first.clone()).collect();
-            let zero = crate::format::float_to_hex(&zero);
-            result.skipped.insert(
-                at(&xs),
-                Skipped {
-                    first: zero.clone(),
-                    last: zero,
-                    count: 1,
-                    reason,
-                },
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The aggregated result of a search over many units.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RangeResult {
-    pub arguments: u64,
-    pub stats: Stats,
-    pub hr_cases: Vec<HrCase>,
-    pub exact_cases: Vec<ExactCase>,
-    /// Skipped runs (named formats), sorted by their first argument's value.
-    #[serde(default)]
-    pub skipped: Vec<Skipped>,
-    pub timings: Timings,
-}
-
-/// Searches `units` (in parallel), calling `progress(arguments_done)` after each unit, and
-/// returns the cases sorted by argument value.
-pub fn search_units(
-    cfg: &SearchConfig,
-    units: &[UnitSpec],
-    backend: &dyn Backend,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<RangeResult, SearchError> {
-    let results: Vec<Result<UnitResult, SearchError>> = units
-        .par_iter()
-        .map(|&u| {
-            let r = search_unit(cfg, u, backend);
-            progress(u.count);
-            r
-        })
-        .collect();
-    let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok(RangeResult::from_units(results, cfg.precision))
-}
-
-impl RangeResult {
-    /// The units' results added up, cases sorted by the value of their argument.
-    pub fn from_units(units: impl IntoIterator<Item = UnitResult>, p: Precision) -> RangeResult {
-        let mut out = RangeResult {
-            arguments: 0,
-            stats: Stats::default(),
-            hr_cases: Vec::new(),
-            exact_cases: Vec::new(),
-            skipped: Vec::new(),
-            timings: Timings::default(),
-        };
-        for r in units {
-            out.arguments += r.unit.count;
-            out.stats.add(&r.stats);
-            out.timings.add(&r.timings);
-            out.hr_cases.extend(r.hr_cases);
-            out.exact_cases.extend(r.exact_cases);
-            out.skipped.extend(r.skipped);
-        }
-        sort_by_argument(&mut out.hr_cases, p, |c| &c.x);
-        sort_by_argument(&mut out.exact_cases, p, |c| &c.x);
-        sort_by_argument(&mut out.skipped, p, |c| &c.first);
-        out
-    }
-}
-
-/// Sorts cases by the value of their argument, parsing each argument once, on all threads (a
-/// binade at 32 bits has two million cases: seconds on one thread, at the end of the search).
-fn sort_by_argument<T: Send>(
-    cases: &mut Vec<T>,
-    p: Precision,
-    x: impl Fn(&T) -> &str + Sync + Send,
-) {
-    let mut keyed: Vec<(crate::format::Argument, T)> = cases
-        .par_drain(..)
-        .map(|c| {
-            let v = crate::format::parse_number(x(&c), p.bits(), rug::float::Round::Nearest)
-                .expect("our own output parses");
-            let a = crate::format::Argument::from_float(&v, p).expect("an argument");
-            (a, c)
-        })
-        .collect();
-    keyed.par_sort_by(|a, b| a.0.cmp_value(&b.0));
-    cases.extend(keyed.into_iter().map(|(_, c)| c));
 }

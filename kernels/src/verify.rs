@@ -60,8 +60,13 @@ pub enum SkipReason {
     /// `|f(x)| < 2^(emin-p-1)`, a quarter of the smallest subnormal: the nearest breakpoint
     /// is 0, at `d = |f(x)| 2^(p-emin)` half-ulps, and the hardness is `floor(-log2 d)`.
     Underflow,
-    /// `x` is a pole of `f` (tanpi at half-integers): `f(x)` is no number (any format).
+    /// `x` is a pole of `f` (tanpi at half-integers, log at 0): `f(x)` is no number.
     Pole,
+    /// A trivial region: `f(x)` lies so close to a breakpoint `g(x)` known in closed form
+    /// (`x`, or the constant `f(0)`) that every argument of the run is an HR-case with at
+    /// least the run's bits (or exact); listed as one run with its rule instead of case by
+    /// case (`trivial.rs`).
+    Trivial,
 }
 
 impl SkipReason {
@@ -70,6 +75,7 @@ impl SkipReason {
             SkipReason::Overflow => "overflow",
             SkipReason::Underflow => "underflow",
             SkipReason::Pole => "pole",
+            SkipReason::Trivial => "trivial",
         }
     }
 
@@ -82,6 +88,11 @@ impl SkipReason {
                  hardness floor(-log2 d) (every such x is at least as hard as d says)"
             }
             SkipReason::Pole => "x is a pole of f: f(x) is infinite, no number to round",
+            SkipReason::Trivial => {
+                "f(x) rounds like g(x) (x or the constant f(0)): |f(x) - g(x)| bounded by ball \
+                 arithmetic, so every x of the run is an HR-case near g(x) with at least the \
+                 run's bits, or exact"
+            }
         }
     }
 }
@@ -162,7 +173,8 @@ pub fn classify_float_in(
     let mut prec = (pb + min_bits + 64).max(128);
     loop {
         let (y, ord) = f.eval(x, prec);
-        if f.has_poles() && !y.is_finite() && ord == Ordering::Equal {
+        let pole = (f.has_poles() && !y.is_finite()) || (x.is_zero() && y.is_infinite());
+        if pole && ord == Ordering::Equal {
             return Ok(Verdict::Skipped(SkipReason::Pole));
         }
         if fmt.exponents.is_some() && y.is_infinite() && !x.is_zero() {
@@ -372,13 +384,16 @@ pub fn verify_case_in(
     let p = fmt.precision;
     let v = parse_number(x, p.bits(), Round::Nearest)?;
     let exact = parse_number(x, 256, Round::Nearest)?;
-    if v != exact || Argument::from_float(&v, p).is_none() {
+    // A named format's arguments include zero and its subnormal numbers (and nothing off its
+    // grid, however few its bits).
+    if v != exact || Argument::from_float_in(&v, fmt).is_none() {
         return Err(VerifyError::NotAnArgument {
             x: x.to_string(),
             precision: p.bits(),
         });
     }
-    if !f.defined_at(&v) {
+    let pole_at_zero = v.is_zero() && fmt.exponents.is_some() && f.pole_at_zero();
+    if !(f.defined_at(&v) || pole_at_zero) {
         return Err(VerifyError::Undefined {
             function: f,
             x: x.to_string(),

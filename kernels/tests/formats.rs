@@ -1,7 +1,8 @@
 //! Named formats against an independent MPFR brute force: results on the subnormal grid,
 //! overflowing and underflowing results skipped and listed, never silently; binary16 and
 //! bfloat16 over every argument, binary32 slices where exp is subnormal, underflows and
-//! overflows (the polynomial path), negative ranges at binade edges.
+//! overflows (the polynomial path), negative ranges at binade edges; zero and subnormal
+//! arguments, exact cases at 0, trivial runs proven argument by argument.
 
 use rug::float::Round;
 use rug::{Float, Integer};
@@ -61,7 +62,14 @@ fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth 
             // Beyond MPFR's own exponent range: an infinity is an overflow, an inexact zero an
             // underflow (erfc(27306) is about 2^(-1.07e9)).
             if y.is_infinite() {
-                t.skipped.push((hex, SkipReason::Overflow));
+                // At 0 an exact infinity is a pole (log, rsqrt).
+                let pole = a.significand == 0 && ord == Ordering::Equal;
+                let reason = if pole {
+                    SkipReason::Pole
+                } else {
+                    SkipReason::Overflow
+                };
+                t.skipped.push((hex, reason));
                 continue;
             }
             if y.is_zero() {
@@ -118,14 +126,69 @@ fn engine(
 
 /// The engine equals the brute force: the same HR-cases with the same bits and kinds, the
 /// same exact cases, and skipped runs that hold exactly the skipped arguments, each with its
-/// reason. Returns the engine's result (Regular test) for further checks.
+/// reason; every argument of a trivial run is, by the brute force, an HR-case with at least
+/// the run's bits (or exact). Returns the engine's result (Regular test) for further checks.
 fn compare(f: Function, name: &str, from: &str, to: &str, k: u32, unit_bits: u32) -> RangeResult {
-    let fmt: Format = name.parse().unwrap();
+    compare_in(f, name.parse().unwrap(), from, to, k, unit_bits)
+}
+
+/// As [`compare`], in any format (a precision with an exponent range of the test's choosing).
+fn compare_in(
+    f: Function,
+    fmt: Format,
+    from: &str,
+    to: &str,
+    k: u32,
+    unit_bits: u32,
+) -> RangeResult {
+    let name = fmt.name();
     let p = fmt.precision;
-    let want = brute_force(f, fmt, from, to, k);
+    let truth = brute_force(f, fmt, from, to, k);
     let mut results = Vec::new();
     for test in [Test::Regular, Test::Lefevre] {
-        let r = engine(f, fmt, from, to, k, test, unit_bits);
+        let mut want = Truth {
+            hard: truth.hard.clone(),
+            exact: truth.exact.clone(),
+            skipped: truth.skipped.clone(),
+        };
+        let mut r = engine(f, fmt, from, to, k, test, unit_bits);
+        let full = r.clone();
+        // Trivial runs: every argument in them hard enough (or exact) by the brute force; then
+        // they leave both sides.
+        let value = |x: &str| parse_number(x, p.bits(), Round::Nearest).unwrap();
+        let mut trivial = Vec::new();
+        for s in r.skipped.iter().filter(|s| s.reason == SkipReason::Trivial) {
+            let (a, b) = (value(&s.first), value(&s.last));
+            let (lo, hi) = (a.clone().min(&b), a.max(&b));
+            let t = s.trivial.as_ref().expect("a trivial run's rule");
+            assert!(t.bits >= k, "{f} {name}: {s:?}");
+            let inside = |x: &String| {
+                let v = value(x);
+                lo <= v && v <= hi
+            };
+            let hard: Vec<&String> = want.hard.keys().filter(|x| inside(x)).collect();
+            for x in &hard {
+                assert!(
+                    want.hard[*x].0 >= t.bits,
+                    "{f} {name}: {x} {:?} in {s:?}",
+                    want.hard[*x]
+                );
+            }
+            let exact = want.exact.iter().filter(|x| inside(x)).count();
+            assert_eq!(
+                hard.len() + exact,
+                s.count as usize,
+                "{f} {name}: every argument of {s:?} is hard or exact"
+            );
+            trivial.push((lo, hi));
+        }
+        let outside = |x: &String| {
+            let v = value(x);
+            !trivial.iter().any(|(lo, hi)| *lo <= v && v <= *hi)
+        };
+        want.hard.retain(|x, _| outside(x));
+        want.exact.retain(|x| outside(x));
+        r.skipped.retain(|s| s.reason != SkipReason::Trivial);
         let got: BTreeMap<String, (u32, Kind)> = r
             .hr_cases
             .iter()
@@ -163,9 +226,10 @@ fn compare(f: Function, name: &str, from: &str, to: &str, k: u32, unit_bits: u32
                 r.skipped
             );
         }
-        results.push(r);
+        results.push(full);
     }
     assert_eq!(results[0].hr_cases, results[1].hr_cases);
+    assert_eq!(results[0].skipped, results[1].skipped);
     results.swap_remove(0)
 }
 
@@ -337,22 +401,14 @@ fn tanpi_splits_at_its_pole() {
     }
 }
 
-/// Zero, which no unit holds, is judged when the range holds it: exact cases at 0.
+/// Zero is an argument of a named format's units: exact cases at 0 come out of the search
+/// itself, against the brute force, in argument order; where `f(0)` is infinite (log, rsqrt) it
+/// is listed as a pole. A bare precision's units hold no zero: `search_zero` judges it.
 #[test]
 fn exact_cases_at_zero() {
     use tmd_kernels::search::search_zero;
-    let fmt: Format = "binary32".parse().unwrap();
-    // A few arguments on each side (near 0 most functions round like 1 or like x: every
-    // argument there is hard, the trivial regions this engine does not summarise yet).
-    let judge = |f: Function| {
-        let cfg = SearchConfig::in_format(f, fmt, 12);
-        let mut units = split_range_in(f, fmt, "-0x1.00001p-126", "-0x1p-126", Some(16)).unwrap();
-        units.extend(split_range_in(f, fmt, "0x1p-126", "0x1.00001p-126", Some(16)).unwrap());
-        let mut r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
-        let before = r.arguments;
-        search_zero(&cfg, &mut r).unwrap();
-        (r, before)
-    };
+    // Eight subnormal numbers each side of 0 (trivial runs for most functions).
+    let (from, to) = ("-0x1p-146", "0x1p-146");
     for (f, value) in [
         (Function::Exp, "0x1p+0"),
         (Function::Cos, "0x1p+0"),
@@ -361,23 +417,156 @@ fn exact_cases_at_zero() {
         (Function::Cbrt, "0x0p+0"),
         (Function::Sin, "0x0p+0"),
         (Function::Acospi, "0x1p-1"),
+        (Function::Atanh, "0x0p+0"),
     ] {
-        let (r, before) = judge(f);
-        assert_eq!(r.arguments, before + 1, "{f}");
+        let r = compare(f, "binary32", from, to, 12, 4);
+        assert_eq!(r.arguments, 16, "{f}");
         let zero: Vec<_> = r.exact_cases.iter().filter(|e| e.x == "0x0p+0").collect();
         assert_eq!(zero.len(), 1, "{f}: {:?}", r.exact_cases);
         assert_eq!(zero[0].value, value, "{f}");
-        // In argument order: negative arguments first.
+    }
+    for f in [Function::Sqrt, Function::Log1p] {
+        let r = compare(f, "binary32", "0", to, 12, 4);
+        assert!(r.exact_cases.iter().any(|e| e.x == "0x0p+0"), "{f}");
+    }
+    for f in [Function::Log, Function::Rsqrt, Function::Log2] {
+        let r = compare(f, "binary32", "0", to, 12, 4);
+        assert_eq!(r.skipped[0].reason, SkipReason::Pole, "{f}");
+        assert_eq!(
+            (r.skipped[0].first.as_str(), r.skipped[0].count),
+            ("0x0p+0", 1)
+        );
+    }
+    // acos(0) = pi/2 is judged like any argument: not exact.
+    let r = compare(Function::Acos, "binary32", from, to, 12, 4);
+    assert!(r.exact_cases.iter().all(|e| e.x != "0x0p+0"));
+
+    // A bare precision: zero through search_zero, in argument order.
+    let fmt: Format = "p24".parse().unwrap();
+    for (f, value) in [(Function::Exp, "0x1p+0"), (Function::Cbrt, "0x0p+0")] {
+        let cfg = SearchConfig::in_format(f, fmt, 12);
+        let mut units = split_range_in(f, fmt, "-0x1.00001p-126", "-0x1p-126", Some(16)).unwrap();
+        units.extend(split_range_in(f, fmt, "0x1p-126", "0x1.00001p-126", Some(16)).unwrap());
+        let mut r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
+        let before = r.arguments;
+        search_zero(&cfg, &mut r).unwrap();
+        assert_eq!(r.arguments, before + 1, "{f}");
         let i = r.exact_cases.iter().position(|e| e.x == "0x0p+0").unwrap();
+        assert_eq!(r.exact_cases[i].value, value, "{f}");
         assert!(
             r.exact_cases[..i].iter().all(|e| e.x.starts_with('-')),
             "{f}"
         );
     }
-    // Not defined at 0: nothing added; acos(0) = pi/2 is judged like any argument.
     let mut r = RangeResult::from_units(Vec::new(), fmt.precision);
     search_zero(&SearchConfig::in_format(Function::Log, fmt, 12), &mut r).unwrap();
     assert_eq!(r.arguments, 0);
-    let (r, _) = judge(Function::Acos);
-    assert!(r.exact_cases.iter().all(|e| e.x != "0x0p+0"));
+    // A named format's units hold zero: search_zero adds nothing there.
+    let named: Format = "binary32".parse().unwrap();
+    search_zero(&SearchConfig::in_format(Function::Exp, named, 12), &mut r).unwrap();
+    assert_eq!(r.arguments, 0);
+}
+
+/// Subnormal arguments of binary32 (the fixed-point grid of the binade 2^-126): the polynomial
+/// path on 2^16-argument units where `f` is not trivial there, trivial runs where it rounds
+/// like `x` or like `f(0)`, ranges across 2^-126 on both signs; all against the brute force.
+#[test]
+fn binary32_subnormal_arguments() {
+    use Function::*;
+    for f in [Log, Cbrt, Rsqrt, Erf, Sinpi, Exp2m1] {
+        let r = compare(f, "binary32", "0x1p-140", "0x1p-135", 12, 16);
+        // (rsqrt and cbrt change too fast there for a polynomial: exhaustive pieces.)
+        assert!(
+            r.stats.domains > 0 || matches!(f, Rsqrt | Cbrt),
+            "{f}: the polynomial path runs"
+        );
+        assert!(!r.hr_cases.is_empty(), "{f}");
+    }
+    for f in [Erf, Sinpi, Atanpi] {
+        let r = compare(f, "binary32", "-0x1p-135", "-0x1p-140", 12, 16);
+        assert!(r.stats.domains > 0, "{f}: the polynomial path runs");
+    }
+    // Rounds like x or like 1 on every subnormal number: one run per sign (the units' runs
+    // merged), zero exact between them.
+    for (f, like) in [
+        (Sin, "x"),
+        (Atan, "x"),
+        (Expm1, "x"),
+        (Exp, "0x1p+0"),
+        (Cos, "0x1p+0"),
+    ] {
+        let r = compare(f, "binary32", "-0x1p-138", "0x1p-138", 12, 10);
+        let runs: Vec<_> = r
+            .skipped
+            .iter()
+            .filter(|s| s.reason == SkipReason::Trivial)
+            .collect();
+        assert!(
+            runs.len() == 2 && r.hr_cases.is_empty(),
+            "{f}: {:?}",
+            r.skipped
+        );
+        assert!(
+            runs.iter()
+                .all(|s| s.trivial.as_ref().unwrap().like == like),
+            "{f}"
+        );
+        let listed: u64 = runs.iter().map(|s| s.count).sum();
+        assert_eq!(
+            listed,
+            r.arguments - 1,
+            "{f}: every argument but 0 in a run"
+        );
+    }
+    // Across 2^-126, subnormal to normal, both signs (binade edges).
+    for f in [Erf, Log, Exp2m1] {
+        compare(f, "binary32", "0x1.ffp-127", "0x1.01p-126", 12, 12);
+    }
+    for f in [Erf, Sinpi] {
+        compare(f, "binary32", "-0x1.01p-126", "-0x1.ffp-127", 12, 12);
+    }
+}
+
+/// A small precision with an exponent range of the test's choosing (p10, exponents -20..=20):
+/// every argument, subnormal numbers and zero included, against the brute force; trivial runs
+/// near 0 proven argument by argument.
+#[test]
+fn small_precision_with_an_exponent_range_every_argument() {
+    use tmd_kernels::format::{Exponents, Precision};
+    let fmt = Format {
+        precision: Precision::new(10).unwrap(),
+        exponents: Some(Exponents {
+            emin: -20,
+            emax: 20,
+        }),
+    };
+    let all = ("-0x1.ff8p+20", "0x1.ff8p+20");
+    // (Not erf, tanh or expm1: far out they round like ±1 with d below 2^-65536, which
+    // verification cannot decide; see docs/error-analysis.md §9.)
+    for f in [Function::Sin, Function::Exp, Function::Atan, Function::Cosh] {
+        let r = compare_in(f, fmt, all.0, all.1, 7, 8);
+        assert!(!r.hr_cases.is_empty(), "{f}");
+        assert!(
+            r.skipped.iter().any(|s| s.reason == SkipReason::Trivial),
+            "{f}: a trivial region near 0"
+        );
+    }
+}
+
+/// A bare precision has no subnormal numbers, and says so: its units start at binary64's (or
+/// binary32's) smallest normal binade, and a range below it is refused with the reason.
+#[test]
+fn a_bare_precision_has_no_subnormal_arguments() {
+    let bare: Format = "p24".parse().unwrap();
+    assert!(bare.describe().contains("no subnormal arguments"));
+    let units = split_range_in(Function::Sin, bare, "0", "0x1p-125", Some(16)).unwrap();
+    assert!(units
+        .iter()
+        .all(|u| u.exponent == -126 && u.first >= 1 << 23));
+    let e = split_range_in(Function::Sin, bare, "0", "0x1p-126", Some(16)).unwrap_err();
+    assert!(e.to_string().contains("no subnormal"), "{e}");
+    // The named format holds 2^23 subnormal numbers and zero there.
+    let named: Format = "binary32".parse().unwrap();
+    let units = split_range_in(Function::Sin, named, "0", "0x1p-126", Some(16)).unwrap();
+    assert_eq!(units.iter().map(|u| u.count).sum::<u64>(), 1 << 23);
 }

@@ -347,7 +347,7 @@ fn skipped_line(prefix: &str, s: &Skipped) -> String {
         s.last,
         s.count,
         s.reason.as_str(),
-        s.reason.rule()
+        s.rule()
     )
 }
 
@@ -543,8 +543,9 @@ pub fn search(a: SearchArgs) -> Result<()> {
         return Err(e);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let mut result = RangeResult::from_units(sink.results, p);
-    // Zero is no unit's argument: judged here when the range holds it.
+    let mut result = RangeResult::from_units_in(sink.results, cfg.format());
+    // A bare precision's units hold no zero: judged here when the range holds it (a named
+    // format's units hold it; search_zero does nothing then).
     if (lo.is_sign_negative() || lo.is_zero()) && hi.is_sign_positive() && !hi.is_zero() {
         search_zero(&cfg, &mut result)?;
     }
