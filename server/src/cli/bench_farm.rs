@@ -99,11 +99,11 @@ async fn db_pids(db: &mut PgConnection) -> anyhow::Result<Vec<u32>> {
 
 /// The instance's WAL so far: records, full-page images, bytes (the whole instance).
 async fn wal_totals(db: &mut PgConnection) -> anyhow::Result<(i64, i64, f64)> {
-    Ok(sqlx::query_as(
-        "SELECT wal_records, wal_fpi, wal_bytes::float8 FROM pg_stat_wal",
+    Ok(
+        sqlx::query_as("SELECT wal_records, wal_fpi, wal_bytes::float8 FROM pg_stat_wal")
+            .fetch_one(&mut *db)
+            .await?,
     )
-    .fetch_one(&mut *db)
-    .await?)
 }
 
 fn loadavg() -> String {
