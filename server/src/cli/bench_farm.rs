@@ -82,17 +82,28 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-/// CPU seconds of every process whose name is `name`.
-fn cpu_of_named(name: &str) -> f64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0.0;
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
-        })
-        .map(cpu_seconds)
-        .sum()
+/// The PostgreSQL processes that work for the bench's database: its backends and autovacuum
+/// workers, and the instance's shared background processes (WAL writer, checkpointer, ...),
+/// but not other databases' backends: on a machine shared with other users of the same
+/// PostgreSQL the CPU figure is this bench's alone. (The database must be on this host for
+/// `/proc` to see them; otherwise the figure is 0.)
+async fn db_pids(db: &mut PgConnection) -> anyhow::Result<Vec<u32>> {
+    let pids: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity \
+         WHERE datname = current_database() OR datname IS NULL",
+    )
+    .fetch_all(&mut *db)
+    .await?;
+    Ok(pids.into_iter().map(|p| p as u32).collect())
+}
+
+/// The instance's WAL so far: records, full-page images, bytes (the whole instance).
+async fn wal_totals(db: &mut PgConnection) -> anyhow::Result<(i64, i64, f64)> {
+    Ok(
+        sqlx::query_as("SELECT wal_records, wal_fpi, wal_bytes::float8 FROM pg_stat_wal")
+            .fetch_one(&mut *db)
+            .await?,
+    )
 }
 
 fn loadavg() -> String {
@@ -120,6 +131,7 @@ pub async fn run(args: &FarmArgs) -> anyhow::Result<()> {
     url.set_path(&format!("/{name}"));
     let mut children = Vec::new();
     let outcome = run_on(args, url.as_str(), &mut children).await;
+
     for c in &mut children {
         let _ = c.kill().await;
     }
@@ -228,11 +240,12 @@ async fn run_on(
         let w = register(&http, base, &token.token, &format!("gpu-{i}")).await?;
         gpus.push(WorkerClient::new(base, &w.token, http.clone()));
     }
+    let mut db = PgConnection::connect(db_url).await?;
     for single in [false, true] {
         if single && !args.compare_single {
             break;
         }
-        phase(args, &gpus, single, &children[..]).await?;
+        phase(args, &gpus, single, &children[..], &mut db).await?;
     }
     Ok(())
 }
@@ -243,6 +256,7 @@ async fn phase(
     gpus: &[WorkerClient],
     single: bool,
     servers: &[tokio::process::Child],
+    db: &mut PgConnection,
 ) -> anyhow::Result<()> {
     let ready = Arc::new(tokio::sync::Barrier::new(gpus.len() + 1));
     let go = Arc::new(tokio::sync::Notify::new());
@@ -260,7 +274,10 @@ async fn phase(
     ready.wait().await;
     let pids: Vec<u32> = servers.iter().filter_map(|c| c.id()).collect();
     let cpu0: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
-    let (pg0, me0) = (cpu_of_named("postgres"), cpu_seconds(std::process::id()));
+    let pg_pids0 = db_pids(db).await?;
+    let pg0: Vec<(u32, f64)> = pg_pids0.iter().map(|&p| (p, cpu_seconds(p))).collect();
+    let wal0 = wal_totals(db).await?;
+    let me0 = cpu_seconds(std::process::id());
     let load0 = loadavg();
     let started = Instant::now();
     let _ = start_at.set(started);
@@ -281,7 +298,16 @@ async fn phase(
         .zip(&cpu0)
         .map(|(p, c)| cpu_seconds(*p) - c)
         .sum();
-    let pg_cpu = cpu_of_named("postgres") - pg0;
+    // Processes that started during the run (pool connections) count from zero.
+    let pg_cpu: f64 = db_pids(db)
+        .await?
+        .iter()
+        .map(|&p| {
+            let before = pg0.iter().find(|(q, _)| *q == p).map_or(0.0, |(_, c)| *c);
+            cpu_seconds(p) - before
+        })
+        .sum();
+    let wal1 = wal_totals(db).await?;
     let me_cpu = cpu_seconds(std::process::id()) - me0;
     let rate = units as f64 / wall;
     let offered = gpus.len() as f64 * args.units_per_second;
@@ -317,6 +343,16 @@ async fn phase(
          (over {wall:.1} s on {} cores); load before: {load0}; after: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
+    )?;
+    let per_unit = |x: f64| x / (units.max(1) as f64);
+    outln!(
+        "  per_unit_result: postgres_cpu_ms={:.3} server_cpu_ms={:.3} wal_records={:.1} \
+         wal_fpi={:.2} wal_bytes={:.0} (WAL: the whole instance)",
+        per_unit(pg_cpu) * 1e3,
+        per_unit(server_cpu) * 1e3,
+        per_unit((wal1.0 - wal0.0) as f64),
+        per_unit((wal1.1 - wal0.1) as f64),
+        per_unit(wal1.2 - wal0.2),
     )?;
     outln!(
         "  gpus_served_per_coordinator={:.0} (unit results/s per server / units/s per GPU)",

@@ -63,6 +63,9 @@ pub struct Expired {
     pub workers: Vec<i64>,
 }
 
+/// This process's claims, one at a time (see [`claim_lease`]).
+static CLAIM_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[derive(sqlx::FromRow)]
 struct ActiveCampaign {
     id: i64,
@@ -142,13 +145,12 @@ pub async fn claim_lease(
         units: standing.held_units,
         arguments: standing.held_arguments,
     };
-    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
+    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
         "SELECT id, function, precision, min_bits, unit_bits, replication, distinct_owners \
          FROM campaigns c \
-         WHERE state = 'active' \
-           AND EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state = 'pending') \
-         ORDER BY priority DESC, id LIMIT 32",
-    )
+         WHERE state = 'active' AND {LAST_PENDING_SEQ} IS NOT NULL \
+         ORDER BY priority DESC, id LIMIT 32"
+    ))
     .fetch_all(pool)
     .await?;
     for c in campaigns {
@@ -170,6 +172,22 @@ pub async fn claim_lease(
                        AND w.owner = (SELECT owner FROM workers WHERE id = $3))"
             }
         };
+        // Claims of one campaign take turns (a transaction-scoped advisory lock, shared by
+        // every coordinator on the database): two claims scanning the pending units at once
+        // would each lock every other row the other skipped, so each kept only a run of a few
+        // units and released the rest, leaving the pool in fragments that every later claim
+        // had to scan past (120 GPUs starting together got leases of tens of units, not
+        // thousands, and came back for more every second). One claim at a time takes the next
+        // contiguous run; `SKIP LOCKED` still steps over units a result or an expiry is
+        // holding. A claim is once a lease (about a minute per GPU), so the turns are short.
+        // Within one process the turns are taken before a connection is: claims waiting on
+        // the database's lock would hold the whole pool and starve the result posts.
+        let _turn = CLAIM_TURN.lock().await;
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
+            .bind(c.id)
+            .execute(&mut *tx)
+            .await?;
         // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
         // is constant along a contiguous run. Locked rows not in it are released at the end
         // of the statement.
@@ -202,8 +220,9 @@ pub async fn claim_lease(
         .bind(want)
         .bind(worker_id)
         .bind(f64::from(ttl_seconds))
-        .fetch_all(pool)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         let Some(head) = units.first() else {
             continue;
         };

@@ -157,6 +157,58 @@ async fn fetch_priors<'e, E: sqlx::PgExecutor<'e>>(
         .collect())
 }
 
+/// Every result of `unit_ids`, in one query: the prior results of the posts' (unit, lease)
+/// pairs (void or not: a retry is answered however the result fared since), and each unit's
+/// live results in id order (the newest last), as [`store::live_results_by_unit`] gives them.
+async fn results_of_units<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    unit_ids: &[i64],
+    lease_ids: &[i64],
+) -> Result<(
+    HashMap<(i64, i64), PriorResult>,
+    HashMap<i64, Vec<store::LiveResult>>,
+)> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        lease_id: i64,
+        digest: String,
+        hr_count: i32,
+        void: bool,
+        #[sqlx(flatten)]
+        live: store::LiveResult,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, unit_id, lease_id, worker_id, digest, hr_count, claim, verdict, void \
+         FROM results WHERE unit_id = ANY($1) ORDER BY unit_id, id",
+    )
+    .bind(unit_ids)
+    .fetch_all(ex)
+    .await?;
+    let wanted: std::collections::HashSet<(i64, i64)> = unit_ids
+        .iter()
+        .copied()
+        .zip(lease_ids.iter().copied())
+        .collect();
+    let mut priors = HashMap::new();
+    let mut live: HashMap<i64, Vec<store::LiveResult>> = HashMap::new();
+    for r in rows {
+        if wanted.contains(&(r.live.unit_id, r.lease_id)) {
+            priors.insert(
+                (r.live.unit_id, r.lease_id),
+                PriorResult {
+                    id: r.live.id,
+                    digest: r.digest,
+                    hr_count: r.hr_count,
+                },
+            );
+        }
+        if !r.void {
+            live.entry(r.live.unit_id).or_default().push(r.live);
+        }
+    }
+    Ok((priors, live))
+}
+
 /// A result to record: the post, its HR-cases as the server verified them, and a fresh
 /// uniform draw in [0, 1) for adaptive replication.
 pub struct Post<'a> {
@@ -237,7 +289,15 @@ struct Poster {
 }
 
 async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Result<BatchRecorded> {
-    let mut tx = pool.begin().await?;
+    // Every statement here reads a few rows by key. A prepared statement's generic plan is
+    // made once per connection, and made while `results` was still nearly empty (a new
+    // campaign, or tables autovacuum has not analyzed yet) it is a sequential scan, which then
+    // stays cached as the table grows: in the farm bench a batch's read of its units' results
+    // took 1,150 block reads and 127 ms instead of a few hundred index probes (sub-millisecond).
+    // Without sequential scans (same round trip as BEGIN) every plan here is an index plan.
+    let mut tx = pool
+        .begin_with("BEGIN; SET LOCAL enable_seqscan = off")
+        .await?;
     let lease_ids: BTreeSet<i64> = posts.iter().map(|p| p.lease_id).collect();
     let lease_ids: Vec<i64> = lease_ids.into_iter().collect();
     let leases: Vec<LeaseForResult> = sqlx::query_as(&format!(
@@ -263,9 +323,11 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     .fetch_all(&mut *tx)
     .await?;
     let units: HashMap<i64, UnitForResult> = units.into_iter().map(|u| (u.unit.id, u)).collect();
+    // Every result of these units, read once under the units' locks: the posts' priors (a
+    // retry is answered as before) and each unit's live replicas, which settle it below.
     let post_units: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
     let post_leases: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
-    let priors = fetch_priors(&mut *tx, &post_units, &post_leases).await?;
+    let (priors, mut by_unit) = results_of_units(&mut *tx, &post_units, &post_leases).await?;
     let poster: Option<Poster> = sqlx::query_as(
         "SELECT streak, quarantined_at IS NOT NULL AS quarantined, quarantine_reason, \
                 revoked_at IS NOT NULL AS revoked, \
@@ -391,14 +453,69 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             h_rounded.push(c.rounded.as_str());
         }
     }
+    // Each unit's live results, the new one last (it will have the highest id), settled in the
+    // batch's order: the worker's streak as it grows decides how many replicas each next unit
+    // needs, as it would between single posts. The new result is settled before it is
+    // inserted, so it is written once, with its verdict (its stand-in id is negative).
+    let mut changes = store_trust::Changes::default();
+    let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
+    let (mut count, mut elapsed, mut oldest_lease) = (0i64, 0f64, 0f64);
+    let mut done_campaigns = BTreeSet::new();
+    for (slot, &i) in accepted.iter().enumerate() {
+        let p = &posts[i];
+        let row = &units[&p.unit_id];
+        let policy = ReplicationPolicy {
+            quorum: row.replication.max(1) as u32,
+            adaptive: row.adaptive,
+            audit_rate: row.audit_rate,
+            trust_after: row.trust_after.max(1) as u32,
+        };
+        // The number of agreeing results is fixed by the unit's first result.
+        let needed = match row.replicas_needed {
+            Some(n) => n.max(1) as u32,
+            None => {
+                let streak = changes.worker(worker_id).record.applied_to(poster.streak);
+                trust::replicas_needed(&policy, streak, p.audit_roll)
+            }
+        };
+        let mut replicas = by_unit.remove(&p.unit_id).unwrap_or_default();
+        replicas.push(store::LiveResult {
+            id: store_trust::new_result_id(slot),
+            unit_id: p.unit_id,
+            worker_id,
+            claim: claims[slot].clone(),
+            verdict: trust::Verdict::Pending.as_str().to_string(),
+        });
+        let settlement = changes.settle(&replicas, needed, policy.quorum)?;
+        let state = store_trust::unit_state(&settlement);
+        if state == "done" {
+            done_campaigns.insert(row.unit.campaign_id);
+        }
+        u_live.push(replicas.len() as i32);
+        u_needed.push(needed as i32);
+        u_state.push(state);
+        count += row.unit.count;
+        elapsed += p.result.elapsed;
+        oldest_lease = oldest_lease.max(leases[&p.lease_id].age_seconds);
+    }
+    let new_verdicts = changes.take_new_verdicts();
+    let r_verdict: Vec<&str> = (0..accepted.len())
+        .map(|slot| {
+            new_verdicts
+                .get(&store_trust::new_result_id(slot))
+                .unwrap_or(&trust::Verdict::Pending)
+                .as_str()
+        })
+        .collect();
+
     let inserted: Vec<(i64, i64)> = sqlx::query_as(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
-                                  exact_cases, elapsed_seconds, hr_count, claim) \
-             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c \
+                                  exact_cases, elapsed_seconds, hr_count, claim, verdict) \
+             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v \
              FROM UNNEST($2::int8[], $3::int8[], $4::int8[], $5::text[], $6::jsonb[], \
-                         $7::jsonb[], $8::float8[], $9::int4[], $10::text[]) \
-                  AS t(u, l, f, d, s, e, el, h, c) \
+                         $7::jsonb[], $8::float8[], $9::int4[], $10::text[], $18::text[]) \
+                  AS t(u, l, f, d, s, e, el, h, c, v) \
              RETURNING id, unit_id), \
          h AS ( \
              INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, \
@@ -427,57 +544,11 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     .bind(&h_d)
     .bind(&h_kind)
     .bind(&h_rounded)
+    .bind(&r_verdict)
     .fetch_all(&mut *tx)
     .await?;
     let result_ids: HashMap<i64, i64> = inserted.into_iter().collect();
 
-    // Each unit's live results, the new one last (the highest id), settled in the batch's
-    // order: the worker's streak as it grows decides how many replicas each next unit needs,
-    // as it would between single posts.
-    let mut by_unit = store::live_results_by_unit(&mut tx, &r_unit).await?;
-    let mut changes = store_trust::Changes::default();
-    let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
-    let (mut count, mut elapsed, mut oldest_lease) = (0i64, 0f64, 0f64);
-    let mut done_campaigns = BTreeSet::new();
-    for &i in &accepted {
-        let p = &posts[i];
-        let row = &units[&p.unit_id];
-        let policy = ReplicationPolicy {
-            quorum: row.replication.max(1) as u32,
-            adaptive: row.adaptive,
-            audit_rate: row.audit_rate,
-            trust_after: row.trust_after.max(1) as u32,
-        };
-        // The number of agreeing results is fixed by the unit's first result.
-        let needed = match row.replicas_needed {
-            Some(n) => n.max(1) as u32,
-            None => {
-                let streak = changes.worker(worker_id).record.applied_to(poster.streak);
-                trust::replicas_needed(&policy, streak, p.audit_roll)
-            }
-        };
-        let replicas = by_unit.remove(&p.unit_id).unwrap_or_default();
-        if !replicas
-            .iter()
-            .any(|r| Some(&r.id) == result_ids.get(&p.unit_id))
-        {
-            return Err(Error::Internal(format!(
-                "the result of unit {} is not among its live results",
-                p.unit_id
-            )));
-        }
-        let settlement = changes.settle(&replicas, needed, policy.quorum)?;
-        let state = store_trust::unit_state(&settlement);
-        if state == "done" {
-            done_campaigns.insert(row.unit.campaign_id);
-        }
-        u_live.push(replicas.len() as i32);
-        u_needed.push(needed as i32);
-        u_state.push(state);
-        count += row.unit.count;
-        elapsed += p.result.elapsed;
-        oldest_lease = oldest_lease.max(leases[&p.lease_id].age_seconds);
-    }
     // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
     // never faster than the server's clock allows since the worker's previous result or the
     // batch's oldest lease, whichever is later (a batch of one: exactly the single post's rule).

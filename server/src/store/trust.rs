@@ -80,6 +80,16 @@ impl Changes {
         Ok(settlement)
     }
 
+    /// Takes out the verdicts of results settled before they were inserted (their stand-in
+    /// ids from [`new_result_id`]): those are written with the row, not updated after it.
+    pub fn take_new_verdicts(&mut self) -> HashMap<i64, Verdict> {
+        let (new, old) = std::mem::take(&mut self.verdicts)
+            .into_iter()
+            .partition(|(id, _)| *id < 0);
+        self.verdicts = old;
+        new.into_iter().collect()
+    }
+
     /// Workers that gained an outvoted result.
     pub fn outvoted_workers(&self) -> Vec<i64> {
         self.workers
@@ -88,6 +98,12 @@ impl Changes {
             .map(|(id, _)| *id)
             .collect()
     }
+}
+
+/// The stand-in id of the `slot`-th new result of a batch while it is settled before its
+/// insertion: negative, so it cannot be a row's id.
+pub fn new_result_id(slot: usize) -> i64 {
+    -1 - slot as i64
 }
 
 /// The unit state a settlement leads to (for a unit no other lease holds).
@@ -129,10 +145,14 @@ pub async fn apply_records(
         return Ok(HashMap::new());
     }
     let ids: Vec<i64> = c.workers.keys().copied().collect();
-    sqlx::query("SELECT id FROM workers WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
-        .bind(&ids)
-        .execute(&mut **tx)
-        .await?;
+    // One row (the common case: a batch of one worker's results, no other replica) is locked
+    // by the update itself; several are locked first, in id order.
+    if ids.len() > 1 {
+        sqlx::query("SELECT id FROM workers WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
+            .bind(&ids)
+            .execute(&mut **tx)
+            .await?;
+    }
     let w: Vec<&WorkerChange> = c.workers.values().collect();
     let valid: Vec<i64> = w.iter().map(|c| c.record.valid).collect();
     let invalid: Vec<i64> = w.iter().map(|c| c.record.invalid).collect();
