@@ -13,6 +13,7 @@ pub mod generation;
 pub mod plan;
 pub mod search;
 pub mod series;
+pub mod skip;
 pub mod verify;
 
 pub use format::{Argument, FormatError, Precision};
