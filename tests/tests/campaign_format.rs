@@ -24,6 +24,8 @@ type Run = (String, String, u64, String);
 
 /// `tmd-worker search` over one range: HR-cases `(x, bits, kind)` and skipped runs.
 fn local(from: &str, to: &str) -> (BTreeSet<(String, i64, String)>, BTreeSet<Run>) {
+    // `--from=-0x...`: a negative value in its own word would read as a flag.
+    let (from, to) = (format!("--from={from}"), format!("--to={to}"));
     let args = [
         "--function",
         "exp",
@@ -33,10 +35,8 @@ fn local(from: &str, to: &str) -> (BTreeSet<(String, i64, String)>, BTreeSet<Run
         MIN_BITS,
         "--unit-bits",
         UNIT_BITS,
-        "--from",
-        from,
-        "--to",
-        to,
+        &from,
+        &to,
     ];
     let cases = tmd_tests::local_search(&args);
     let out = std::process::Command::new(tmd_tests::bin("tmd-worker"))
@@ -71,6 +71,10 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
     let dir = scratch("format");
     let server = Server::start(db.url(), &dir, &[]);
     let url = server.url();
+    let ranges: Vec<String> = RANGES
+        .iter()
+        .flat_map(|(from, to)| [format!("--from={from}"), format!("--to={to}")])
+        .collect();
     let mut args = vec![
         "campaign",
         "create",
@@ -83,9 +87,7 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
         "--unit-bits",
         UNIT_BITS,
     ];
-    for (from, to) in RANGES {
-        args.extend(["--from", from, "--to", to]);
-    }
+    args.extend(ranges.iter().map(String::as_str));
     let c = admin(&url, &args);
     let campaign = c["id"].as_i64().unwrap();
     let units = c["units_total"].as_i64().unwrap();
