@@ -176,7 +176,12 @@ mod tests {
         for u in split_range_in(f, fmt, from, to, Some(unit_bits)).unwrap() {
             let searched = search_unit(&cfg, u, &Cpu).unwrap().skipped;
             let computed = skipped_runs(f, fmt, u).unwrap();
-            assert_eq!(computed, searched, "{f} {format} {}", u.describe(fmt.precision));
+            assert_eq!(
+                computed,
+                searched,
+                "{f} {format} {}",
+                u.describe(fmt.precision)
+            );
             runs += computed.len();
         }
         runs
@@ -191,7 +196,10 @@ mod tests {
         // like 0; subnormal results just above skip nothing.
         assert!(compare(Function::Exp, "binary32", "0x1.62p+6", "0x1.64p+6", 12) > 0);
         assert!(compare(Function::Exp, "binary32", "-0x1.a4p+6", "-0x1.a2p+6", 12) > 0);
-        assert_eq!(compare(Function::Exp, "binary32", "-0x1.9p+6", "-0x1.8fe8p+6", 10), 0);
+        assert_eq!(
+            compare(Function::Exp, "binary32", "-0x1.9p+6", "-0x1.8fe8p+6", 10),
+            0
+        );
         // Functions that never leave the range of binary16 here skip nothing.
         assert_eq!(compare(Function::Sin, "binary16", "1", "4", 8), 0);
         assert_eq!(compare(Function::Log, "binary16", "0.5", "4", 8), 0);

@@ -26,8 +26,10 @@ async fn old_worker_lease(app: &TestApp, token: &str) -> Value {
 async fn an_older_worker_gets_only_bare_precision_campaigns() {
     let app = TestApp::new().await;
     let named = app
-        .campaign(json!({"function": "exp", "format": "binary16", "min_bits": 4,
-                         "ranges": [{"from": "1", "to": "2"}], "unit_bits": 6}))
+        .campaign(
+            json!({"function": "exp", "format": "binary16", "min_bits": 4,
+                         "ranges": [{"from": "1", "to": "2"}], "unit_bits": 6}),
+        )
         .await;
     assert_eq!(named["format"], "binary16");
     let (_, w) = app.worker("old").await;
@@ -57,8 +59,10 @@ async fn a_result_must_carry_the_units_skipped_runs() {
     let app = TestApp::new().await;
     // exp on [8, 16) in binary16 overflows from 11.09 on: one unit of 2^10 arguments.
     let c = app
-        .campaign(json!({"function": "exp", "format": "binary16", "min_bits": 20,
-                         "ranges": [{"from": "8", "to": "16"}], "unit_bits": 10}))
+        .campaign(
+            json!({"function": "exp", "format": "binary16", "min_bits": 20,
+                         "ranges": [{"from": "8", "to": "16"}], "unit_bits": 10}),
+        )
         .await;
     let id = c["id"].as_i64().unwrap();
     let (_, w) = app.worker("w").await;

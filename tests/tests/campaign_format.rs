@@ -185,7 +185,10 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
             .await
             .unwrap();
         for r in &want_runs {
-            let line = format!("# skipped [{}, {}] ({} arguments): {}: ", r.0, r.1, r.2, r.3);
+            let line = format!(
+                "# skipped [{}, {}] ({} arguments): {}: ",
+                r.0, r.1, r.2, r.3
+            );
             assert!(text.contains(&line), "{format}: {line} in\n{text}");
         }
         assert!(text.contains("# format binary32"), "{text}");

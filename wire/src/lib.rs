@@ -797,6 +797,44 @@ mod tests {
     }
 
     #[test]
+    fn formats_and_skipped_runs_are_optional_on_the_wire() {
+        // A result from before skipped runs reads with none; none are not written.
+        let r: UnitResult = serde_json::from_str(
+            r#"{"fencing_token":1,"stats":{"units":1,"domains":0,"phase1_failures":0,
+            "subdomains":0,"phase2_failures":0,"phase3_arguments":0,"candidates":0,
+            "false_positives":0},"hr_cases":[],"elapsed":0.5,"digest":"ab"}"#,
+        )
+        .unwrap();
+        assert!(r.skipped.is_empty());
+        assert!(serde_json::to_value(&r).unwrap().get("skipped").is_none());
+        // A bare precision's task has no format field: what older servers sent.
+        let mut task = LeaseTask {
+            campaign_id: 1,
+            function: "exp".into(),
+            precision: 24,
+            min_bits: 12,
+            format: None,
+        };
+        assert!(serde_json::to_value(&task).unwrap().get("format").is_none());
+        task.format = Some("binary32".into());
+        let v = serde_json::to_value(&task).unwrap();
+        assert_eq!(v["format"], "binary32");
+        assert_eq!(serde_json::from_value::<LeaseTask>(v).unwrap(), task);
+        let run = SkippedRun {
+            first: "0x1.63p+3".into(),
+            last: "0x1.ffcp+3".into(),
+            count: 628,
+            reason: "overflow".into(),
+            rule: String::new(),
+        };
+        let posted: SkippedRun = serde_json::from_str(
+            r#"{"first":"0x1.63p+3","last":"0x1.ffcp+3","count":628,"reason":"overflow"}"#,
+        )
+        .unwrap();
+        assert_eq!(posted, run, "the rule is the server's to add");
+    }
+
+    #[test]
     fn leased_unit_is_flat_and_holds_a_full_u64() {
         let u = LeasedUnit {
             unit_id: 3,

@@ -19,8 +19,8 @@ use axum::Json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tmd_wire::{
-    ApiError, BatchedResult, HrCase, ResultAccepted, ResultBatch, ResultBatchResponse,
-    SkippedRun, UnitOutcome, UnitOutcomeStatus, UnitResult,
+    ApiError, BatchedResult, HrCase, ResultAccepted, ResultBatch, ResultBatchResponse, SkippedRun,
+    UnitOutcome, UnitOutcomeStatus, UnitResult,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

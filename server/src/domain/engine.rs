@@ -563,12 +563,17 @@ mod tests {
         // A unit in range skips nothing, and a run claimed there is refused.
         let calm = half_unit(false, 0, 1024, 1024);
         assert!(check_skipped("exp", fmt, &calm, &[]).unwrap().is_empty());
-        assert!(check_skipped("exp", fmt, &calm, &[run("0x1p+0", "0x1p+0", 1, "overflow")]).is_err());
+        assert!(
+            check_skipped("exp", fmt, &calm, &[run("0x1p+0", "0x1p+0", 1, "overflow")]).is_err()
+        );
         // A bare precision of the same function has an unbounded exponent: nothing skipped.
         let bare = Format::bare(Precision::new(11).unwrap());
         assert!(skips_nothing("exp", bare));
         assert!(!skips_nothing("exp", fmt));
-        assert!(!skips_nothing("tanpi", bare), "poles are skipped in any format");
+        assert!(
+            !skips_nothing("tanpi", bare),
+            "poles are skipped in any format"
+        );
         assert!(check_skipped("exp", bare, &unit, &[]).unwrap().is_empty());
     }
 

@@ -324,10 +324,7 @@ pub fn validate_result(r: &UnitResult, max_cases: usize) -> Result<()> {
         }
     }
     if r.skipped.len() > engine::MAX_SKIPPED_RUNS {
-        return bad(format!(
-            "at most {} skipped runs",
-            engine::MAX_SKIPPED_RUNS
-        ));
+        return bad(format!("at most {} skipped runs", engine::MAX_SKIPPED_RUNS));
     }
     for s in &r.skipped {
         let code = !s.reason.is_empty()

@@ -41,7 +41,14 @@ pub fn claim_digest(
     if !skipped.is_empty() {
         let runs: Vec<(&str, &str, u64, &str)> = skipped
             .iter()
-            .map(|s| (s.first.as_str(), s.last.as_str(), s.count, s.reason.as_str()))
+            .map(|s| {
+                (
+                    s.first.as_str(),
+                    s.last.as_str(),
+                    s.count,
+                    s.reason.as_str(),
+                )
+            })
             .collect();
         claim["skipped"] = serde_json::json!(runs);
     }
@@ -354,17 +361,38 @@ mod tests {
             kind: tmd_wire::HrKind::Fp,
             rounded: "0x1p+1".into(),
         };
-        let a = claim_digest(&unit, &stats, &[case("0x1.8p+0"), case("0x1.4p+0")], &[], &[]);
-        let b = claim_digest(&unit, &stats, &[case("0x1.4p+0"), case("0x1.8p+0")], &[], &[]);
+        let a = claim_digest(
+            &unit,
+            &stats,
+            &[case("0x1.8p+0"), case("0x1.4p+0")],
+            &[],
+            &[],
+        );
+        let b = claim_digest(
+            &unit,
+            &stats,
+            &[case("0x1.4p+0"), case("0x1.8p+0")],
+            &[],
+            &[],
+        );
         assert_eq!(a, b);
-        assert_ne!(a, claim_digest(&unit, &stats, &[case("0x1.4p+0")], &[], &[]));
+        assert_ne!(
+            a,
+            claim_digest(&unit, &stats, &[case("0x1.4p+0")], &[], &[])
+        );
         let flipped = UnitStats {
             domains: 5,
             ..stats
         };
         assert_ne!(
             a,
-            claim_digest(&unit, &flipped, &[case("0x1.8p+0"), case("0x1.4p+0")], &[], &[])
+            claim_digest(
+                &unit,
+                &flipped,
+                &[case("0x1.8p+0"), case("0x1.4p+0")],
+                &[],
+                &[]
+            )
         );
         let other_unit = UnitSpec {
             first: (1 << 23) + 16,
@@ -393,7 +421,10 @@ mod tests {
             reason: "underflow".into(),
             ..run
         };
-        assert_ne!(with_run, claim_digest(&unit, &stats, &[], &[], &[other_reason]));
+        assert_ne!(
+            with_run,
+            claim_digest(&unit, &stats, &[], &[], &[other_reason])
+        );
     }
 
     #[test]
