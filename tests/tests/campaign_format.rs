@@ -51,7 +51,7 @@ fn local(from: &str, to: &str) -> (BTreeSet<(String, i64, String)>, BTreeSet<Run
         .as_array()
         .expect("skipped")
         .iter()
-        .map(|s| run_of(s))
+        .map(run_of)
         .collect();
     (cases, runs)
 }
