@@ -14,6 +14,7 @@ pub mod plan;
 pub mod range;
 pub mod search;
 pub mod series;
+pub mod skip;
 pub mod trivial;
 pub mod verify;
 

@@ -11,7 +11,7 @@ use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
 pub use crate::range::{search_units, search_zero, RangeResult};
-use crate::trivial::{Rule, TrivialRun};
+use crate::trivial::{partition, TrivialRun};
 use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
 use rug::Integer;
@@ -516,80 +516,54 @@ pub fn search_unit(
     let mut timings = Timings::default();
     let mut hr_cases = Vec::new();
     let mut exact_cases = Vec::new();
-    // Skipped runs as (offset in the unit, count, reason, trivial rule), merged when adjacent
-    // (a trivial run keeps the fewest bits of the two).
-    let mut skipped: Vec<(u64, u64, SkipReason, Option<TrivialRun>)> = Vec::new();
-    let mut skip = |first: u64, count: u64, reason: SkipReason, t: Option<TrivialRun>| match skipped
-        .last_mut()
-    {
-        Some(last)
-            if last.2 == reason
-                && last.0 + last.1 == first
-                && last.3.as_ref().map(|r| &r.like) == t.as_ref().map(|r| &r.like) =>
-        {
-            last.1 += count;
-            if let (Some(a), Some(b)) = (&mut last.3, t) {
-                a.bits = a.bits.min(b.bits);
-            }
-        }
-        _ => skipped.push((first, count, reason, t)),
-    };
-    // Where f rounds like x or like f(0) near 0, the rule that proves trivial runs.
-    let rule = if cfg.trivial_regions {
-        Rule::for_unit(cfg.function, cfg.precision, unit)
+    let mut skipped = Runs::default();
+    // Where f rounds like x or like f(0) near 0, trivial runs first (`trivial::partition`, the
+    // same cut the coordinator checks a result's runs with); the rest is searched.
+    let parts = if cfg.trivial_regions {
+        partition(cfg.function, cfg.format(), cfg.min_bits, unit, split)
     } else {
-        None
+        vec![(unit, None)]
     };
-    let mut stack = vec![unit];
     let mut pieces = Vec::new();
-    // Depth-first, left to right: pieces come out in argument order.
-    while let Some(piece) = stack.pop() {
-        if let Some(rule) = &rule {
-            if let Some(t) = rule.judge(cfg.format(), cfg.min_bits, piece) {
-                pieces.push((piece, PiecePlan::Trivial(t)));
-                continue;
-            }
-            // The trivial region ends inside the piece (its argument nearest 0, zero aside,
-            // is trivial): split until each piece is wholly in or out of it.
-            let near = if piece.first == 0 { 1 } else { 0 };
-            let near_piece = UnitSpec {
-                first: piece.first + near,
-                count: 1,
-                ..piece
-            };
-            if piece.count > 1 && rule.judge(cfg.format(), cfg.min_bits, near_piece).is_some() {
-                let (left, right) = split(piece);
-                stack.push(right);
-                stack.push(left);
-                continue;
-            }
-        }
-        if piece.count <= EXHAUSTIVE_MAX {
-            pieces.push((piece, PiecePlan::Exhaustive));
+    for (part, trivial) in parts {
+        if let Some(t) = trivial {
+            pieces.push((part, PiecePlan::Trivial(t)));
             continue;
         }
-        let t = Instant::now();
-        let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
-        timings.generation_s += t.elapsed().as_secs_f64();
-        match generated {
-            Ok(g) => pieces.push((piece, PiecePlan::Generated(Box::new(g)))),
-            Err(GenError::Overflow) => pieces.push((piece, PiecePlan::Skip(SkipReason::Overflow))),
-            Err(GenError::Underflow) => {
-                pieces.push((piece, PiecePlan::Skip(SkipReason::Underflow)))
+        let mut stack = vec![part];
+        // Depth-first, left to right: pieces come out in argument order.
+        while let Some(piece) = stack.pop() {
+            if piece.count <= EXHAUSTIVE_MAX {
+                pieces.push((piece, PiecePlan::Exhaustive));
+                continue;
             }
-            // Every argument is a candidate: MPFR decides each one (no generation would pay).
-            Err(GenError::Threshold) => pieces.push((piece, PiecePlan::Exhaustive)),
-            Err(GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_)) => {
-                let (left, right) = split(piece);
-                stack.push(right);
-                stack.push(left);
+            let t = Instant::now();
+            let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
+            timings.generation_s += t.elapsed().as_secs_f64();
+            match generated {
+                Ok(g) => pieces.push((piece, PiecePlan::Generated(Box::new(g)))),
+                Err(GenError::Overflow) => {
+                    pieces.push((piece, PiecePlan::Skip(SkipReason::Overflow)))
+                }
+                Err(GenError::Underflow) => {
+                    pieces.push((piece, PiecePlan::Skip(SkipReason::Underflow)))
+                }
+                // Every argument is a candidate: MPFR decides each one (no generation would pay).
+                Err(GenError::Threshold) => pieces.push((piece, PiecePlan::Exhaustive)),
+                Err(
+                    GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_),
+                ) => {
+                    let (left, right) = split(piece);
+                    stack.push(right);
+                    stack.push(left);
+                }
             }
         }
     }
     for (piece, plan) in pieces {
         let at = piece.first - unit.first;
         match plan {
-            PiecePlan::Trivial(t) => skip(at, piece.count, SkipReason::Trivial, Some(t)),
+            PiecePlan::Trivial(t) => skipped.push(at, piece.count, SkipReason::Trivial, Some(t)),
             PiecePlan::Exhaustive => {
                 let t = Instant::now();
                 let r = exhaustive(cfg, piece)?;
@@ -598,10 +572,10 @@ pub fn search_unit(
                 hr_cases.extend(r.0);
                 exact_cases.extend(r.1);
                 for (o, reason) in r.2 {
-                    skip(at + o, 1, reason, None);
+                    skipped.push(at + o, 1, reason, None);
                 }
             }
-            PiecePlan::Skip(reason) => skip(at, piece.count, reason, None),
+            PiecePlan::Skip(reason) => skipped.push(at, piece.count, reason, None),
             PiecePlan::Generated(g) => {
                 let out = backend.search_piece(&g, cfg.test, cfg.packet_domains)?;
                 stats.add(&out.stats);
@@ -634,21 +608,7 @@ pub fn search_unit(
             }
         }
     }
-    let skipped = skipped
-        .into_iter()
-        .map(|(o, count, reason, trivial)| {
-            // In value order: a negative unit's significands grow towards -infinity.
-            let (a, b) = (unit.argument(o), unit.argument(o + count - 1));
-            let (lo, hi) = if unit.negative { (b, a) } else { (a, b) };
-            Skipped {
-                first: lo.to_hex(cfg.precision),
-                last: hi.to_hex(cfg.precision),
-                count,
-                reason,
-                trivial,
-            }
-        })
-        .collect();
+    let skipped = skipped.into_skipped(unit, cfg.precision);
     Ok(UnitResult {
         unit,
         stats,
@@ -659,8 +619,57 @@ pub fn search_unit(
     })
 }
 
+/// A unit's skipped runs as (offset in the unit, count, reason, trivial rule), merged when
+/// adjacent with the same reason (and the same `g(x)`: a trivial run keeps the fewest bits of
+/// the two). `skip.rs` builds the coordinator's list with it, so the two lists merge alike.
+#[derive(Debug, Default)]
+pub(crate) struct Runs(Vec<(u64, u64, SkipReason, Option<TrivialRun>)>);
+
+impl Runs {
+    pub(crate) fn push(
+        &mut self,
+        first: u64,
+        count: u64,
+        reason: SkipReason,
+        t: Option<TrivialRun>,
+    ) {
+        match self.0.last_mut() {
+            Some(last)
+                if last.2 == reason
+                    && last.0 + last.1 == first
+                    && last.3.as_ref().map(|r| &r.like) == t.as_ref().map(|r| &r.like) =>
+            {
+                last.1 += count;
+                if let (Some(a), Some(b)) = (&mut last.3, t) {
+                    a.bits = a.bits.min(b.bits);
+                }
+            }
+            _ => self.0.push((first, count, reason, t)),
+        }
+    }
+
+    /// The runs with their ends as C99 hex, in value order within each run.
+    pub(crate) fn into_skipped(self, unit: UnitSpec, p: Precision) -> Vec<Skipped> {
+        self.0
+            .into_iter()
+            .map(|(o, count, reason, trivial)| {
+                // A negative unit's significands grow towards -infinity.
+                let (a, b) = (unit.argument(o), unit.argument(o + count - 1));
+                let (lo, hi) = if unit.negative { (b, a) } else { (a, b) };
+                Skipped {
+                    first: lo.to_hex(p),
+                    last: hi.to_hex(p),
+                    count,
+                    reason,
+                    trivial,
+                }
+            })
+            .collect()
+    }
+}
+
 /// Splits a piece in two near its middle, on a multiple of 1024 arguments where possible.
-fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
+pub(crate) fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
     let mut half = piece.count / 2;
     if half > 1024 {
         half &= !1023;

@@ -207,3 +207,50 @@ impl Rule {
         })
     }
 }
+
+/// `unit` cut into consecutive pieces, in significand order, each wholly a trivial run (with
+/// its rule) or wholly searched as usual (`None`). The search and the coordinator's check of a
+/// worker's skipped runs (`skip.rs`) both cut a unit here, so their trivial runs are equal as
+/// lists. A piece is split (`split`, the search's cut) while the argument of it nearest 0 (zero
+/// aside) is trivial but the whole piece is not: `judge` is monotonic in the piece's largest
+/// `|x|`, so the pieces left whole are not trivial anywhere.
+pub fn partition(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    unit: UnitSpec,
+    split: fn(UnitSpec) -> (UnitSpec, UnitSpec),
+) -> Vec<(UnitSpec, Option<TrivialRun>)> {
+    let Some(rule) = Rule::for_unit(f, fmt.precision, unit) else {
+        return vec![(unit, None)];
+    };
+    let mut out: Vec<(UnitSpec, Option<TrivialRun>)> = Vec::new();
+    let mut stack = vec![unit];
+    // Depth-first, left to right: pieces come out in significand order.
+    while let Some(piece) = stack.pop() {
+        if let Some(t) = rule.judge(fmt, min_bits, piece) {
+            out.push((piece, Some(t)));
+            continue;
+        }
+        let near = if piece.first == 0 { 1 } else { 0 };
+        let near_piece = UnitSpec {
+            first: piece.first + near,
+            count: 1,
+            ..piece
+        };
+        if piece.count > 1 && rule.judge(fmt, min_bits, near_piece).is_some() {
+            let (left, right) = split(piece);
+            stack.push(right);
+            stack.push(left);
+            continue;
+        }
+        // Not trivial: joined to a searched neighbour on its left.
+        match out.last_mut() {
+            Some((last, None)) if last.first + last.count == piece.first => {
+                last.count += piece.count
+            }
+            _ => out.push((piece, None)),
+        }
+    }
+    out
+}

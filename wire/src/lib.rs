@@ -89,7 +89,10 @@ pub struct CreateCampaign {
     /// The function's name, e.g. `exp`.
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 100))]
     pub function: String,
-    /// `binary32`, `binary64`, or a precision in bits as a string.
+    /// A named format with its exponent range (`binary16`, `bfloat16`, `binary32`,
+    /// `binary64`, `binary80`: subnormal results judged on the subnormal grid, overflowing and
+    /// underflowing results skipped and listed), or a bare precision (`p24`, `24`: exponent
+    /// unbounded).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 100))]
     pub format: Option<String>,
@@ -178,6 +181,15 @@ pub struct Campaign {
     pub name: String,
     pub function: String,
     pub precision: u32,
+    /// The named format whose real grid judges results (`binary32`: subnormal results on the
+    /// subnormal grid, overflow and underflow skipped and listed); absent for a bare precision,
+    /// whose exponent is unbounded.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// How results are judged, for people (the format's precision and exponent range, or
+    /// "exponent unbounded").
+    #[serde(default)]
+    pub judged_as: String,
     pub min_bits: u32,
     pub ranges: Vec<ArgRange>,
     pub unit_bits: u32,
@@ -203,6 +215,40 @@ pub struct Campaign {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct StateCount {
     pub units: i64,
+    pub arguments: String,
+}
+
+/// Consecutive arguments of a unit that were not judged, and why. Reasons are open-ended
+/// codes (`overflow`, `underflow`, `pole` today; new engine reasons need no new schema), each
+/// with its rule for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct SkippedRun {
+    /// The smallest argument of the run, C99 hexadecimal.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9.+_-]{1,64}$"))]
+    pub first: String,
+    /// The largest argument of the run, C99 hexadecimal.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9.+_-]{1,64}$"))]
+    pub last: String,
+    /// Arguments in the run.
+    pub count: u64,
+    /// Why: `overflow`, `underflow`, `pole`, ...
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[a-z0-9_]{1,64}$"))]
+    pub reason: String,
+    /// The rule for people (set by the server; ignored in a posted result).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
+    pub rule: String,
+}
+
+/// The skipped arguments of a campaign's done units for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct SkippedSummary {
+    pub reason: String,
+    pub rule: String,
+    pub runs: i64,
+    /// Decimal string, as other argument counts.
     pub arguments: String,
 }
 
@@ -253,6 +299,13 @@ pub struct CampaignProgress {
     #[serde(default)]
     pub completed_at: Option<DateTime<Utc>>,
     pub hr_cases: i64,
+    /// Arguments of done units that were not judged (overflow, underflow, pole), per reason;
+    /// never silent.
+    #[serde(default)]
+    pub skipped: Vec<SkippedSummary>,
+    /// The skipped runs themselves, by argument (at most 100; the export lists them all).
+    #[serde(default)]
+    pub skipped_runs: Vec<SkippedRun>,
     /// The hardest cases so far, most identical bits first (at most 10).
     pub hardest: Vec<StoredHrCase>,
     /// Quarantined units (at most 100).
@@ -422,7 +475,23 @@ pub struct LeaseTask {
     pub function: String,
     pub precision: u32,
     pub min_bits: u32,
+    /// The named format whose exponent range judges results; absent for a bare precision
+    /// (exponent unbounded). Sent only to workers that declared [`FEATURES_HEADER`]
+    /// `formats`: an older worker would ignore it and judge on the wrong grid, so it gets no
+    /// lease of a formatted campaign.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
+
+/// The request header in which a worker lists what it understands, comma-separated. A
+/// header rather than a field of [`LeaseRequest`] (which refuses unknown fields), so a new
+/// worker still gets work from an older server, and an older worker (no header) gets only
+/// bare-precision campaigns from a newer one.
+pub const FEATURES_HEADER: &str = "tmd-worker-features";
+
+/// The feature of [`FEATURES_HEADER`]: the worker runs the engine in [`LeaseTask::format`]
+/// and reports [`UnitResult::skipped`].
+pub const FEATURE_FORMATS: &str = "formats";
 
 /// A lease: a contiguous run of units of one campaign, owned until `expires_at` (database
 /// clock) unless extended by heartbeats.
@@ -541,6 +610,11 @@ pub struct UnitResult {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
     pub exact_cases: Vec<String>,
+    /// The runs of the unit's arguments that were not judged (overflow, underflow, pole), in
+    /// the engine's order. The server recomputes them and refuses a result whose runs differ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
+    pub skipped: Vec<SkippedRun>,
     /// Wall-clock seconds the worker spent on the unit.
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1000000000.0))]
     pub elapsed: f64,
@@ -692,53 +766,7 @@ pub struct HardnessBin {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_envelope_has_code_and_message() {
-        let e = ApiError {
-            code: "lease_expired".into(),
-            message: "the lease expired; ask for new work".into(),
-        };
-        let json = serde_json::to_value(&e).unwrap();
-        assert_eq!(json["code"], "lease_expired");
-        let back: ApiError = serde_json::from_value(json).unwrap();
-        assert_eq!(back, e);
-    }
-
-    #[test]
-    fn unit_result_round_trips_and_rejects_unknown_fields() {
-        let text = r#"{"fencing_token":7,"stats":{"units":1,"domains":2,"phase1_failures":0,
-            "subdomains":0,"phase2_failures":0,"phase3_arguments":0,"candidates":1,
-            "false_positives":0},"hr_cases":[{"x":"0x1.8p+0","bits":20,"neg_log2_d":45.5,
-            "kind":"mid","rounded":"0x1.2p+2"}],"elapsed":1.5,"digest":"ab"}"#;
-        let r: UnitResult = serde_json::from_str(text).unwrap();
-        assert_eq!(r.hr_cases[0].kind, HrKind::Mid);
-        assert!(r.exact_cases.is_empty());
-        let again: UnitResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
-        assert_eq!(again, r);
-        let extra = text.replacen("{\"fencing_token\"", "{\"bogus\":1,\"fencing_token\"", 1);
-        assert!(serde_json::from_str::<UnitResult>(&extra).is_err());
-    }
-
-    #[test]
-    fn leased_unit_is_flat_and_holds_a_full_u64() {
-        let u = LeasedUnit {
-            unit_id: 3,
-            spec: UnitSpec {
-                negative: true,
-                exponent: -2,
-                first: u64::MAX,
-                count: 1,
-            },
-        };
-        let json = serde_json::to_value(&u).unwrap();
-        assert_eq!(json["first"], serde_json::json!(u64::MAX));
-        assert_eq!(json["negative"], true);
-        assert_eq!(serde_json::from_value::<LeasedUnit>(json).unwrap(), u);
-    }
-}
+mod tests;
 
 /// `POST /api/v1/campaigns/{id}/requeue` (admin): quarantined units back to the pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -142,7 +142,13 @@ impl Client {
         body: &B,
     ) -> Result<R, ClientError> {
         let url = format!("{}/api/v1{path}", self.base);
-        let mut req = self.http.post(&url).json(body);
+        // Every request says what this worker understands: a server leases a named format's
+        // campaign only to a worker that runs the engine in it.
+        let mut req = self
+            .http
+            .post(&url)
+            .header(tmd_wire::FEATURES_HEADER, tmd_wire::FEATURE_FORMATS)
+            .json(body);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }

@@ -35,6 +35,7 @@ pub fn lazy_result(fencing_token: i64, spec: &UnitSpec) -> UnitResult {
         },
         hr_cases: Vec::new(),
         exact_cases: Vec::new(),
+        skipped: Vec::new(),
         elapsed: 0.001,
         digest: "0".repeat(64),
     }

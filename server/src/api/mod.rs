@@ -197,6 +197,7 @@ async fn create_campaign(
             name: &new.name,
             function: &plan.function,
             precision: plan.precision,
+            format: plan.format.as_deref(),
             min_bits: new.min_bits,
             ranges: &new.ranges,
             unit_bits: plan.unit_bits,
@@ -466,15 +467,27 @@ async fn reinstate_worker(
 // Leases (worker)
 
 /// Asks for work: a contiguous run of units of one campaign, sized from the worker's speed.
+/// A worker that does not send `tmd-worker-features: formats` gets only bare-precision
+/// campaigns (it would judge a named format's results on an unbounded exponent).
 #[utoipa::path(post, path = "/leases", tag = "leases", security(("worker" = [])),
     request_body = LeaseRequest,
+    params(("tmd-worker-features" = Option<String>, Header,
+        description = "what the worker understands, comma-separated: `formats` (it runs the \
+                       engine in the lease's named format and reports skipped runs)")),
     responses((status = 200, body = LeaseResponse), (status = 400, body = ApiError),
               (status = 401, body = ApiError)))]
 async fn request_lease(
     State(s): State<AppState>,
     worker: Worker,
+    headers: axum::http::HeaderMap,
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Result<Json<LeaseResponse>> {
+    let formats = domain::declares_feature(
+        headers
+            .get(tmd_wire::FEATURES_HEADER)
+            .and_then(|v| v.to_str().ok()),
+        tmd_wire::FEATURE_FORMATS,
+    );
     let policy = &s.config.policy;
     let seconds = req.seconds.unwrap_or(policy.default_seconds);
     if !(1..=7 * 86_400).contains(&seconds) {
@@ -499,6 +512,7 @@ async fn request_lease(
     let lease = store::claim_lease(
         &s.pool,
         worker.id,
+        formats,
         policy.ttl_seconds.min(policy.max_lease_seconds),
         |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held),
     )
@@ -520,7 +534,7 @@ async fn request_lease(
     // one told more waits, as a lease held elsewhere may expire and return its units.
     let units_outstanding = match lease {
         Some(_) => 0,
-        None => store::units_outstanding(&s.pool).await?,
+        None => store::units_outstanding(&s.pool, formats).await?,
     };
     Ok(Json(LeaseResponse {
         lease,

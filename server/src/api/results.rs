@@ -19,8 +19,8 @@ use axum::Json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tmd_wire::{
-    ApiError, BatchedResult, HrCase, ResultAccepted, ResultBatch, ResultBatchResponse, UnitOutcome,
-    UnitOutcomeStatus, UnitResult,
+    ApiError, BatchedResult, HrCase, ResultAccepted, ResultBatch, ResultBatchResponse, SkippedRun,
+    UnitOutcome, UnitOutcomeStatus, UnitResult,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -165,15 +165,12 @@ pub(crate) async fn record_posts(
     }
 
     let mut verified: Vec<Vec<HrCase>> = vec![Vec::new(); n];
-    // Cases to verify need the campaign and a first judgement before the slow MPFR work,
-    // which runs outside any transaction; a result without cases goes straight to the
-    // (locked) recording, which judges it anyway.
-    let with_cases: Vec<usize> = (0..n)
-        .filter(|&i| {
-            outcomes[i].is_none()
-                && !(posts[i].result.hr_cases.is_empty() && posts[i].result.exact_cases.is_empty())
-        })
-        .collect();
+    let mut skipped: Vec<Vec<SkippedRun>> = vec![Vec::new(); n];
+    // Every result needs its campaign and a first judgement before the slow MPFR work, which
+    // runs outside any transaction: its cases are re-verified, and its skipped runs compared
+    // with the server's own (a result without any must still be one whose unit skips
+    // nothing; that costs no MPFR for a bare precision without poles).
+    let with_cases: Vec<usize> = (0..n).filter(|&i| outcomes[i].is_none()).collect();
     if !with_cases.is_empty() {
         let posted: Vec<Posted<'_>> = with_cases
             .iter()
@@ -209,7 +206,10 @@ pub(crate) async fn record_posts(
         let mut forged = None;
         for (i, v) in futures_util::future::join_all(checks).await {
             match v {
-                Ok(cases) => verified[i] = cases,
+                Ok((cases, runs)) => {
+                    verified[i] = cases;
+                    skipped[i] = runs;
+                }
                 Err(e) => {
                     if let Error::ForgedCase(why) = &e {
                         forged.get_or_insert_with(|| why.clone());
@@ -248,6 +248,7 @@ pub(crate) async fn record_posts(
                 unit_id: posts[i].unit_id,
                 result: &posts[i].result,
                 verified: &verified[i],
+                skipped: &skipped[i],
                 audit_roll: rand::random(),
             })
             .collect();
@@ -303,14 +304,24 @@ pub(crate) async fn record_posts(
         .collect())
 }
 
-/// Re-verifies one result's cases with MPFR under a verification permit. `Unavailable` when no
-/// permit came within [`VERIFY_QUEUE_SECONDS`]: the post is answered "retry later".
+/// Re-verifies one result's cases with MPFR on the campaign's format, and compares its skipped
+/// runs with the server's, under a verification permit; returns the verified cases and the
+/// server's runs. `Unavailable` when no permit came within [`VERIFY_QUEUE_SECONDS`]: the post
+/// is answered "retry later".
 async fn verify(
     s: &AppState,
     worker: &Worker,
     result: &UnitResult,
     ctx: store_results::PostContext,
-) -> Result<Vec<HrCase>> {
+) -> Result<(Vec<HrCase>, Vec<SkippedRun>)> {
+    let fmt = engine::stored_format(ctx.precision, ctx.format.as_deref())?;
+    if result.hr_cases.is_empty()
+        && result.exact_cases.is_empty()
+        && result.skipped.is_empty()
+        && engine::skips_nothing(&ctx.function, fmt, &ctx.unit)
+    {
+        return Ok((Vec::new(), Vec::new()));
+    }
     // MPFR time is bounded: a few results at a time, the others wait their turn (and are told
     // to come back when the queue does not move).
     let _permit = tokio::time::timeout(
@@ -323,17 +334,15 @@ async fn verify(
     let started = Instant::now();
     let cases = result.hr_cases.clone();
     let exact = result.exact_cases.clone();
+    let posted_runs = result.skipped.clone();
     let first = ctx.unit.first;
     let in_flight = s.metrics.verification_started();
     let verified = tokio::task::spawn_blocking(move || {
-        engine::verify_result(
-            &ctx.function,
-            ctx.precision,
-            ctx.min_bits,
-            &ctx.unit,
-            &cases,
-            &exact,
-        )
+        let runs =
+            engine::check_skipped(&ctx.function, fmt, ctx.min_bits, &ctx.unit, &posted_runs)?;
+        let cases =
+            engine::verify_result(&ctx.function, fmt, ctx.min_bits, &ctx.unit, &cases, &exact)?;
+        Ok::<_, Error>((cases, runs))
     })
     .await
     .map_err(|e| Error::Internal(format!("verification task failed: {e}")));
@@ -342,7 +351,8 @@ async fn verify(
         Ok(v) => {
             tracing::debug!(
                 unit.first = first,
-                hr_cases = v.len(),
+                hr_cases = v.0.len(),
+                skipped_runs = v.1.len(),
                 duration_ms = started.elapsed().as_secs_f64() * 1e3,
                 "cases verified"
             );

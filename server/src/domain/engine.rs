@@ -1,5 +1,6 @@
 //! The only place the server calls the engine (`tmd-kernels`): resolving functions and
-//! precisions, cutting campaign ranges into units, and re-verifying reported cases with MPFR.
+//! formats, cutting campaign ranges into units, re-verifying reported cases with MPFR on the
+//! format's grid, and recomputing the runs of arguments a unit must skip.
 
 use crate::domain::NewCampaign;
 use crate::error::{Error, Result};
@@ -7,10 +8,11 @@ use rug::float::Round;
 use std::str::FromStr;
 use tmd_kernels::format::parse_number;
 use tmd_kernels::format::Format;
-use tmd_kernels::plan::split_range;
-use tmd_kernels::verify::{verify_case, Kind, Verdict};
+use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
+use tmd_kernels::trivial::Rule;
+use tmd_kernels::verify::{verify_case_in, Kind, Verdict};
 use tmd_kernels::{Argument, Function, Precision};
-use tmd_wire::{HrCase, HrKind, UnitSpec};
+use tmd_wire::{HrCase, HrKind, SkippedRun, UnitSpec};
 
 /// A campaign's resolved parameters and units, in argument order.
 #[derive(Debug, Clone)]
@@ -18,31 +20,42 @@ pub struct Plan {
     /// The function's canonical name.
     pub function: String,
     pub precision: u32,
+    /// The named format (`binary32`), or `None` for a bare precision (exponent unbounded).
+    pub format: Option<String>,
     pub unit_bits: u32,
     pub units: Vec<UnitSpec>,
 }
 
-/// Campaigns take a precision: results are judged with an unbounded exponent (the coordinator
-/// does not carry exponent ranges or skipped arguments yet). `binary32` and `binary64` mean p24
-/// and p53 as before; the other named formats are refused rather than silently unbounded.
-fn precision_of(c: &NewCampaign) -> Result<Precision> {
+/// The format a campaign asks for: a named format with its exponent range (`binary16`,
+/// `bfloat16`, `binary32`, `binary64`, `binary80` and their aliases), or a bare precision
+/// (`format: "p24"` or `precision: 24`) whose exponent is unbounded.
+fn format_of(c: &NewCampaign) -> Result<Format> {
     match (&c.format, c.precision) {
-        (Some(f), None) => {
-            let fmt = Format::from_str(f).map_err(|e| Error::BadRequest(e.to_string()))?;
-            let name = fmt.name();
-            if fmt.exponents.is_some() && name != "binary32" && name != "binary64" {
-                return Err(Error::BadRequest(format!(
-                    "format {name}: campaigns judge results with an unbounded exponent for now; \
-                     search {name} with its exponent range with `tmd-worker search --format {name}`, \
-                     or give precision {} for a campaign",
-                    fmt.precision.bits()
-                )));
-            }
-            Ok(fmt.precision)
-        }
-        (None, Some(p)) => Precision::new(p).map_err(|e| Error::BadRequest(e.to_string())),
+        (Some(f), None) => Format::from_str(f).map_err(|e| Error::BadRequest(e.to_string())),
+        (None, Some(p)) => Precision::new(p)
+            .map(Format::bare)
+            .map_err(|e| Error::BadRequest(e.to_string())),
         _ => Err(Error::BadRequest("give either format or precision".into())),
     }
+}
+
+/// A stored campaign's format: its named format, or a bare precision when `format` is NULL.
+pub fn stored_format(precision: u32, format: Option<&str>) -> Result<Format> {
+    match format {
+        Some(name) => Format::named(name)
+            .filter(|f| f.precision.bits() == precision)
+            .ok_or_else(|| Error::Internal(format!("a campaign has an unknown format {name}"))),
+        None => Precision::new(precision)
+            .map(Format::bare)
+            .map_err(|e| Error::Internal(e.to_string())),
+    }
+}
+
+/// How a campaign's results are judged, for people.
+pub fn describe_format(precision: u32, format: Option<&str>) -> String {
+    stored_format(precision, format)
+        .map(|f| f.describe())
+        .unwrap_or_else(|e| e.to_string())
 }
 
 /// The unit size of a campaign created without `unit_bits`: the engine's default for small
@@ -66,13 +79,15 @@ pub fn default_unit_bits(precision: u32, min_bits: u32) -> u32 {
 /// units in all.
 pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
     let function = Function::from_str(&c.function).map_err(|e| Error::BadRequest(e.to_string()))?;
-    let precision = precision_of(c)?;
+    let fmt = format_of(c)?;
+    let precision = fmt.precision;
     let unit_bits = c
         .unit_bits
         .unwrap_or_else(|| default_unit_bits(precision.bits(), c.min_bits));
     let mut units: Vec<UnitSpec> = Vec::new();
     for r in &c.ranges {
-        let specs = split_range(function, precision, &r.from, &r.to, Some(unit_bits))
+        // A named format's arguments are its normal numbers (its exponent range).
+        let specs = split_range_in(function, fmt, &r.from, &r.to, Some(unit_bits))
             .map_err(|e| Error::BadRequest(format!("range [{}, {}): {e}", r.from, r.to)))?;
         if specs.is_empty() {
             return Err(Error::BadRequest(format!(
@@ -96,6 +111,7 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
     Ok(Plan {
         function: function.name().to_string(),
         precision: precision.bits(),
+        format: fmt.exponents.map(|_| fmt.name()),
         unit_bits,
         units,
     })
@@ -133,25 +149,24 @@ fn reject_overlaps(units: &[UnitSpec]) -> Result<()> {
 /// once: MPFR's time is the server's, and a worker must not be able to spend it for free.
 pub fn verify_result(
     function: &str,
-    precision: u32,
+    fmt: Format,
     min_bits: u32,
     unit: &UnitSpec,
     cases: &[HrCase],
     exact: &[String],
 ) -> Result<Vec<HrCase>> {
     let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
-    let p = Precision::new(precision).map_err(|e| Error::Internal(e.to_string()))?;
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(cases.len());
     for case in cases {
         let forged = |why: &str| Error::ForgedCase(format!("HR-case x = {:?}: {why}", case.x));
-        let Some(key) = locate(p, unit, &case.x) else {
+        let Some(key) = locate(fmt, unit, &case.x) else {
             return Err(forged("not an argument of this unit"));
         };
         if !seen.insert(key) {
             continue;
         }
-        match verify_case(function, p, min_bits, &case.x) {
+        match verify_case_in(function, fmt, min_bits, &case.x) {
             Ok(Verdict::Hard(v)) => {
                 if v.bits != case.bits || v.kind.as_str() != case.kind.as_str() {
                     tracing::warn!(
@@ -178,7 +193,7 @@ pub fn verify_result(
                 )))
             }
             Ok(Verdict::Exact(_)) => return Err(forged("f(x) is exact, not hard to round")),
-            // Campaigns are bare precisions (exponent unbounded): nothing is skipped.
+            // A skipped argument (overflow, underflow, pole) is no HR-case.
             Ok(Verdict::Skipped(r)) => return Err(forged(r.rule())),
             Err(e) => return Err(forged(&e.to_string())),
         }
@@ -186,13 +201,13 @@ pub fn verify_result(
     let mut seen_exact = std::collections::HashSet::new();
     for x in exact {
         let forged = |why: &str| Error::ForgedCase(format!("exact case x = {x:?}: {why}"));
-        let Some(key) = locate(p, unit, x) else {
+        let Some(key) = locate(fmt, unit, x) else {
             return Err(forged("not an argument of this unit"));
         };
         if !seen_exact.insert(key) {
             continue;
         }
-        match verify_case(function, p, min_bits, x) {
+        match verify_case_in(function, fmt, min_bits, x) {
             Ok(Verdict::Exact(_)) => {}
             Ok(_) => return Err(forged("MPFR finds f(x) not exact")),
             Err(e) => return Err(forged(&e.to_string())),
@@ -201,19 +216,115 @@ pub fn verify_result(
     Ok(out)
 }
 
+/// Most skipped runs one result may carry (as many as cases): a unit where nearly every other
+/// argument is skipped (tanpi where the format's arguments are all integers and
+/// half-integers) cannot be reported whole and is quarantined with the reason.
+pub const MAX_SKIPPED_RUNS: usize = 10_000;
+
+/// The runs of `unit`'s arguments that must be skipped in `fmt` (overflow, underflow, pole),
+/// computed here (`tmd_kernels::skip`), not taken from the worker: the worker's `posted` runs
+/// must equal them (first and last as arguments of the unit, count, reason code), else the
+/// result is refused as forged. Returns the server's runs, with their rules, to store.
+pub fn check_skipped(
+    function: &str,
+    fmt: Format,
+    min_bits: u32,
+    unit: &UnitSpec,
+    posted: &[SkippedRun],
+) -> Result<Vec<SkippedRun>> {
+    let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
+    let expected = tmd_kernels::skip::skipped_runs(function, fmt, min_bits, engine_unit(unit))
+        .map_err(|e| Error::Internal(format!("computing the unit's skipped runs: {e}")))?;
+    let forged = |why: String| Error::ForgedCase(format!("skipped runs: {why}"));
+    if expected.len() > MAX_SKIPPED_RUNS {
+        return Err(Error::BadRequest(format!(
+            "this unit has {} runs of skipped arguments, more than {MAX_SKIPPED_RUNS}: a \
+             campaign with smaller units can report them",
+            expected.len()
+        )));
+    }
+    if posted.len() != expected.len() {
+        return Err(forged(format!(
+            "the result lists {} runs, the unit has {}{}",
+            posted.len(),
+            expected.len(),
+            expected
+                .iter()
+                .find(|e| !posted.iter().any(|s| s.reason == e.reason.as_str()))
+                .map(|e| format!(
+                    " (such as [{}, {}], {})",
+                    e.first,
+                    e.last,
+                    e.reason.as_str()
+                ))
+                .unwrap_or_default()
+        )));
+    }
+    for (s, e) in posted.iter().zip(&expected) {
+        let same = s.count == e.count
+            && s.reason == e.reason.as_str()
+            && locate(fmt, unit, &s.first).is_some()
+            && locate(fmt, unit, &s.first) == locate(fmt, unit, &e.first)
+            && locate(fmt, unit, &s.last) == locate(fmt, unit, &e.last);
+        if !same {
+            return Err(forged(format!(
+                "[{}, {}] ({} arguments, {}) where the unit has [{}, {}] ({} arguments, {})",
+                s.first,
+                s.last,
+                s.count,
+                s.reason,
+                e.first,
+                e.last,
+                e.count,
+                e.reason.as_str()
+            )));
+        }
+    }
+    Ok(expected
+        .into_iter()
+        .map(|e| SkippedRun {
+            rule: e.rule(),
+            first: e.first,
+            last: e.last,
+            count: e.count,
+            reason: e.reason.as_str().to_string(),
+        })
+        .collect())
+}
+
+/// Whether the runs a unit must skip are known to be none without the engine: a bare
+/// precision of a function without poles skips nothing, away from its trivial region near 0.
+pub fn skips_nothing(function: &str, fmt: Format, unit: &UnitSpec) -> bool {
+    fmt.exponents.is_none()
+        && Function::from_str(function).is_ok_and(|f| {
+            !f.has_poles() && Rule::for_unit(f, fmt.precision, engine_unit(unit)).is_none()
+        })
+}
+
+/// The engine's spelling of a stored unit.
+fn engine_unit(unit: &UnitSpec) -> EngineUnit {
+    EngineUnit {
+        negative: unit.negative,
+        exponent: unit.exponent,
+        first: unit.first,
+        count: unit.count,
+    }
+}
+
 /// Whether `x` (C99 hex or decimal text) is exactly an argument of precision `p` in `unit`.
 #[cfg(test)]
 fn in_unit(p: Precision, unit: &UnitSpec, x: &str) -> bool {
-    locate(p, unit, x).is_some()
+    locate(Format::bare(p), unit, x).is_some()
 }
 
 /// The argument `x` (C99 hex or decimal text) as (sign, exponent, significand), when it is
-/// exactly an argument of precision `p` in `unit`: one key however it is spelled.
-fn locate(p: Precision, unit: &UnitSpec, x: &str) -> Option<(bool, i32, u64)> {
+/// exactly an argument of format `fmt` in `unit`: one key however it is spelled. Zero and the
+/// subnormal numbers of a named format are located as units hold them (binade `emin`).
+fn locate(fmt: Format, unit: &UnitSpec, x: &str) -> Option<(bool, i32, u64)> {
     // 256 bits hold any hex argument of precision <= 64 exactly; a decimal one that is not
     // exact at that precision is not an argument anyway.
     let v = parse_number(x, 256, Round::Nearest).ok()?;
-    let a = Argument::from_float(&v, p)?;
+    let a = Argument::from_float_in(&v, fmt)?;
     (a.negative == unit.negative
         && a.exponent == unit.exponent
         && a.significand >= unit.first
@@ -246,11 +357,14 @@ mod tests {
         assert!(!in_unit(p, &u, "0x1.000001p+0"), "not a binary32 number");
         assert!(!in_unit(p, &u, "garbage"));
         assert_eq!(
-            locate(p, &u, "0x1p+0"),
-            locate(p, &u, "0x2p-1"),
+            locate(Format::bare(p), &u, "0x1p+0"),
+            locate(Format::bare(p), &u, "0x2p-1"),
             "one key per argument"
         );
-        assert_eq!(locate(p, &u, "0x1p+0"), locate(p, &u, "1.0"));
+        assert_eq!(
+            locate(Format::bare(p), &u, "0x1p+0"),
+            locate(Format::bare(p), &u, "1.0")
+        );
     }
 
     #[test]
@@ -309,24 +423,56 @@ mod tests {
         );
         assert_eq!(p.units.len(), 8);
         assert!(plan(&c, 7).is_err(), "more units than allowed");
-        // Formats with exponent ranges the farm does not carry yet are refused, saying why.
-        for name in ["binary16", "bfloat16", "binary80"] {
-            let e = plan(
+        assert_eq!(p.format.as_deref(), Some("binary32"));
+        // Every named format is accepted with its precision, and keeps its name.
+        for (name, bits, unit_bits) in [
+            ("binary16", 11, 6),
+            ("bfloat16", 8, 4),
+            ("binary32", 24, 12),
+            ("binary64", 53, 40),
+            ("binary80", 64, 44),
+            ("half", 11, 6),
+            ("extended", 64, 44),
+        ] {
+            let p = plan(
                 &NewCampaign {
                     format: Some(name.into()),
+                    unit_bits: Some(unit_bits),
+                    ranges: vec![tmd_wire::ArgRange {
+                        from: "1".into(),
+                        to: "1.0625".into(),
+                    }],
                     ..c.clone()
                 },
-                100,
+                1 << 16,
             )
-            .unwrap_err()
-            .to_string();
-            assert!(e.contains("unbounded exponent") && e.contains(name), "{e}");
+            .unwrap();
+            assert_eq!(p.precision, bits, "{name}");
+            let named = p.format.expect("a named format");
+            assert_eq!(Format::named(&named).unwrap().precision.bits(), bits);
+            assert!(stored_format(bits, Some(&named)).is_ok());
         }
-        let p16 = NewCampaign {
+        // A bare precision has no format: its exponent is unbounded, and says so.
+        let p11 = NewCampaign {
             format: Some("p11".into()),
             ..c.clone()
         };
-        assert_eq!(plan(&p16, 100).unwrap().precision, 11);
+        let p = plan(&p11, 100).unwrap();
+        assert_eq!((p.precision, p.format), (11, None));
+        assert!(describe_format(11, None).contains("unbounded"));
+        assert!(describe_format(11, Some("binary16")).contains("subnormal"));
+        // Arguments of a named format are its normal numbers: beyond binary16's largest
+        // binade nothing is left.
+        let big = NewCampaign {
+            format: Some("binary16".into()),
+            ranges: vec![tmd_wire::ArgRange {
+                from: "0x1p+16".into(),
+                to: "0x1p+17".into(),
+            }],
+            unit_bits: Some(8),
+            ..c.clone()
+        };
+        assert!(plan(&big, 100).is_err());
         let mut twice = c.clone();
         twice.ranges.push(tmd_wire::ArgRange {
             from: "1.5".into(),
@@ -344,5 +490,138 @@ mod tests {
             plan(&default, 1000).unwrap().unit_bits,
             tmd_kernels::plan::default_unit_bits(Precision::BINARY32).min(10 + 9)
         );
+    }
+
+    /// The unit of binary16 significands `[first, first + count)` at `2^exponent`.
+    fn half_unit(negative: bool, exponent: i32, first: u64, count: u64) -> UnitSpec {
+        UnitSpec {
+            negative,
+            exponent,
+            first,
+            count,
+        }
+    }
+
+    fn run(first: &str, last: &str, count: u64, reason: &str) -> SkippedRun {
+        SkippedRun {
+            first: first.into(),
+            last: last.into(),
+            count,
+            reason: reason.into(),
+            rule: String::new(),
+        }
+    }
+
+    #[test]
+    fn skipped_runs_are_recomputed_and_a_forged_or_missing_run_is_refused() {
+        let fmt = Format::named("binary16").unwrap();
+        // exp on [8, 16) in binary16: overflow from log(2^16) = 11.09 on.
+        let unit = half_unit(false, 3, 1024, 1024);
+        let expected = check_skipped("exp", fmt, 10, &unit, &[]).unwrap_err();
+        assert!(
+            matches!(&expected, Error::ForgedCase(m) if m.contains("lists 0 runs") && m.contains("overflow")),
+            "a missing run is refused: {expected}"
+        );
+        let engine = tmd_kernels::skip::skipped_runs(
+            Function::Exp,
+            fmt,
+            10,
+            EngineUnit {
+                negative: false,
+                exponent: 3,
+                first: 1024,
+                count: 1024,
+            },
+        )
+        .unwrap();
+        assert_eq!(engine.len(), 1);
+        let honest = run(
+            &engine[0].first,
+            &engine[0].last,
+            engine[0].count,
+            "overflow",
+        );
+        assert_eq!(honest.last, "0x1.ffcp+3");
+        let stored = check_skipped("exp", fmt, 10, &unit, std::slice::from_ref(&honest)).unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].reason, "overflow");
+        assert!(stored[0].rule.contains("emax"), "{}", stored[0].rule);
+        // The same run spelled another way is the same run.
+        let respelled = SkippedRun {
+            last: "0x3.ff8p+2".into(),
+            ..honest.clone()
+        };
+        let r = check_skipped("exp", fmt, 10, &unit, &[respelled]);
+        assert!(r.is_ok(), "{r:?}");
+        // Forged: one argument fewer, another reason, a run that starts elsewhere, an extra run.
+        for forged in [
+            vec![SkippedRun {
+                count: honest.count - 1,
+                ..honest.clone()
+            }],
+            vec![SkippedRun {
+                reason: "underflow".into(),
+                ..honest.clone()
+            }],
+            vec![SkippedRun {
+                first: "0x1.8p+3".into(),
+                ..honest.clone()
+            }],
+            vec![honest.clone(), run("0x1p+3", "0x1p+3", 1, "pole")],
+        ] {
+            let e = check_skipped("exp", fmt, 10, &unit, &forged).unwrap_err();
+            assert!(matches!(e, Error::ForgedCase(_)), "{forged:?}: {e}");
+        }
+        // A unit in range skips nothing, and a run claimed there is refused.
+        let calm = half_unit(false, 0, 1024, 1024);
+        assert!(check_skipped("exp", fmt, 10, &calm, &[])
+            .unwrap()
+            .is_empty());
+        assert!(check_skipped(
+            "exp",
+            fmt,
+            10,
+            &calm,
+            &[run("0x1p+0", "0x1p+0", 1, "overflow")]
+        )
+        .is_err());
+        // A bare precision of the same function has an unbounded exponent: nothing skipped.
+        let bare = Format::bare(Precision::new(11).unwrap());
+        assert!(skips_nothing("exp", bare, &unit));
+        assert!(!skips_nothing("exp", fmt, &unit));
+        assert!(
+            !skips_nothing("tanpi", bare, &unit),
+            "poles are skipped in any format"
+        );
+        assert!(check_skipped("exp", bare, 10, &unit, &[])
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn subnormal_results_are_verified_on_the_subnormal_grid() {
+        // Issue 14's example: exp(-0x1.8feebp+6) is about 16.3 bits hard on binary32's
+        // subnormal grid, and -0x1.8ff9eap+6 (hard only with an unbounded exponent) is not.
+        let b32 = Format::named("binary32").unwrap();
+        let unit = UnitSpec {
+            negative: true,
+            exponent: 6,
+            first: 0xc7f000,
+            count: 4096,
+        };
+        let case = |x: &str| HrCase {
+            x: x.into(),
+            bits: 16,
+            neg_log2_d: 40.0,
+            kind: HrKind::Fp,
+            rounded: "0x1p-140".into(),
+        };
+        let v = verify_result("exp", b32, 12, &unit, &[case("-0x1.8feebp+6")], &[]).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].bits, 16);
+        let e = verify_result("exp", b32, 12, &unit, &[case("-0x1.8ff9eap+6")], &[]).unwrap_err();
+        assert!(matches!(e, Error::ForgedCase(_)), "{e}");
+        let p24 = Format::bare(Precision::BINARY32);
+        assert!(verify_result("exp", p24, 12, &unit, &[case("-0x1.8ff9eap+6")], &[]).is_ok());
     }
 }

@@ -171,6 +171,11 @@ pub struct NewCampaign {
     pub priority: i32,
 }
 
+/// Whether a worker's features header (comma-separated names) lists `feature`.
+pub fn declares_feature(header: Option<&str>, feature: &str) -> bool {
+    header.is_some_and(|h| h.split(',').any(|f| f.trim().eq_ignore_ascii_case(feature)))
+}
+
 /// Checks the fields of a campaign request that do not need the engine.
 pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
     let bad = |m: String| Err(Error::BadRequest(m));
@@ -178,11 +183,16 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         return bad("function must be a name of letters, digits and `_`".into());
     }
     if req.format.as_deref().is_some_and(|f| !is_number_text(f)) {
-        return bad("format must be a name such as binary32 or binary64".into());
+        return bad("format must be a name such as binary32, binary80 or p24".into());
     }
     match (&req.format, req.precision) {
         (Some(_), Some(_)) => return bad("give either format or precision, not both".into()),
-        (None, None) => return bad("give format (binary32, binary64) or precision".into()),
+        (None, None) => {
+            return bad(
+                "give format (binary16, bfloat16, binary32, binary64, binary80) or precision"
+                    .into(),
+            )
+        }
         _ => {}
     }
     if let Some(p) = req.precision {
@@ -311,6 +321,30 @@ pub fn validate_result(r: &UnitResult, max_cases: usize) -> Result<()> {
     for x in &r.exact_cases {
         if x.len() > 64 || !is_number_text(x) {
             return bad("each exact case must be a number (C99 hex) of 1 to 64 characters".into());
+        }
+    }
+    if r.skipped.len() > engine::MAX_SKIPPED_RUNS {
+        return bad(format!("at most {} skipped runs", engine::MAX_SKIPPED_RUNS));
+    }
+    for s in &r.skipped {
+        let code = !s.reason.is_empty()
+            && s.reason.len() <= 64
+            && s.reason
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if s.first.len() > 64
+            || s.last.len() > 64
+            || !is_number_text(&s.first)
+            || !is_number_text(&s.last)
+            || s.count == 0
+            || !code
+            || s.rule.len() > 1000
+        {
+            return bad(
+                "each skipped run needs first and last (C99 hex, 1 to 64 characters), a count \
+                 above 0 and a reason code of lowercase letters, digits and `_`"
+                    .into(),
+            );
         }
     }
     Ok(())

@@ -19,6 +19,7 @@ pub fn claim_digest(
     stats: &UnitStats,
     verified: &[HrCase],
     exact: &[String],
+    skipped: &[tmd_wire::SkippedRun],
 ) -> String {
     let mut cases: Vec<(&str, u32, &str)> = verified
         .iter()
@@ -29,12 +30,28 @@ pub fn claim_digest(
     let mut exact: Vec<&str> = exact.iter().map(String::as_str).collect();
     exact.sort_unstable();
     exact.dedup();
-    let claim = serde_json::json!({
+    let mut claim = serde_json::json!({
         "unit": [unit.negative, unit.exponent, unit.first.to_string(), unit.count.to_string()],
         "stats": stats,
         "hr_cases": cases,
         "exact_cases": exact,
     });
+    // The server's own runs (equal to every accepted replica's); absent when there are none,
+    // so the claims of results without skipped arguments stay what they were.
+    if !skipped.is_empty() {
+        let runs: Vec<(&str, &str, u64, &str)> = skipped
+            .iter()
+            .map(|s| {
+                (
+                    s.first.as_str(),
+                    s.last.as_str(),
+                    s.count,
+                    s.reason.as_str(),
+                )
+            })
+            .collect();
+        claim["skipped"] = serde_json::json!(runs);
+    }
     hex::encode(Sha256::digest(claim.to_string().as_bytes()))
 }
 
@@ -344,29 +361,69 @@ mod tests {
             kind: tmd_wire::HrKind::Fp,
             rounded: "0x1p+1".into(),
         };
-        let a = claim_digest(&unit, &stats, &[case("0x1.8p+0"), case("0x1.4p+0")], &[]);
-        let b = claim_digest(&unit, &stats, &[case("0x1.4p+0"), case("0x1.8p+0")], &[]);
+        let a = claim_digest(
+            &unit,
+            &stats,
+            &[case("0x1.8p+0"), case("0x1.4p+0")],
+            &[],
+            &[],
+        );
+        let b = claim_digest(
+            &unit,
+            &stats,
+            &[case("0x1.4p+0"), case("0x1.8p+0")],
+            &[],
+            &[],
+        );
         assert_eq!(a, b);
-        assert_ne!(a, claim_digest(&unit, &stats, &[case("0x1.4p+0")], &[]));
+        assert_ne!(
+            a,
+            claim_digest(&unit, &stats, &[case("0x1.4p+0")], &[], &[])
+        );
         let flipped = UnitStats {
             domains: 5,
             ..stats
         };
         assert_ne!(
             a,
-            claim_digest(&unit, &flipped, &[case("0x1.8p+0"), case("0x1.4p+0")], &[])
+            claim_digest(
+                &unit,
+                &flipped,
+                &[case("0x1.8p+0"), case("0x1.4p+0")],
+                &[],
+                &[]
+            )
         );
         let other_unit = UnitSpec {
             first: (1 << 23) + 16,
             ..unit
         };
         assert_ne!(
-            claim_digest(&unit, &stats, &[], &[]),
-            claim_digest(&other_unit, &stats, &[], &[])
+            claim_digest(&unit, &stats, &[], &[], &[]),
+            claim_digest(&other_unit, &stats, &[], &[], &[])
         );
         assert_ne!(
-            claim_digest(&unit, &stats, &[], &[]),
-            claim_digest(&unit, &stats, &[], &["0x1p+0".into()])
+            claim_digest(&unit, &stats, &[], &[], &[]),
+            claim_digest(&unit, &stats, &[], &["0x1p+0".into()], &[])
+        );
+        // Skipped runs are part of the claim; none leaves a claim as it was before them.
+        let run = tmd_wire::SkippedRun {
+            first: "0x1.00001p+0".into(),
+            last: "0x1.00002p+0".into(),
+            count: 9,
+            reason: "overflow".into(),
+            rule: String::new(),
+        };
+        let plain = claim_digest(&unit, &stats, &[], &[], &[]);
+        let with_run = claim_digest(&unit, &stats, &[], &[], std::slice::from_ref(&run));
+        assert_ne!(plain, with_run);
+        let other_reason = tmd_wire::SkippedRun {
+            reason: "underflow".into(),
+            ..run
+        };
+        assert_ne!(
+            with_run,
+            claim_digest(&unit, &stats, &[], &[], &[other_reason])
         );
     }
 

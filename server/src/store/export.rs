@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use futures_util::stream::{BoxStream, StreamExt};
 use sqlx::PgPool;
 use std::sync::LazyLock;
-use tmd_wire::{BinadeCoverage, ExportedHrCase, HardnessBin, HrKind};
+use tmd_wire::{BinadeCoverage, ExportedHrCase, HardnessBin, HrKind, SkippedRun, SkippedSummary};
 
 /// Which HR-cases of a campaign to list, and in which order.
 #[derive(Debug, Clone)]
@@ -48,6 +48,58 @@ const ARGUMENT_ORDER: &str = r#"
     CASE WHEN left(x, 1) = '-'
          THEN rpad(COALESCE(substring(x FROM '\.([0-9a-f]+)p'), ''), 16, '0') COLLATE "C" END DESC,
     id"#;
+
+/// A campaign's skipped runs by argument (all, or the first `limit`): few rows (a run covers
+/// many arguments), so read at once.
+pub async fn skipped_runs(
+    pool: &PgPool,
+    campaign_id: i64,
+    limit: Option<i64>,
+) -> Result<Vec<SkippedRun>> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT x AS first, last, count, reason, rule FROM ( \
+                 SELECT first AS x, last, count, reason, rule, unit_id AS id \
+                 FROM skipped_runs WHERE campaign_id = $1) s \
+             ORDER BY {ARGUMENT_ORDER} LIMIT $2"
+        )
+    });
+    let rows: Vec<(String, String, i64, String, String)> = sqlx::query_as(&SQL)
+        .bind(campaign_id)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(first, last, count, reason, rule)| SkippedRun {
+            first,
+            last,
+            count: count as u64,
+            reason,
+            rule,
+        })
+        .collect())
+}
+
+/// A campaign's skipped arguments per reason.
+pub async fn skipped_summary(pool: &PgPool, campaign_id: i64) -> Result<Vec<SkippedSummary>> {
+    let rows: Vec<(String, String, i64, String)> = sqlx::query_as(
+        "SELECT reason, min(rule), count(*), sum(count)::text FROM skipped_runs \
+         WHERE campaign_id = $1 GROUP BY reason ORDER BY reason",
+    )
+    .bind(campaign_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(reason, rule, runs, arguments)| SkippedSummary {
+            reason,
+            rule,
+            runs,
+            arguments,
+        })
+        .collect())
+}
 
 #[derive(sqlx::FromRow)]
 struct ExportRow {

@@ -71,6 +71,7 @@ struct ActiveCampaign {
     id: i64,
     function: String,
     precision: i32,
+    format: Option<String>,
     min_bits: i32,
     unit_bits: i32,
     replication: i32,
@@ -93,7 +94,9 @@ struct ClaimedUnit {
 /// that has any, of `size(unit_bits, speed, held)` units: the worker's measured speed and what
 /// it holds in its active leases are read here, from the database, so every coordinator
 /// sharing it sizes leases alike. `None` when there is no work, or when the worker holds its
-/// share already (`size` is 0). A quarantined or revoked worker is refused.
+/// share already (`size` is 0). A quarantined or revoked worker is refused. A worker that did
+/// not declare `formats` (an older one, which would judge on an unbounded exponent) gets only
+/// bare-precision campaigns.
 ///
 /// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
 /// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
@@ -101,6 +104,7 @@ struct ClaimedUnit {
 pub async fn claim_lease(
     pool: &PgPool,
     worker_id: i64,
+    formats: bool,
     ttl_seconds: u32,
     size: impl Fn(u32, Option<f64>, domain::Held) -> u32,
 ) -> Result<Option<Lease>> {
@@ -146,11 +150,13 @@ pub async fn claim_lease(
         arguments: standing.held_arguments,
     };
     let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
-        "SELECT id, function, precision, min_bits, unit_bits, replication, distinct_owners \
+        "SELECT id, function, precision, format, min_bits, unit_bits, replication, \
+                distinct_owners \
          FROM campaigns c \
-         WHERE state = 'active' AND {LAST_PENDING_SEQ} IS NOT NULL \
+         WHERE state = 'active' AND ($1 OR format IS NULL) AND {LAST_PENDING_SEQ} IS NOT NULL \
          ORDER BY priority DESC, id LIMIT 32"
     ))
+    .bind(formats)
     .fetch_all(pool)
     .await?;
     for c in campaigns {
@@ -236,6 +242,7 @@ pub async fn claim_lease(
                 function: c.function,
                 precision: c.precision as u32,
                 min_bits: c.min_bits as u32,
+                format: c.format,
             },
             units: units
                 .iter()
@@ -265,15 +272,19 @@ pub async fn claim_lease(
 ///
 /// Both parts follow partial indexes: `units_pending` for the pending units, and the active
 /// leases (`leases_active_expiry`) with their units (`units_lease`) for the leased ones.
-pub async fn units_outstanding(pool: &PgPool) -> Result<i64> {
+/// Without `formats`, only bare-precision campaigns count (all such a worker can get).
+pub async fn units_outstanding(pool: &PgPool, formats: bool) -> Result<i64> {
     Ok(sqlx::query_scalar(
         "SELECT (SELECT count(*) FROM units u JOIN campaigns c ON c.id = u.campaign_id \
-                 WHERE c.state = 'active' AND u.state = 'pending') \
+                 WHERE c.state = 'active' AND u.state = 'pending' \
+                   AND ($1 OR c.format IS NULL)) \
               + (SELECT count(*) FROM leases l \
                  JOIN units u ON u.lease_id = l.id AND u.state = 'leased' \
                  JOIN campaigns c ON c.id = l.campaign_id \
-                 WHERE l.state = 'active' AND c.state = 'active')",
+                 WHERE l.state = 'active' AND c.state = 'active' \
+                   AND ($1 OR c.format IS NULL))",
     )
+    .bind(formats)
     .fetch_one(pool)
     .await?)
 }

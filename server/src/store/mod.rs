@@ -53,6 +53,7 @@ struct CampaignDb {
     name: String,
     function: String,
     precision: i32,
+    format: Option<String>,
     min_bits: i32,
     ranges: Json<Vec<ArgRange>>,
     unit_bits: i32,
@@ -69,7 +70,7 @@ struct CampaignDb {
     completed_at: Option<DateTime<Utc>>,
 }
 
-const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, min_bits, ranges, unit_bits, \
+const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, format, min_bits, ranges, unit_bits, \
      replication, distinct_owners, adaptive, audit_rate, trust_after, priority, state, units_total, arguments_total::text AS arguments_total, created_at, completed_at";
 
 impl CampaignDb {
@@ -79,6 +80,11 @@ impl CampaignDb {
             name: self.name,
             function: self.function,
             precision: self.precision as u32,
+            judged_as: crate::domain::engine::describe_format(
+                self.precision as u32,
+                self.format.as_deref(),
+            ),
+            format: self.format,
             min_bits: self.min_bits as u32,
             ranges: self.ranges.0,
             unit_bits: self.unit_bits as u32,
@@ -106,6 +112,8 @@ pub struct CampaignInsert<'a> {
     pub name: &'a str,
     pub function: &'a str,
     pub precision: u32,
+    /// The named format, or `None` for a bare precision.
+    pub format: Option<&'a str>,
     pub min_bits: u32,
     pub ranges: &'a [ArgRange],
     pub unit_bits: u32,
@@ -130,8 +138,9 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
          replication, priority, units_total, arguments_total, distinct_owners, adaptive, \
-         audit_rate, trust_after) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12, $13, $14) RETURNING id",
+         audit_rate, trust_after, format) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12, $13, $14, $15) \
+         RETURNING id",
     )
     .bind(c.name)
     .bind(c.function)
@@ -147,6 +156,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     .bind(c.adaptive)
     .bind(c.audit_rate)
     .bind(c.trust_after as i32)
+    .bind(c.format)
     .fetch_one(&mut *tx)
     .await?;
     // Bulk insert in chunks: one round trip per 10k units instead of one per unit.
@@ -298,6 +308,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         .fetch_one(pool)
         .await?;
     let hardest = hardest_cases(pool, id, 10).await?;
+    let skipped = export::skipped_summary(pool, id).await?;
+    let skipped_runs = export::skipped_runs(pool, id, Some(100)).await?;
     let quarantined_rows: Vec<(i64, bool, i32, String, i64, i32)> = sqlx::query_as(
         "SELECT id, negative, exponent, first::text, count, attempts FROM units \
          WHERE campaign_id = $1 AND state = 'quarantined' ORDER BY seq LIMIT 100",
@@ -342,6 +354,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         arguments_per_second_last_hour: rate,
         eta_seconds: (rate > 0.0).then(|| remaining as f64 / rate),
         hr_cases,
+        skipped,
+        skipped_runs,
         hardest,
         quarantined_units: quarantined_rows
             .into_iter()

@@ -14,7 +14,7 @@ use crate::store::trust as store_trust;
 use sqlx::types::Json;
 use sqlx::PgPool;
 use std::collections::{BTreeSet, HashMap};
-use tmd_wire::{HrCase, ResultAccepted, UnitResult, UnitSpec};
+use tmd_wire::{HrCase, ResultAccepted, SkippedRun, UnitResult, UnitSpec};
 
 /// A posted result, as the first judgement sees it.
 pub struct Posted<'a> {
@@ -28,6 +28,8 @@ pub struct PostContext {
     pub judgement: Judgement,
     pub function: String,
     pub precision: u32,
+    /// The campaign's named format; `None` for a bare precision.
+    pub format: Option<String>,
     pub min_bits: u32,
     pub unit: UnitSpec,
 }
@@ -82,17 +84,17 @@ pub async fn precheck(
     .await?;
     let priors = fetch_priors(pool, &unit_ids, &lease_ids).await?;
     let campaign_ids: Vec<i64> = units.iter().map(|u| u.campaign_id).collect();
-    let campaigns: Vec<(i64, String, i32, i32)> = sqlx::query_as(
-        "SELECT id, function, precision, min_bits FROM campaigns WHERE id = ANY($1)",
+    let campaigns: Vec<(i64, String, i32, i32, Option<String>)> = sqlx::query_as(
+        "SELECT id, function, precision, min_bits, format FROM campaigns WHERE id = ANY($1)",
     )
     .bind(&campaign_ids)
     .fetch_all(pool)
     .await?;
     let leases: HashMap<i64, LeaseRow> = leases.into_iter().map(|l| (l.id, l)).collect();
     let units: HashMap<i64, UnitRow> = units.into_iter().map(|u| (u.id, u)).collect();
-    let campaigns: HashMap<i64, (String, i32, i32)> = campaigns
+    let campaigns: HashMap<i64, (String, i32, i32, Option<String>)> = campaigns
         .into_iter()
-        .map(|(id, f, p, m)| (id, (f, p, m)))
+        .map(|(id, f, p, m, fmt)| (id, (f, p, m, fmt)))
         .collect();
     let mut out = Vec::with_capacity(posts.len());
     for p in posts {
@@ -107,13 +109,14 @@ pub async fn precheck(
         );
         out.push(judged.and_then(|judgement| {
             let unit = unit.ok_or_else(|| Error::Internal("judged unit vanished".into()))?;
-            let (function, precision, min_bits) = campaigns
+            let (function, precision, min_bits, format) = campaigns
                 .get(&unit.campaign_id)
                 .ok_or_else(|| Error::Internal("a unit's campaign vanished".into()))?;
             Ok(PostContext {
                 judgement,
                 function: function.clone(),
                 precision: *precision as u32,
+                format: format.clone(),
                 min_bits: *min_bits as u32,
                 unit: spec_of(unit)?,
             })
@@ -216,6 +219,8 @@ pub struct Post<'a> {
     pub unit_id: i64,
     pub result: &'a UnitResult,
     pub verified: &'a [HrCase],
+    /// The unit's skipped runs as the server computed them (equal to the posted ones).
+    pub skipped: &'a [SkippedRun],
     pub audit_roll: f64,
 }
 
@@ -412,6 +417,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             &p.result.stats,
             p.verified,
             &p.result.exact_cases,
+            p.skipped,
         ));
         specs.push(spec);
     }
@@ -548,6 +554,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     .fetch_all(&mut *tx)
     .await?;
     let result_ids: HashMap<i64, i64> = inserted.into_iter().collect();
+    insert_skipped_runs(&mut tx, posts, &accepted, &units, &result_ids).await?;
 
     // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
     // never faster than the server's clock allows since the worker's previous result or the
@@ -622,6 +629,54 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         outvoted_workers: changes.outvoted_workers(),
         completed_campaigns: completed,
     })
+}
+
+/// The server's skipped runs of the accepted posts, one statement; a replica's runs are
+/// already there (the same runs: the server computed both).
+async fn insert_skipped_runs(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    posts: &[Post<'_>],
+    accepted: &[usize],
+    units: &HashMap<i64, UnitForResult>,
+    result_ids: &HashMap<i64, i64>,
+) -> Result<()> {
+    let (mut campaign, mut unit, mut result) = (vec![], vec![], vec![]);
+    let (mut first, mut last, mut count, mut reason, mut rule) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for &i in accepted {
+        let p = &posts[i];
+        for s in p.skipped {
+            campaign.push(units[&p.unit_id].unit.campaign_id);
+            unit.push(p.unit_id);
+            result.push(result_ids[&p.unit_id]);
+            first.push(s.first.as_str());
+            last.push(s.last.as_str());
+            count.push(s.count as i64);
+            reason.push(s.reason.as_str());
+            rule.push(s.rule.as_str());
+        }
+    }
+    if unit.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO skipped_runs (campaign_id, unit_id, result_id, first, last, count, reason, \
+                                   rule) \
+         SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::text[], $5::text[], \
+                              $6::int8[], $7::text[], $8::text[]) \
+         ON CONFLICT (campaign_id, first) DO NOTHING",
+    )
+    .bind(&campaign)
+    .bind(&unit)
+    .bind(&result)
+    .bind(&first)
+    .bind(&last)
+    .bind(&count)
+    .bind(&reason)
+    .bind(&rule)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Every slot of a batch gets an outcome; a missing one would be a bug, answered as such.

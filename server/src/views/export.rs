@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use sqlx::PgPool;
-use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrKind};
+use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrKind, SkippedRun};
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -151,9 +151,11 @@ impl ExportQuery {
 }
 
 /// Lists a campaign's verified HR-cases, streamed: `json` (an array of objects), `csv`
-/// (header `x,bits,neg_log2_d,kind,rounded`) or `wc` (a `#` comment header, then one C99 hex
-/// argument per line, as CORE-MATH's worst-case files). All formats list the same cases in
-/// the same order.
+/// (header `x,bits,neg_log2_d,kind,rounded`, then `#` comment lines: the format and each run
+/// of skipped arguments with its reason) or `wc` (a `#` comment header with the format and the
+/// skipped runs, then one C99 hex argument per line, as CORE-MATH's worst-case files). All
+/// formats list the same cases in the same order; the skipped runs are also in the
+/// campaign's progress.
 #[utoipa::path(get, path = "/campaigns/{id}/hr-cases", tag = "campaigns",
     security(("admin" = [])),
     params(("id" = i64, Path, description = "campaign id"), ExportQuery),
@@ -184,9 +186,19 @@ fn stream(pool: PgPool, campaign: Campaign, spec: ExportSpec) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     let format = spec.format;
     tokio::spawn(async move {
+        // The skipped runs are few (a run covers many arguments): read before the cases.
+        let skipped = match store_export::skipped_runs(&pool, campaign.id, None).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(campaign.id = campaign.id, error = %e, "export failed");
+                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                return;
+            }
+        };
         let mut rows = store_export::hr_cases(&pool, &spec.filter);
         let mut buf = Vec::with_capacity(CHUNK_BYTES + 1024);
         write_prefix(&mut buf, &campaign, &spec);
+        write_skipped(&mut buf, spec.format, &skipped);
         let mut first = true;
         while let Some(row) = rows.next().await {
             match row {
@@ -224,13 +236,33 @@ fn stream(pool: PgPool, campaign: Campaign, spec: ExportSpec) -> Response {
         .into_response()
 }
 
-/// The name of a precision as people write it.
-pub fn format_name(precision: u32) -> String {
-    match precision {
-        24 => "binary32".into(),
-        53 => "binary64".into(),
-        64 => "binary80 (64-bit significand)".into(),
-        p => format!("{p}-bit significand"),
+/// The name of a campaign's format as people write it: the named format, or the precision
+/// with its unbounded exponent.
+pub fn format_name(c: &Campaign) -> String {
+    match &c.format {
+        Some(f) => f.clone(),
+        None => format!("{}-bit significand, exponent unbounded", c.precision),
+    }
+}
+
+/// The skipped runs of a csv or wc export as `#` comment lines after the header (never
+/// silent); the json export is the array of cases alone (its readers take an array), and the
+/// runs are in the campaign's progress.
+fn write_skipped(buf: &mut Vec<u8>, format: Format, skipped: &[SkippedRun]) {
+    use std::io::Write;
+    if format == Format::Json {
+        return;
+    }
+    for s in skipped {
+        let _ = writeln!(
+            buf,
+            "# skipped [{}, {}] ({} arguments): {}: {}",
+            s.first,
+            s.last,
+            s.count,
+            s.reason,
+            comment_safe(&s.rule)
+        );
     }
 }
 
@@ -246,15 +278,19 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
     use std::io::Write;
     match spec.format {
         Format::Json => buf.push(b'['),
-        Format::Csv => buf.extend_from_slice(b"x,bits,neg_log2_d,kind,rounded\n"),
+        Format::Csv => {
+            buf.extend_from_slice(b"x,bits,neg_log2_d,kind,rounded\n");
+            let _ = writeln!(buf, "# format {}", comment_safe(&c.judged_as));
+        }
         Format::Wc => {
             let f = &spec.filter;
             let _ = writeln!(
                 buf,
                 "# Hard-to-round cases of {} in {}, found by tmd",
                 c.function,
-                format_name(c.precision)
+                format_name(c)
             );
+            let _ = writeln!(buf, "# format {}", comment_safe(&c.judged_as));
             let _ = writeln!(
                 buf,
                 "# campaign {} \"{}\": {} (search threshold {} bits)",

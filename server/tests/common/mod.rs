@@ -77,7 +77,11 @@ impl TestApp {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut req = self.http.request(method, self.url(path));
+        // As a current worker: it declares that it runs the engine in named formats.
+        let mut req = self
+            .http
+            .request(method, self.url(path))
+            .header(tmd_wire::FEATURES_HEADER, tmd_wire::FEATURE_FORMATS);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }

@@ -10,7 +10,7 @@ use tmd_kernels::cuda::{self, Cuda, MemoryBudget, Reference};
 use tmd_kernels::plan::UnitSpec as EngineUnit;
 use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig, SearchError};
 use tmd_kernels::verify::Kind;
-use tmd_wire::{HrCase, HrKind, LeasedUnit, UnitResult, UnitStats};
+use tmd_wire::{HrCase, HrKind, LeasedUnit, SkippedRun, UnitResult, UnitStats};
 use tracing::{error, info, warn};
 
 /// The engine's unit of a leased unit.
@@ -122,40 +122,13 @@ pub enum UnitFailure {
     DeviceLost(String),
 }
 
-/// Computes one unit, and gives it back (an error) when it has skipped arguments.
+/// Computes one unit (its skipped runs, if any, go into the result: the server checks them).
+/// A failure of the back end (not MPFR's, which would fail again) is tried again with smaller
+/// GPU lists, then on the CPU, before the unit is given up: the error then says what each try
+/// met. A lost device is not retried at all: its context fails every call, and computing every
+/// later unit on the CPU would hide a broken GPU behind a daemon many times slower than its
+/// leases are sized for.
 pub fn compute_unit(
-    cfg: &SearchConfig,
-    spec: EngineUnit,
-    backend: &dyn Backend,
-    unit_id: i64,
-) -> std::result::Result<tmd_kernels::search::UnitResult, UnitFailure> {
-    compute_unit_on(cfg, spec, backend, unit_id)
-        .and_then(|r| refuse_skipped(r).map_err(UnitFailure::Unit))
-}
-
-/// A unit with skipped arguments (a pole of tanpi) cannot be reported whole: results carry no
-/// skipped runs yet, and dropping them would be silent. The unit goes back with the reason.
-fn refuse_skipped(
-    r: tmd_kernels::search::UnitResult,
-) -> std::result::Result<tmd_kernels::search::UnitResult, String> {
-    match r.skipped.first() {
-        None => Ok(r),
-        Some(s) => Err(format!(
-            "{} runs of arguments skipped ([{}, {}]: {}), which a result cannot carry yet",
-            r.skipped.len(),
-            s.first,
-            s.last,
-            s.reason.as_str()
-        )),
-    }
-}
-
-/// Computes one unit. A failure of the back end (not MPFR's, which would fail again) is tried
-/// again with smaller GPU lists, then on the CPU, before the unit is given up: the error then
-/// says what each try met. A lost device is not retried at all: its context fails every call,
-/// and computing every later unit on the CPU would hide a broken GPU behind a daemon many times
-/// slower than its leases are sized for.
-fn compute_unit_on(
     cfg: &SearchConfig,
     spec: EngineUnit,
     backend: &dyn Backend,
@@ -257,6 +230,17 @@ pub fn to_wire(
             })
             .collect(),
         exact_cases: r.exact_cases.iter().map(|e| e.x.clone()).collect(),
+        skipped: r
+            .skipped
+            .iter()
+            .map(|s| SkippedRun {
+                first: s.first.clone(),
+                last: s.last.clone(),
+                count: s.count,
+                reason: s.reason.as_str().to_string(),
+                rule: s.reason.rule().to_string(),
+            })
+            .collect(),
         elapsed,
         digest: r.digest(),
     }

@@ -30,6 +30,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tmd_kernels::format::Format;
 use tmd_kernels::search::{Backend, SearchConfig};
 use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, Lease, LeaseResponse, LeasedUnit, ReleaseLease};
@@ -235,7 +236,21 @@ impl<C: Coordinator> Pipeline<C> {
             format!("the server leased an unknown function '{}'", task.function)
         })?;
         let precision = Precision::new(task.precision)?;
-        let cfg = SearchConfig::new(function, precision, task.min_bits);
+        // A named format judges results on its real grid (subnormal results, overflow and
+        // underflow skipped and reported); without one the exponent is unbounded.
+        let format = match &task.format {
+            None => Format::bare(precision),
+            Some(name) => Format::named(name)
+                .filter(|f| f.precision == precision)
+                .with_context(|| {
+                    format!(
+                        "the server leased format '{name}' with precision {}, which this worker \
+                         does not know",
+                        task.precision
+                    )
+                })?,
+        };
+        let cfg = SearchConfig::in_format(function, format, task.min_bits);
         let spooled = self.held.state.spooled_units(lease.lease_id)?;
         ls.done.extend(spooled);
         let finished = ls.done.clone();

@@ -167,6 +167,7 @@ impl Coordinator for Fake {
                     function: "exp".into(),
                     precision: 20,
                     min_bits: 12,
+                    format: None,
                 },
                 units,
             }),

@@ -1,0 +1,251 @@
+//! The skipped runs of a unit computed without searching it: what `search::search_unit` must
+//! list as skipped (overflow, underflow, pole, trivial), for a coordinator that does not trust
+//! the worker's list. Cheap where nothing is skipped: one ball evaluation of `f` over the unit.
+//!
+//! An argument is skipped exactly when [`classify_in`] says [`Verdict::Skipped`] (the search
+//! skips a generated piece only when every argument of it is out of range, and generates a
+//! piece only when none is; its exhaustive pieces classify each argument). So this module
+//! bisects the unit: a piece whose ball of `|f|` lies within the format's range skips nothing,
+//! one whose ball lies wholly beyond it skips everything for that reason, and single arguments
+//! left undecided are classified with MPFR. Adjacent runs of one reason are merged, as the
+//! search merges them, so the two lists are equal as lists.
+
+use crate::ball::Ball;
+use crate::format::Format;
+use crate::function::Function;
+use crate::plan::UnitSpec;
+use crate::search::{split, Runs, Skipped};
+use crate::series::Series;
+use crate::trivial::partition;
+use crate::verify::{classify_in, SkipReason, Verdict, VerifyError};
+use rug::Float;
+use std::cmp::Ordering;
+
+/// The working precision of the ball evaluations: the ends of a piece are exact at it.
+fn ball_prec(fmt: Format) -> u32 {
+    fmt.precision.bits() + 64
+}
+
+/// What a piece's ball says about every argument of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// No argument is skipped.
+    InRange,
+    /// Every argument is skipped, for this reason.
+    All(SkipReason),
+    /// Cannot tell: split (or classify a single argument).
+    Unknown,
+}
+
+/// The skipped runs of `unit` in format `fmt` at threshold `min_bits`, in the order of
+/// `search_unit` (significand order, adjacent runs of one reason merged; `first`/`last` the
+/// smallest and largest value): the trivial runs of `trivial::partition` (the search's own
+/// cut), then, between them, what overflows, underflows or is a pole. A bare precision skips
+/// only poles and trivial runs.
+pub fn skipped_runs(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    unit: UnitSpec,
+) -> Result<Vec<Skipped>, VerifyError> {
+    let mut runs = Runs::default();
+    for (part, trivial) in partition(f, fmt, min_bits, unit, split) {
+        if let Some(t) = trivial {
+            runs.push(
+                part.first - unit.first,
+                part.count,
+                SkipReason::Trivial,
+                Some(t),
+            );
+        } else if fmt.exponents.is_some() || f.has_poles() {
+            beyond_range(f, fmt, unit, part, &mut runs)?;
+        }
+    }
+    Ok(runs.into_skipped(unit, fmt.precision))
+}
+
+/// The runs of `part` (of `unit`) out of the format's range or at a pole, by bisection.
+fn beyond_range(
+    f: Function,
+    fmt: Format,
+    unit: UnitSpec,
+    part: UnitSpec,
+    runs: &mut Runs,
+) -> Result<(), VerifyError> {
+    let mut stack = vec![part];
+    // Depth-first, left to right: runs come out in significand order.
+    while let Some(piece) = stack.pop() {
+        let verdict = if piece.count == 1 {
+            match classify_in(f, fmt, &piece.argument(0), 0)? {
+                Verdict::Skipped(r) => Piece::All(r),
+                _ => Piece::InRange,
+            }
+        } else {
+            judge_piece(f, fmt, piece)
+        };
+        match verdict {
+            Piece::InRange => {}
+            Piece::All(reason) => runs.push(piece.first - unit.first, piece.count, reason, None),
+            Piece::Unknown => {
+                let half = piece.count / 2;
+                stack.push(UnitSpec {
+                    first: piece.first + half,
+                    count: piece.count - half,
+                    ..piece
+                });
+                stack.push(UnitSpec {
+                    count: half,
+                    ..piece
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The ball of `|f|` over a piece of at least two arguments, against the format's range.
+fn judge_piece(f: Function, fmt: Format, piece: UnitSpec) -> Piece {
+    let p = fmt.precision;
+    let prec = ball_prec(fmt);
+    if fmt.exponents.is_some() {
+        // Beyond MPFR's exponent range no ball can be evaluated; as in generation, our
+        // functions are monotonic on a piece of one sign wherever they get that large or
+        // small, so both ends beyond it put the whole piece beyond it.
+        let beyond = |t: u64| {
+            let (y, ord) = f.eval(&piece.argument(t).to_float(p), p.bits() + 64);
+            if y.is_infinite() && !f.has_poles() {
+                Some(SkipReason::Overflow)
+            } else if y.is_zero() && ord != Ordering::Equal {
+                Some(SkipReason::Underflow)
+            } else {
+                None
+            }
+        };
+        match (beyond(0), beyond(piece.count - 1)) {
+            (None, None) => {}
+            (Some(a), Some(b)) if a == b => return Piece::All(a),
+            _ => return Piece::Unknown,
+        }
+    }
+    // The ball of every argument of the piece: its middle and half its width.
+    let h_exp = piece.exponent - p.bits() as i32 + 1;
+    let last = piece.first + (piece.count - 1);
+    let mut lo = Float::with_val(prec, piece.first);
+    lo <<= h_exp;
+    let mut hi = Float::with_val(prec, last);
+    hi <<= h_exp;
+    if piece.negative {
+        lo = -lo;
+        hi = -hi;
+    }
+    let ball = Ball::from_bounds(prec, &lo.clone().min(&hi), &lo.max(&hi));
+    let one = Ball::new(prec, 1);
+    let Ok(s) = f.series(&Series::linear(ball, one, 2)) else {
+        return Piece::Unknown; // a pole, or a ball too wide for the series rule
+    };
+    let v = &s.c[0];
+    if !v.mid.is_finite() || !v.rad.is_finite() {
+        return Piece::Unknown;
+    }
+    let Some(x) = fmt.exponents else {
+        // A bare precision skips only poles, and f is finite on this ball.
+        return Piece::InRange;
+    };
+    let pb = p.bits() as i32;
+    // Overflow: |f| >= 2^(emax+1). Underflow: |f| < 2^(emin-p-1) (`SkipReason`'s rules,
+    // which `classify_in` decides exactly).
+    let top = Float::with_val(prec, 1) << (x.emax + 1);
+    let tiny = Float::with_val(prec, 1) << (x.emin - pb - 1);
+    let (mig, mag) = (v.mig(), v.mag());
+    if mig >= top {
+        Piece::All(SkipReason::Overflow)
+    } else if mag < tiny {
+        Piece::All(SkipReason::Underflow)
+    } else if mag < top && mig >= tiny {
+        Piece::InRange
+    } else {
+        Piece::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::split_range_in;
+    use crate::search::{search_unit, Cpu, SearchConfig};
+    use std::str::FromStr;
+
+    /// The skipped runs of every unit of a range, as the search finds them and as computed here.
+    fn compare(f: Function, format: &str, from: &str, to: &str, unit_bits: u32) -> usize {
+        let fmt = Format::from_str(format).unwrap();
+        let cfg = SearchConfig::in_format(f, fmt, 8);
+        let mut runs = 0;
+        for u in split_range_in(f, fmt, from, to, Some(unit_bits)).unwrap() {
+            let searched = search_unit(&cfg, u, &Cpu).unwrap().skipped;
+            let computed = skipped_runs(f, fmt, 8, u).unwrap();
+            assert_eq!(
+                computed,
+                searched,
+                "{f} {format} {}",
+                u.describe(fmt.precision)
+            );
+            runs += computed.len();
+        }
+        runs
+    }
+
+    #[test]
+    fn skipped_runs_equal_the_searchs_at_overflow_and_underflow() {
+        // exp in binary16 over its whole overflow and subnormal thresholds, both signs.
+        assert!(compare(Function::Exp, "binary16", "-20", "-8", 8) > 0);
+        assert!(compare(Function::Exp, "binary16", "8", "16", 8) > 0);
+        // binary32: across log(2^128) (88.72) and log(2^-151) (-104.67), where results round
+        // like 0; subnormal results just above skip nothing.
+        assert!(compare(Function::Exp, "binary32", "0x1.62p+6", "0x1.64p+6", 12) > 0);
+        assert!(compare(Function::Exp, "binary32", "-0x1.a4p+6", "-0x1.a2p+6", 12) > 0);
+        assert_eq!(
+            compare(Function::Exp, "binary32", "-0x1.9p+6", "-0x1.8fe8p+6", 10),
+            0
+        );
+        // Functions that never leave the range of binary16 here skip nothing.
+        assert_eq!(compare(Function::Sin, "binary16", "1", "4", 8), 0);
+        assert_eq!(compare(Function::Log, "binary16", "0.5", "4", 8), 0);
+        // cosh and erfc run off both ends.
+        assert!(compare(Function::Cosh, "binary16", "-16", "-8", 8) > 0);
+        assert!(compare(Function::Erfc, "binary16", "2", "8", 8) > 0);
+        // bfloat16 and a bare precision (nothing skipped without poles).
+        assert!(compare(Function::Exp2, "bfloat16", "100", "200", 6) > 0);
+        assert_eq!(compare(Function::Exp, "p11", "8", "16", 8), 0);
+    }
+
+    #[test]
+    fn trivial_runs_equal_the_searchs() {
+        // Through 0, subnormal arguments included: sin rounds like x, cos and exp like 1.
+        assert!(compare(Function::Sin, "binary16", "-0x1p-8", "0x1p-8", 6) > 0);
+        assert!(compare(Function::Cos, "binary16", "-0x1p-6", "0x1p-6", 6) > 0);
+        assert!(compare(Function::Exp, "bfloat16", "-0x1p-6", "0x1p-5", 6) > 0);
+        // A bare precision has trivial runs too (no subnormals there).
+        assert!(compare(Function::Sinh, "p11", "0x1p-12", "0x1p-6", 6) > 0);
+    }
+
+    #[test]
+    fn poles_are_skipped_in_any_format() {
+        assert!(compare(Function::Tanpi, "p11", "0.25", "2", 8) > 0);
+        assert!(compare(Function::Tanpi, "binary16", "0.25", "2", 8) > 0);
+    }
+
+    #[test]
+    fn a_unit_far_from_the_thresholds_takes_one_ball() {
+        let fmt = Format::from_str("binary64").unwrap();
+        let unit = UnitSpec {
+            negative: false,
+            exponent: 0,
+            first: 1 << 52,
+            count: 1 << 44,
+        };
+        assert_eq!(judge_piece(Function::Exp, fmt, unit), Piece::InRange);
+        assert!(skipped_runs(Function::Exp, fmt, 44, unit)
+            .unwrap()
+            .is_empty());
+    }
+}
