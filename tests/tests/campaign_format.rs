@@ -1,8 +1,9 @@
-//! A campaign in a named format from end to end (issue 14): a real `tmd-server` and a real
-//! `tmd-worker` daemon on the CPU search exp in binary32 across the overflow threshold, across
-//! the point where results round like 0, and on subnormal results. The campaign's HR-cases and
-//! its skipped runs (stored, in the progress, in the csv and wc exports) equal those of
-//! `tmd-worker search --format binary32` over the same ranges.
+//! Campaigns in named formats from end to end (issue 14): a real `tmd-server` and a real
+//! `tmd-worker` daemon on the CPU. exp in binary32 across the overflow threshold, across the
+//! point where results round like 0, and on subnormal results; sin in binary16 through zero
+//! (subnormal arguments, the exact case at 0, trivial runs where sin rounds like x). The
+//! campaign's HR-cases and its skipped runs (stored, in the progress, in the csv and wc
+//! exports) equal those of `tmd-worker search --format ...` over the same ranges.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,36 +13,50 @@ use tmd_tests::{admin, every_unit_done_once, get, scratch, wait_for_units, Serve
 /// exp in binary32: [88.5, 89) holds log(2^128) = 88.72 (overflow above), [-105, -104.5)
 /// holds log(2^-151) = -104.67 (rounds like 0 below, subnormal above), and issue 14's
 /// [-100, -99.98) has subnormal results only (its -0x1.8feebp+6 is hard on the real grid).
-const RANGES: [(&str, &str); 3] = [
+const EXP_RANGES: [(&str, &str); 3] = [
     ("-0x1.a4p+6", "-0x1.a2p+6"),
     ("-0x1.9p+6", "-0x1.8fe8p+6"),
     ("0x1.62p+6", "0x1.64p+6"),
 ];
-const MIN_BITS: &str = "12";
-const UNIT_BITS: &str = "14";
+
+/// A campaign's parameters, as `campaign create` and `tmd-worker search` both take them.
+struct Spec {
+    function: &'static str,
+    format: &'static str,
+    min_bits: &'static str,
+    unit_bits: &'static str,
+    ranges: &'static [(&'static str, &'static str)],
+}
+
+impl Spec {
+    fn args(&self) -> Vec<String> {
+        [
+            "--function",
+            self.function,
+            "--format",
+            self.format,
+            "--min-bits",
+            self.min_bits,
+            "--unit-bits",
+            self.unit_bits,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
 
 type Run = (String, String, u64, String);
 
 /// `tmd-worker search` over one range: HR-cases `(x, bits, kind)` and skipped runs.
-fn local(from: &str, to: &str) -> (BTreeSet<(String, i64, String)>, BTreeSet<Run>) {
+fn local(spec: &Spec, from: &str, to: &str) -> (BTreeSet<(String, i64, String)>, BTreeSet<Run>) {
     // `--from=-0x...`: a negative value in its own word would read as a flag.
-    let (from, to) = (format!("--from={from}"), format!("--to={to}"));
-    let args = [
-        "--function",
-        "exp",
-        "--format",
-        "binary32",
-        "--min-bits",
-        MIN_BITS,
-        "--unit-bits",
-        UNIT_BITS,
-        &from,
-        &to,
-    ];
+    let mut args = spec.args();
+    args.extend([format!("--from={from}"), format!("--to={to}")]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let cases = tmd_tests::local_search(&args);
     let out = std::process::Command::new(tmd_tests::bin("tmd-worker"))
         .arg("search")
-        .args(args)
+        .args(&args)
         .args(["--output", "json", "--quiet"])
         .output()
         .expect("run tmd-worker search");
@@ -65,33 +80,73 @@ fn run_of(s: &serde_json::Value) -> Run {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
+/// A C99 hex number (`-0x1.8feebp+6`, `0x0p+0`) as f64: exact for formats of up to 53 bits.
+fn hex(s: &str) -> f64 {
+    let (neg, s) = s.strip_prefix('-').map_or((false, s), |t| (true, t));
+    let s = s.strip_prefix("0x").expect("hex");
+    let (m, e) = s.split_once('p').expect("exponent");
+    let (int, frac) = m.split_once('.').unwrap_or((m, ""));
+    let digits = format!("{int}{frac}");
+    let v = u64::from_str_radix(&digits, 16).expect("digits") as f64
+        * 2f64.powi(e.parse::<i32>().unwrap() - 4 * frac.len() as i32);
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// The runs of many units merged as a range's search merges them: runs of one reason that
+/// meet (no number of the format between them, `p` bits, smallest subnormal `2^tiny`).
+fn merged(runs: &BTreeSet<Run>, p: i32, tiny: i32) -> BTreeSet<Run> {
+    let mut v: Vec<&Run> = runs.iter().collect();
+    v.sort_by(|a, b| hex(&a.0).total_cmp(&hex(&b.0)));
+    // The next number of the format above x (x a number of it, exponents unbounded above).
+    let next = |x: f64| {
+        let e = if x == 0.0 {
+            tiny
+        } else {
+            let a = x.abs();
+            let ex = a.log2().floor() as i32;
+            let ulp = (ex - p + 1).max(tiny);
+            // Below a power of two the ulp going down is half.
+            if x < 0.0 && a == 2f64.powi(ex) && ulp > tiny {
+                ulp - 1
+            } else {
+                ulp
+            }
+        };
+        x + 2f64.powi(e)
+    };
+    let mut out: Vec<Run> = Vec::new();
+    for r in v {
+        match out.last_mut() {
+            Some(l) if l.3 == r.3 && next(hex(&l.1)) == hex(&r.0) => {
+                l.1 = r.1.clone();
+                l.2 += r.2;
+            }
+            _ => out.push(r.clone()),
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Runs one campaign with a CPU daemon and checks it against the local searches.
+async fn campaign_equals_search(spec: Spec, p: i32, tiny: i32) -> BTreeSet<Run> {
     let db = TestDb::new().await;
     let dir = scratch("format");
     let server = Server::start(db.url(), &dir, &[]);
     let url = server.url();
-    let ranges: Vec<String> = RANGES
-        .iter()
-        .flat_map(|(from, to)| [format!("--from={from}"), format!("--to={to}")])
-        .collect();
-    let mut args = vec![
-        "campaign",
-        "create",
-        "--function",
-        "exp",
-        "--format",
-        "binary32",
-        "--min-bits",
-        MIN_BITS,
-        "--unit-bits",
-        UNIT_BITS,
-    ];
-    args.extend(ranges.iter().map(String::as_str));
+    let mut args = vec!["campaign".to_string(), "create".to_string()];
+    args.extend(spec.args());
+    for (from, to) in spec.ranges {
+        args.extend([format!("--from={from}"), format!("--to={to}")]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let c = admin(&url, &args);
     let campaign = c["id"].as_i64().unwrap();
     let units = c["units_total"].as_i64().unwrap();
-    assert_eq!(c["format"], "binary32", "{c}");
+    assert_eq!(c["format"], spec.format, "{c}");
     assert!(
         c["judged_as"].as_str().unwrap().contains("subnormal"),
         "{c}"
@@ -115,21 +170,11 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
 
     let mut want_cases = BTreeSet::new();
     let mut want_runs = BTreeSet::new();
-    for (from, to) in RANGES {
-        let (c, r) = local(from, to);
+    for (from, to) in spec.ranges {
+        let (c, r) = local(&spec, from, to);
         want_cases.extend(c);
         want_runs.extend(r);
     }
-    let reasons: BTreeSet<&str> = want_runs.iter().map(|r| r.3.as_str()).collect();
-    assert_eq!(
-        reasons,
-        BTreeSet::from(["overflow", "underflow"]),
-        "the ranges cross both ends"
-    );
-    assert!(
-        want_cases.iter().any(|c| c.0 == "-0x1.8feebp+6"),
-        "issue 14's subnormal case"
-    );
     let got_cases = every_unit_done_once(&db, campaign, units).await;
     assert_eq!(got_cases, want_cases, "HR-cases equal a local search's");
 
@@ -140,42 +185,47 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
     .fetch_all(db.pool())
     .await
     .unwrap();
+    // A campaign keeps each unit's runs; a local search merges them across units.
     let got_runs: BTreeSet<Run> = stored
         .into_iter()
         .map(|(f, l, n, r)| (f, l, n as u64, r))
         .collect();
-    assert_eq!(got_runs, want_runs, "skipped runs equal a local search's");
+    assert_eq!(
+        merged(&got_runs, p, tiny),
+        want_runs,
+        "skipped runs equal a local search's"
+    );
 
     // Shown in the progress, per reason and run by run.
-    let p = get(&url, &format!("/campaigns/{campaign}/progress"))
+    let progress = get(&url, &format!("/campaigns/{campaign}/progress"))
         .await
         .unwrap();
-    let listed: BTreeSet<Run> = p["skipped_runs"]
+    let listed: BTreeSet<Run> = progress["skipped_runs"]
         .as_array()
         .unwrap()
         .iter()
         .map(run_of)
         .collect();
-    assert_eq!(listed, want_runs, "{p}");
+    assert_eq!(listed, got_runs, "{progress}");
     let total: u64 = want_runs.iter().map(|r| r.2).sum();
-    let summed: u64 = p["skipped"]
+    let summed: u64 = progress["skipped"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["arguments"].as_str().unwrap().parse::<u64>().unwrap())
         .sum();
-    assert_eq!(summed, total, "{p}");
-    assert!(p["skipped"]
+    assert_eq!(summed, total, "{progress}");
+    assert!(progress["skipped"]
         .as_array()
         .unwrap()
         .iter()
         .all(|s| !s["rule"].as_str().unwrap().is_empty()));
 
     // And in the csv and wc exports, as comment lines with their reason.
-    for format in ["csv", "wc"] {
+    for export in ["csv", "wc"] {
         let text = reqwest::Client::new()
             .get(format!(
-                "{url}/api/v1/campaigns/{campaign}/hr-cases?format={format}"
+                "{url}/api/v1/campaigns/{campaign}/hr-cases?format={export}"
             ))
             .bearer_auth(tmd_tests::ADMIN_TOKEN)
             .send()
@@ -184,17 +234,63 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
             .text()
             .await
             .unwrap();
-        for r in &want_runs {
+        for r in &got_runs {
             let line = format!(
                 "# skipped [{}, {}] ({} arguments): {}: ",
                 r.0, r.1, r.2, r.3
             );
-            assert!(text.contains(&line), "{format}: {line} in\n{text}");
+            assert!(text.contains(&line), "{export}: {line} in\n{text}");
         }
-        assert!(text.contains("# format binary32"), "{text}");
+        assert!(
+            text.contains(&format!("# format {}", spec.format)),
+            "{text}"
+        );
     }
     drop(worker);
     drop(server);
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);
+    want_runs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
+    let spec = Spec {
+        function: "exp",
+        format: "binary32",
+        min_bits: "12",
+        unit_bits: "14",
+        ranges: &EXP_RANGES,
+    };
+    let (cases, _) = local(&spec, EXP_RANGES[1].0, EXP_RANGES[1].1);
+    assert!(
+        cases.iter().any(|c| c.0 == "-0x1.8feebp+6"),
+        "issue 14's subnormal case"
+    );
+    let runs = campaign_equals_search(spec, 24, -149).await;
+    let reasons: BTreeSet<&str> = runs.iter().map(|r| r.3.as_str()).collect();
+    assert_eq!(
+        reasons,
+        BTreeSet::from(["overflow", "underflow"]),
+        "the ranges cross both ends"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binary16_campaign_through_zero_searches_subnormals_and_lists_trivial_runs() {
+    // sin in binary16 on [-2^-6, 2^-6]: normal and subnormal arguments of both signs, zero
+    // (an exact case), and near 0 the runs where sin rounds like x.
+    let runs = campaign_equals_search(
+        Spec {
+            function: "sin",
+            format: "binary16",
+            min_bits: "6",
+            unit_bits: "8",
+            ranges: &[("-0x1p-6", "0x1p-6")],
+        },
+        11,
+        -24,
+    )
+    .await;
+    assert!(runs.iter().any(|r| r.3 == "trivial"), "{runs:?}");
 }
