@@ -54,11 +54,17 @@ pub async fn precheck(
     worker_id: i64,
     posts: &[Posted<'_>],
 ) -> Result<Vec<Result<PostContext>>> {
+    // One read-only transaction without sequential scans, as in `record_results`: a plan
+    // prepared while `results` was small (a seq scan) would stay cached as it grows, and every
+    // batch passes here (its skipped runs are checked even when it has no case).
+    let mut tx = pool
+        .begin_with("BEGIN READ ONLY; SET LOCAL enable_seqscan = off")
+        .await?;
     let standing: Option<(Option<String>,)> = sqlx::query_as(
         "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
     )
     .bind(worker_id)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?;
     if let Some((reason,)) = standing {
         return Ok(posts
@@ -73,23 +79,24 @@ pub async fn precheck(
         store::LEASE_COLUMNS
     ))
     .bind(&lease_ids)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?;
     let units: Vec<UnitRow> = sqlx::query_as(&format!(
         "SELECT {} FROM units WHERE id = ANY($1)",
         store::UNIT_COLUMNS
     ))
     .bind(&unit_ids)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?;
-    let priors = fetch_priors(pool, &unit_ids, &lease_ids).await?;
+    let priors = fetch_priors(&mut *tx, &unit_ids, &lease_ids).await?;
     let campaign_ids: Vec<i64> = units.iter().map(|u| u.campaign_id).collect();
     let campaigns: Vec<(i64, String, i32, i32, Option<String>)> = sqlx::query_as(
         "SELECT id, function, precision, min_bits, format FROM campaigns WHERE id = ANY($1)",
     )
     .bind(&campaign_ids)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let leases: HashMap<i64, LeaseRow> = leases.into_iter().map(|l| (l.id, l)).collect();
     let units: HashMap<i64, UnitRow> = units.into_iter().map(|u| (u.id, u)).collect();
     let campaigns: HashMap<i64, (String, i32, i32, Option<String>)> = campaigns
