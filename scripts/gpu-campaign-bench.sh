@@ -17,35 +17,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BACKEND=${BACKEND:-cuda}
-FUNCTION=${FUNCTION:-exp}
-FORMAT=${FORMAT:-binary64}
-FROM=${FROM:-0x1p+0}
-TO=${TO:-0x1p+1}
-MIN_BITS=${MIN_BITS:-44}
-UNIT_BITS=${UNIT_BITS:-40}
-LEASE_SECONDS=${LEASE_SECONDS:-60}
 DIR=${DIR:-/tmp/tmd-gpu-bench}
-BIN=${BIN:-target/release}
-PG=${DATABASE_URL_BASE:-postgres://postgres@127.0.0.1:5432}
 DB=${TMD_BENCH_DB:-tmd_gpu_bench}
-ADMIN_TOKEN=bench-admin-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-read -r -a EXTRA <<< "${WORKER_ARGS:-}"
-THREAD_ARGS=()
-[ -n "${THREADS:-}" ] && THREAD_ARGS=(--threads "$THREADS")
-export RUST_BACKTRACE=0
-
-say() { printf '== %s\n' "$*" >&2; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
-
-for b in tmd-server tmd-worker; do
-  [ -x "$BIN/$b" ] || { echo "no $BIN/$b: build with cargo build --release" >&2; exit 1; }
-done
+. scripts/lib/campaign-common.sh
 SEARCH_FROM=${SEARCH_FROM:-}
 [ -n "$SEARCH_FROM" ] && SEARCH_FROM=$(cd "$SEARCH_FROM" && pwd)
 rm -rf "$DIR"; mkdir -p "$DIR"
-RANGE=(--function "$FUNCTION" --format "$FORMAT" --min-bits "$MIN_BITS" --from "$FROM" --to "$TO" --unit-bits "$UNIT_BITS")
 
 # 1. The local search. It runs first, so the daemon below finds the kernel cache warm and
 # neither run pays for compiling kernels.
@@ -59,38 +36,25 @@ else
   "$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
     --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
   t1=$(now)
-  SEARCH_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+  SEARCH_WALL=$(seconds "$t0" "$t1")
   echo "$SEARCH_WALL" > "$DIR/search.wall"
 fi
 SEARCH_CASES=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["hr_cases"]))' "$DIR/search.json")
 say "search: ${SEARCH_WALL} s, $SEARCH_CASES HR-cases"
 
 # 2. The same range as a campaign.
-psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
-PORT=$(free_port)
-SERVER="http://127.0.0.1:$PORT"
-"$BIN/tmd-server" serve --database-url "$PG/$DB" --listen "127.0.0.1:$PORT" \
-  --admin-token "$ADMIN_TOKEN" > "$DIR/server.log" 2>&1 &
-SERVER_PID=$!
+start_coordinator "$DB" "$DIR/server.log"
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
-for _ in $(seq 200); do curl -sf "$SERVER/readyz" >/dev/null && break; sleep 0.1; done
-curl -sf "$SERVER/readyz" >/dev/null || { cat "$DIR/server.log" >&2; exit 1; }
-export TMD_ADMIN_TOKEN="$ADMIN_TOKEN"
-CAMPAIGN=$("$BIN/tmd-server" campaign create "${RANGE[@]}" --server "$SERVER" \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-TOKEN=$("$BIN/tmd-server" token create --server "$SERVER" \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 say "campaign $CAMPAIGN through $SERVER: tmd-worker run --backend $BACKEND --lease-seconds $LEASE_SECONDS"
 t0=$(now)
 "$BIN/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$DIR/worker-state" \
   --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" --lease-seconds "$LEASE_SECONDS" \
   --exit-when-idle --status-seconds 10 > "$DIR/worker.log" 2>&1
 t1=$(now)
-CAMPAIGN_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+CAMPAIGN_WALL=$(seconds "$t0" "$t1")
 PROGRESS=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/progress")
 DONE=$(python3 -c 'import json,sys; p=json.loads(sys.argv[1]); print("%s/%s" % (p["done"]["units"], p["total"]["units"]))' "$PROGRESS")
-CASES=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/hr-cases?format=json" \
-  | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+CASES=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/hr-cases?format=json" | count_cases)
 
 # The daemon's start-up (to its first lease, and to its engine ready: a GPU's opening and
 # self-test) and its working time, from its log's timestamps.

@@ -20,35 +20,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEVICES=${DEVICES:-0,1}
-BACKEND=${BACKEND:-cuda}
-FUNCTION=${FUNCTION:-exp}
-FORMAT=${FORMAT:-binary64}
-FROM=${FROM:-0x1p+0}
-TO=${TO:-0x1p+1}
-MIN_BITS=${MIN_BITS:-44}
-UNIT_BITS=${UNIT_BITS:-40}
-LEASE_SECONDS=${LEASE_SECONDS:-60}
 DIR=${DIR:-/tmp/tmd-multi-device}
-BIN=${BIN:-target/release}
 SINGLE=${SINGLE:-1}
-PG=${DATABASE_URL_BASE:-postgres://postgres@127.0.0.1:5432}
 DB=${TMD_BENCH_DB:-tmd_multi_device}
-ADMIN_TOKEN=bench-admin-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-read -r -a EXTRA <<< "${WORKER_ARGS:-}"
-THREAD_ARGS=()
-[ -n "${THREADS:-}" ] && THREAD_ARGS=(--threads "$THREADS")
 FIRST_DEVICE=${DEVICES%%,*}
-export RUST_BACKTRACE=0
-
-say() { printf '== %s\n' "$*" >&2; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
-
-for b in tmd-server tmd-worker; do
-  [ -x "$BIN/$b" ] || { echo "no $BIN/$b: build with cargo build --release" >&2; exit 1; }
-done
+. scripts/lib/campaign-common.sh
 rm -rf "$DIR"; mkdir -p "$DIR"
-RANGE=(--function "$FUNCTION" --format "$FORMAT" --min-bits "$MIN_BITS" --from "$FROM" --to "$TO" --unit-bits "$UNIT_BITS")
 
 # 1. The reference: a local search on every listed device. It runs first, so the daemons find
 # the kernel cache warm.
@@ -57,7 +34,7 @@ t0=$(now)
 "$BIN/tmd-worker" search --backend "$BACKEND" --devices "$DEVICES" "${THREAD_ARGS[@]}" "${EXTRA[@]}" \
   "${RANGE[@]}" --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
 t1=$(now)
-SEARCH_WALL=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+SEARCH_WALL=$(seconds "$t0" "$t1")
 say "search: ${SEARCH_WALL} s"
 
 SERVER_PID=
@@ -67,20 +44,8 @@ trap '[ -n "$SERVER_PID" ] && kill $SERVER_PID 2>/dev/null || true' EXIT
 # writes $DIR/$2.{log,wall,progress.json,hr.json}.
 campaign() {
   local devices=$1 name=$2
-  psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
-  local port; port=$(free_port)
-  local server="http://127.0.0.1:$port"
-  "$BIN/tmd-server" serve --database-url "$PG/$DB" --listen "127.0.0.1:$port" \
-    --admin-token "$ADMIN_TOKEN" > "$DIR/$name-server.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 200); do curl -sf "$server/readyz" >/dev/null && break; sleep 0.1; done
-  curl -sf "$server/readyz" >/dev/null || { cat "$DIR/$name-server.log" >&2; exit 1; }
-  export TMD_ADMIN_TOKEN="$ADMIN_TOKEN"
-  local id token
-  id=$("$BIN/tmd-server" campaign create "${RANGE[@]}" --server "$server" \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  token=$("$BIN/tmd-server" token create --server "$server" \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+  start_coordinator "$DB" "$DIR/$name-server.log"
+  local id=$CAMPAIGN token=$TOKEN server=$SERVER
   say "campaign $id ($name): tmd-worker run --backend $BACKEND --devices $devices"
   local t0 t1 rc=0
   t0=$(now)
@@ -89,7 +54,7 @@ campaign() {
     --lease-seconds "$LEASE_SECONDS" --exit-when-idle --status-seconds 10 > "$DIR/$name.log" 2>&1 || rc=$?
   t1=$(now)
   [ "$rc" = 0 ] || { say "the daemon exited with $rc (log: $DIR/$name.log)"; tail -20 "$DIR/$name.log" >&2; }
-  python3 -c "print(f'{$t1 - $t0:.2f}')" > "$DIR/$name.wall"
+  seconds "$t0" "$t1" > "$DIR/$name.wall"
   curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$server/api/v1/campaigns/$id/progress" > "$DIR/$name-progress.json"
   curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$server/api/v1/campaigns/$id/hr-cases?format=json" > "$DIR/$name-hr.json"
   kill "$SERVER_PID" 2>/dev/null || true
@@ -119,7 +84,8 @@ for name in runs:
     walls[name] = wall
     p = json.load(open(f"{dir}/{name}-progress.json"))
     done, total = p["done"]["units"], p["total"]["units"]
-    got = {key(c) for c in json.load(open(f"{dir}/{name}-hr.json"))}
+    hr = json.load(open(f"{dir}/{name}-hr.json"))
+    got = {key(c) for c in (hr["hr_cases"] if isinstance(hr, dict) else hr)}
     same = got == want
     ok &= same and done == total
     first_t = leased = last = None
