@@ -722,21 +722,33 @@ pub struct SelftestArgs {
     /// Print the reports as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Device memory the test may use per device, as for `search` and `run`: the test runs in
+    /// the back end a search with this budget would open (its slots, its modules), so test
+    /// with the budget the device will work with.
+    #[arg(long, default_value = "auto", env = "TMD_GPU_MEMORY")]
+    pub gpu_memory: MemoryBudget,
 }
 
-/// Known-answer tests of each GPU's arithmetic against the CPU; fails if any check fails.
+/// Known-answer tests of each GPU's arithmetic against the CPU, in one back end opened with
+/// the given devices and memory budget; fails if any check fails.
 pub fn selftest(a: SelftestArgs) -> Result<()> {
-    let devices = if a.devices.is_empty() {
-        Cuda::all(MemoryBudget::default())
-            .context("opening the CUDA devices")?
-            .ordinals()
-    } else {
-        a.devices.clone()
-    };
+    // The CPU's answers are computed while the devices open.
+    let reference = std::sync::OnceLock::new();
+    let engine = std::thread::scope(|s| {
+        s.spawn(|| reference.get_or_init(cuda::Reference::compute));
+        if a.devices.is_empty() {
+            Cuda::all(a.gpu_memory)
+        } else {
+            Cuda::new(&a.devices, a.gpu_memory)
+        }
+    })
+    .context("opening the CUDA devices")?;
     let mut all_passed = true;
-    for d in devices {
+    for d in engine.ordinals() {
         let t = Instant::now();
-        let report = cuda::selftest(d).with_context(|| format!("self-test of device {d}"))?;
+        let report = engine
+            .selftest(d, &reference)
+            .with_context(|| format!("self-test of device {d}"))?;
         all_passed &= report.passed();
         if a.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
