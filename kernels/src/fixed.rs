@@ -169,7 +169,7 @@ mod tests {
             let m128 = (m as u128) << 64 | (b[0] as u128);
             prop_assert_eq!(
                 to_integer(&mul_u128(&a, m128)),
-                Integer::from(&ia * Integer::from(m128)) % modulus()
+                (&ia * Integer::from(m128)) % modulus()
             );
             prop_assert_eq!(to_integer(&neg(&a)), Integer::from(-&ia).keep_bits(192));
             prop_assert_eq!(from_integer::<3>(&Integer::from(-&ia)), neg(&a));
