@@ -898,7 +898,18 @@ extern "C" __global__ void tmd_phase1_exact(const u64 *rho_b, const u64 *rho_s,
 // `phase2_domain`. consts: eps1 (L limbs), then eps2 (L limbs). counters[1] counts subdomains,
 // counters[2] failures, counters[3] their arguments. The output list holds at most
 // `nfailed << kappa_bits` entries, which is its capacity: it cannot overflow.
-extern "C" __global__ void tmd_phase2(const u64 *in_index, const u64 *in_words, u64 in_cap,
+// Blocks of phase 2 that must fit on a multiprocessor (compile.rs, PHASE2_MIN_BLOCKS: 4, i.e.
+// at most 64 registers); 0 leaves its registers to the compiler (80 at 5 limbs, 37.5%
+// occupancy on an H100).
+#ifndef TMD_P2_MINBLOCKS
+#define TMD_P2_MINBLOCKS 4
+#endif
+#if TMD_P2_MINBLOCKS > 0
+#define TMD_P2_BOUNDS __launch_bounds__(256, TMD_P2_MINBLOCKS)
+#else
+#define TMD_P2_BOUNDS
+#endif
+extern "C" __global__ void TMD_P2_BOUNDS tmd_phase2(const u64 *in_index, const u64 *in_words, u64 in_cap,
                                       u64 nfailed, const u64 *consts, u64 k0, u64 k1,
                                       u64 k0_sub, u64 k1_sub, u64 e2, u32 domain_bits,
                                       u32 sub_bits, u64 count, int test, u64 *out_start,

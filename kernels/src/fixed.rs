@@ -49,6 +49,36 @@ pub fn mul_small<const L: usize>(a: &Word<L>, m: u64) -> Word<L> {
     out
 }
 
+/// `a * m` mod `2^(64 L)` for a 128-bit `m`: `a m_lo + 2^64 a m_hi`.
+#[inline]
+pub fn mul_u128<const L: usize>(a: &Word<L>, m: u128) -> Word<L> {
+    let mut out = mul_small(a, m as u64);
+    let hi = mul_small(a, (m >> 64) as u64);
+    let mut shifted = [0u64; L];
+    shifted[1..].copy_from_slice(&hi[..L - 1]);
+    add(&mut out, &shifted);
+    out
+}
+
+/// The value `j` steps after the start of a walked table: `sum_m C(j, m) Delta^m w`, exact mod
+/// `2^(64 L)` (the walk's `Delta^l w += Delta^(l+1) w`, `j` times, has this closed form).
+/// `None` where a binomial would not fit in 128 bits (then the caller evaluates it otherwise).
+pub fn value_at_offset<const L: usize>(w: &[Word<L>], j: u64) -> Option<Word<L>> {
+    let mut acc = [0u64; L];
+    let mut c: u128 = 1;
+    for (m, wm) in w.iter().enumerate() {
+        if m > 0 {
+            if (j as u128) < m as u128 {
+                break;
+            }
+            // C(j, m) = C(j, m-1) (j - m + 1) / m, exactly.
+            c = c.checked_mul((j - m as u64 + 1) as u128)? / m as u128;
+        }
+        add(&mut acc, &mul_u128(wm, c));
+    }
+    Some(acc)
+}
+
 /// `-a` mod `2^(64 L)`.
 #[inline(always)]
 pub fn neg<const L: usize>(a: &Word<L>) -> Word<L> {
@@ -97,6 +127,31 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn value_at_offset_is_the_walked_value() {
+        let mut state = 0x5eed_u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state
+        };
+        for n in [1usize, 2, 5, 9, 13] {
+            let start: Vec<Word<3>> = (0..n).map(|_| [next(), next(), next()]).collect();
+            let mut w = start.clone();
+            for j in 0..5000u64 {
+                assert_eq!(value_at_offset(&start, j), Some(w[0]), "n={n} j={j}");
+                for l in 0..n - 1 {
+                    let up = w[l + 1];
+                    add(&mut w[l], &up);
+                }
+            }
+        }
+        // Binomials beyond 128 bits are refused, not wrapped.
+        let start = vec![[1u64, 0, 0]; 13];
+        assert_eq!(value_at_offset(&start, 1 << 40), None);
+    }
+
     fn modulus() -> Integer {
         Integer::from(1) << 192
     }
@@ -111,6 +166,11 @@ mod tests {
             let d = sub(&a, &b);
             prop_assert_eq!(to_integer(&d), Integer::from(&ia - &ib).keep_bits(192));
             prop_assert_eq!(to_integer(&mul_small(&a, m)), Integer::from(&ia * m) % modulus());
+            let m128 = (m as u128) << 64 | (b[0] as u128);
+            prop_assert_eq!(
+                to_integer(&mul_u128(&a, m128)),
+                (&ia * Integer::from(m128)) % modulus()
+            );
             prop_assert_eq!(to_integer(&neg(&a)), Integer::from(-&ia).keep_bits(192));
             prop_assert_eq!(from_integer::<3>(&Integer::from(-&ia)), neg(&a));
             // floor/ceil of the top 64 bits

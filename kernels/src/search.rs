@@ -235,7 +235,10 @@ pub fn packet_state<const L: usize>(
     (conv(&g.walk_b), conv(&g.walk_slope), conv(&g.walk_r2))
 }
 
-/// Phase 1 on one packet: walk the domains, run the test, collect the failures.
+/// Phase 1 on one packet: walk the domains, run the test, collect the failures. Only `b` and
+/// the slope are walked; `r2`, needed at the failing domains alone (about 1% of them), is
+/// evaluated there from the packet's start differences (`fixed::value_at_offset`): a quarter less
+/// walking per domain (issue 15).
 pub fn phase1_packet<const L: usize>(
     g: &Generated,
     test: Test,
@@ -243,7 +246,7 @@ pub fn phase1_packet<const L: usize>(
     packet_domains: u64,
     failed: &mut Vec<FailedDomain<L>>,
 ) {
-    let (mut wb, mut ws, mut wr) = packet_state::<L>(g, u, packet_domains);
+    let (mut wb, mut ws, wr) = packet_state::<L>(g, u, packet_domains);
     let i0 = u * packet_domains;
     let i1 = (i0 + packet_domains).min(g.domains);
     for i in i0..i1 {
@@ -254,12 +257,12 @@ pub fn phase1_packet<const L: usize>(
                 index: i,
                 b: wb[0],
                 slope: ws[0],
-                r2: wr[0],
+                r2: fixed::value_at_offset(&wr, i - i0)
+                    .unwrap_or_else(|| fixed::from_integer(&Generated::shift(&g.walk_r2, i)[0])),
             });
         }
         step(&mut wb);
         step(&mut ws);
-        step(&mut wr);
     }
 }
 

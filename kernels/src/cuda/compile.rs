@@ -18,6 +18,11 @@ const PHASE1_LANES: u64 = 1;
 /// Whether phase 1's warps walk their domains in stripes (1) or each thread its own packet
 /// (0; `TMD_CUDA_STRIPE`): see `stride_state` in `tmd.cu` (issue 15).
 const PHASE1_STRIPE: u64 = 1;
+/// Blocks of 256 threads of phase 2 that must fit on a multiprocessor (`TMD_CUDA_P2_MINBLOCKS`;
+/// 0 leaves the registers to the compiler): 4 caps them at 64 (80 before, 37.5% occupancy) and
+/// took phase 2 from 0.71 to 0.58 ms per unit at 44 bits, the exp binade at 44 bits from
+/// 15.9-16.2 s to 15.0-15.1 s on an H100 (issue 15); 3 was slower (16.1 s).
+const PHASE2_MIN_BLOCKS: u64 = 4;
 
 /// Whether `libnvrtc` can be loaded.
 pub fn nvrtc_available() -> bool {
@@ -46,13 +51,17 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
 /// many blocks of phase 1 to fit on a multiprocessor (fewer registers per thread, more resident
 /// warps, some walk state in local memory), `TMD_CUDA_TOP_MINBLOCKS` the same for the two-limb
 /// walk; `TMD_CUDA_LANES` (1 or 2) how many domains one thread tests at once;
-/// `TMD_CUDA_STRIPE` (0 or 1) whether a warp's lanes walk neighbouring domains. No answer
-/// depends on them.
+/// `TMD_CUDA_STRIPE` (0 or 1) whether a warp's lanes walk neighbouring domains;
+/// `TMD_CUDA_P2_MINBLOCKS` (0: no cap) the blocks of phase 2 that must fit on a
+/// multiprocessor (its register cap). No answer depends on them.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
     let lanes = env_u64("TMD_CUDA_LANES").unwrap_or(PHASE1_LANES);
     let top_min_blocks = env_u64("TMD_CUDA_TOP_MINBLOCKS").unwrap_or(PHASE1_TOP_MIN_BLOCKS);
     let stripe = env_u64("TMD_CUDA_STRIPE").unwrap_or(PHASE1_STRIPE).min(1);
+    let p2_min_blocks = env_u64("TMD_CUDA_P2_MINBLOCKS")
+        .unwrap_or(PHASE2_MIN_BLOCKS)
+        .min(8);
     vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
@@ -61,6 +70,7 @@ pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
         format!("-DTMD_LANES={lanes}"),
         format!("-DTMD_TOP_MINBLOCKS={top_min_blocks}"),
         format!("-DTMD_STRIPE={stripe}"),
+        format!("-DTMD_P2_MINBLOCKS={p2_min_blocks}"),
         "--std=c++17".to_string(),
     ]
 }
