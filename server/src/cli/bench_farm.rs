@@ -11,7 +11,8 @@
 //! independent moments); `--aligned` makes every GPU post at the same instant (the worst case:
 //! every batch of a period arrives at once). Latencies are reported for the whole window, for
 //! its first `--warmup-seconds` and for the steady state after them; the leases taken before the
-//! window (each GPU's calibration and first full lease, all at once) are reported apart.
+//! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
+//! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
 
 use crate::cli::bench::{empty_result, register, Refused, WorkerClient};
 use anyhow::{bail, Context};
@@ -365,7 +366,11 @@ async fn phase(
             ("first_s", &|t: f64| t < warm),
             ("steady", &|t: f64| t >= warm),
         ] {
-            let mut lat: Vec<f64> = v.iter().filter(|(t, _)| keep(*t)).map(|(_, l)| *l).collect();
+            let mut lat: Vec<f64> = v
+                .iter()
+                .filter(|(t, _)| keep(*t))
+                .map(|(_, l)| *l)
+                .collect();
             if lat.is_empty() {
                 continue;
             }
@@ -461,14 +466,31 @@ async fn gpu(
     if phase > 0.0 {
         tokio::time::sleep_until((start + Duration::from_secs_f64(phase)).into()).await;
     }
+    // The next lease is asked for in the background, as the daemon does (its poster does not
+    // wait on its lease requests): a slow claim idles the GPU only once its queue runs dry.
+    let mut next_lease: Option<tokio::task::JoinHandle<anyhow::Result<LeaseTaken>>> = None;
     while Instant::now() < deadline {
         let due = (start.elapsed().as_secs_f64() * args.units_per_second) as u64;
         let n = due.saturating_sub(done).min(1000) as usize;
         // Ask for the next lease while a tenth of a lease's work is left.
-        if (queue.len() as f64) < args.units_per_second * f64::from(args.lease_seconds) * 0.1 {
-            if let Some(l) = lease_rec(&g, args.lease_seconds, start, &mut tally).await? {
-                for u in &l.units {
-                    queue.push_back((l.lease_id, l.fencing_token, u.unit_id));
+        let low =
+            (queue.len() as f64) < args.units_per_second * f64::from(args.lease_seconds) * 0.1;
+        if next_lease.is_none() && low {
+            let (g, seconds) = (g.clone(), args.lease_seconds);
+            next_lease = Some(tokio::spawn(
+                async move { lease_rec(&g, seconds, start).await },
+            ));
+        }
+        let arrived = next_lease.as_ref().is_some_and(|h| h.is_finished());
+        if arrived || (queue.is_empty() && n > 0) {
+            if let Some(h) = next_lease.take() {
+                let (sent, latency, lease) = h.await??;
+                tally.lease.push((sent, latency));
+                for u in lease
+                    .iter()
+                    .flat_map(|l| l.units.iter().map(move |u| (l, u)))
+                {
+                    queue.push_back((u.0.lease_id, u.0.fencing_token, u.1.unit_id));
                 }
             }
         }
@@ -537,21 +559,23 @@ async fn gpu(
             tokio::time::sleep_until(next.min(deadline).into()).await;
         }
     }
+    // A lease still on its way is not waited for: the window is over.
+    if let Some(h) = next_lease {
+        h.abort();
+    }
     Ok((tally, failures))
 }
 
-/// Asks for a lease, recording the request's latency.
-async fn lease_rec(
-    g: &WorkerClient,
-    seconds: u32,
-    start: Instant,
-    t: &mut Tally,
-) -> anyhow::Result<Option<tmd_wire::Lease>> {
+/// A lease request: when it was sent (seconds since the window's start), its latency, the lease.
+type LeaseTaken = (f64, f64, Option<tmd_wire::Lease>);
+
+/// Asks for a lease, with when it was sent and its latency.
+async fn lease_rec(g: &WorkerClient, seconds: u32, start: Instant) -> anyhow::Result<LeaseTaken> {
     let t0 = Instant::now();
     let r = g.lease(Some(seconds)).await;
-    t.lease.push((
+    Ok((
         t0.duration_since(start).as_secs_f64(),
         t0.elapsed().as_secs_f64(),
-    ));
-    Ok(r?.lease)
+        r?.lease,
+    ))
 }
