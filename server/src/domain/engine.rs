@@ -590,7 +590,10 @@ mod tests {
         learn_binade("exp", b64, 40, &edge);
         assert!(!skips_nothing("exp", b64, 40, &edge));
         let runs = check_skipped("exp", b64, 40, &edge, &[]);
-        assert!(runs.is_err(), "a unit beyond 709.78 must list its overflow run");
+        assert!(
+            runs.is_err(),
+            "a unit beyond 709.78 must list its overflow run"
+        );
         // Near 0 a trivial rule reaches: never answered from the binade.
         let tiny = half_unit(false, -30, lead, 1 << 32);
         learn_binade("exp", b64, 40, &tiny);
