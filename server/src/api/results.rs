@@ -318,7 +318,7 @@ async fn verify(
     if result.hr_cases.is_empty()
         && result.exact_cases.is_empty()
         && result.skipped.is_empty()
-        && engine::skips_nothing(&ctx.function, fmt, &ctx.unit)
+        && engine::skips_nothing(&ctx.function, fmt, ctx.min_bits, &ctx.unit)
     {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -338,6 +338,8 @@ async fn verify(
     let first = ctx.unit.first;
     let in_flight = s.metrics.verification_started();
     let verified = tokio::task::spawn_blocking(move || {
+        // The next units of this binade may then skip the recomputation (same answer).
+        engine::learn_binade(&ctx.function, fmt, ctx.min_bits, &ctx.unit);
         let runs =
             engine::check_skipped(&ctx.function, fmt, ctx.min_bits, &ctx.unit, &posted_runs)?;
         let cases =

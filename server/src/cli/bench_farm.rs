@@ -6,6 +6,13 @@
 //! carry no HR-cases (nothing for MPFR to verify: the figure is the coordinator's bookkeeping)
 //! but a valid digest and statistics, so they pass the real checks. With `--compare-single` the
 //! same farm then posts each unit alone for as long, for the ratio.
+//!
+//! Each GPU posts at its own phase of the batch period (uniform at random, as GPUs started at
+//! independent moments); `--aligned` makes every GPU post at the same instant (the worst case:
+//! every batch of a period arrives at once). Latencies are reported for the whole window, for
+//! its first `--warmup-seconds` and for the steady state after them; the leases taken before the
+//! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
+//! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
 
 use crate::cli::bench::{empty_result, register, Refused, WorkerClient};
 use anyhow::{bail, Context};
@@ -50,14 +57,23 @@ pub struct FarmArgs {
     /// Then run the same farm posting each unit alone, for as long.
     #[arg(long)]
     pub compare_single: bool,
+    /// Every GPU posts its batch at the same instant of each period (the worst case) instead of
+    /// at its own random phase.
+    #[arg(long)]
+    pub aligned: bool,
+    /// The first seconds of the window, reported apart from the steady state after them.
+    #[arg(long, default_value_t = 3.0)]
+    pub warmup_seconds: f64,
 }
 
-/// Latencies (seconds) per route and the units each phase recorded.
+/// Latencies per route: (seconds since the window's start when sent, seconds), and the lease
+/// requests made before the window (start-up: calibration and first full leases).
 #[derive(Default)]
 struct Tally {
-    lease: Vec<f64>,
-    results: Vec<f64>,
-    single: Vec<f64>,
+    startup_lease: Vec<f64>,
+    lease: Vec<(f64, f64)>,
+    results: Vec<(f64, f64)>,
+    single: Vec<(f64, f64)>,
 }
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
@@ -286,6 +302,7 @@ async fn phase(
     let mut failures = 0u64;
     for t in tasks {
         let (mine, f) = t.await??;
+        tally.startup_lease.extend(mine.startup_lease);
         tally.lease.extend(mine.lease);
         tally.results.extend(mine.results);
         tally.single.extend(mine.single);
@@ -312,29 +329,63 @@ async fn phase(
     let rate = units as f64 / wall;
     let offered = gpus.len() as f64 * args.units_per_second;
     outln!(
-        "mode={} servers={} gpus={} units_per_second_per_gpu={} batch_seconds={} \
+        "mode={} phases={} servers={} gpus={} units_per_second_per_gpu={} batch_seconds={} \
          wall_s={wall:.1} unit_results={units} unit_results_per_s={rate:.0} offered_per_s={offered:.0} \
          refused_or_failed={failures}",
         if single { "single" } else { "batch" },
+        if args.aligned || single { "aligned" } else { "random" },
         args.servers,
         gpus.len(),
         args.units_per_second,
         args.batch_seconds,
     )?;
+    if !tally.startup_lease.is_empty() {
+        let v = &mut tally.startup_lease;
+        outln!(
+            "  start-up (before the window) POST /api/v1/leases: requests={} p50_ms={:.1} p99_ms={:.1} max_ms={:.1}",
+            v.len(),
+            percentile(v, 0.5) * 1e3,
+            percentile(v, 0.99) * 1e3,
+            percentile(v, 1.0) * 1e3
+        )?;
+    }
+    let warm = args.warmup_seconds;
     for (route, v) in [
-        ("POST /api/v1/leases", &mut tally.lease),
-        ("POST /api/v1/results", &mut tally.results),
+        ("POST /api/v1/leases", &tally.lease),
+        ("POST /api/v1/results", &tally.results),
         (
             "POST /api/v1/leases/{lease_id}/units/{unit_id}/result",
-            &mut tally.single,
+            &tally.single,
         ),
     ] {
-        if !v.is_empty() {
-            let n = v.len();
+        if v.is_empty() {
+            continue;
+        }
+        for (part, keep) in [
+            ("window", &(|_: f64| true) as &dyn Fn(f64) -> bool),
+            ("first_s", &|t: f64| t < warm),
+            ("steady", &|t: f64| t >= warm),
+        ] {
+            let mut lat: Vec<f64> = v
+                .iter()
+                .filter(|(t, _)| keep(*t))
+                .map(|(_, l)| *l)
+                .collect();
+            if lat.is_empty() {
+                continue;
+            }
+            let n = lat.len();
+            let label = match part {
+                "first_s" => format!("first {warm} s"),
+                "steady" => format!("steady (after {warm} s)"),
+                _ => "whole window".to_string(),
+            };
             outln!(
-                "  {route}: requests={n} p50_ms={:.1} p99_ms={:.1}",
-                percentile(v, 0.5) * 1e3,
-                percentile(v, 0.99) * 1e3
+                "  {route} [{label}]: requests={n} p50_ms={:.1} p90_ms={:.1} p99_ms={:.1} max_ms={:.1}",
+                percentile(&mut lat, 0.5) * 1e3,
+                percentile(&mut lat, 0.9) * 1e3,
+                percentile(&mut lat, 0.99) * 1e3,
+                percentile(&mut lat, 1.0) * 1e3
             )?;
         }
     }
@@ -378,7 +429,9 @@ async fn gpu(
     // Calibration: one unit, posted after the time a unit takes.
     let mut queue: std::collections::VecDeque<(i64, i64, i64)> = Default::default();
     loop {
-        let lease = lease_rec(&g, args.lease_seconds, &mut tally).await?;
+        let t0 = Instant::now();
+        let lease = g.lease(Some(args.lease_seconds)).await?.lease;
+        tally.startup_lease.push(t0.elapsed().as_secs_f64());
         let Some(lease) = lease else {
             bail!("no work for a GPU: the campaign is too small");
         };
@@ -404,14 +457,40 @@ async fn gpu(
     let start = *start_at.get().expect("the start is set before the signal");
     let deadline = start + Duration::from_secs(args.duration);
     let mut done = 0u64;
+    // This GPU's phase in the batch period: its batches are due at phase + k * period.
+    let phase = if args.aligned || single {
+        0.0
+    } else {
+        rand::random::<f64>() * args.batch_seconds
+    };
+    if phase > 0.0 {
+        tokio::time::sleep_until((start + Duration::from_secs_f64(phase)).into()).await;
+    }
+    // The next lease is asked for in the background, as the daemon does (its poster does not
+    // wait on its lease requests): a slow claim idles the GPU only once its queue runs dry.
+    let mut next_lease: Option<tokio::task::JoinHandle<anyhow::Result<LeaseTaken>>> = None;
     while Instant::now() < deadline {
         let due = (start.elapsed().as_secs_f64() * args.units_per_second) as u64;
         let n = due.saturating_sub(done).min(1000) as usize;
         // Ask for the next lease while a tenth of a lease's work is left.
-        if (queue.len() as f64) < args.units_per_second * f64::from(args.lease_seconds) * 0.1 {
-            if let Some(l) = lease_rec(&g, args.lease_seconds, &mut tally).await? {
-                for u in &l.units {
-                    queue.push_back((l.lease_id, l.fencing_token, u.unit_id));
+        let low =
+            (queue.len() as f64) < args.units_per_second * f64::from(args.lease_seconds) * 0.1;
+        if next_lease.is_none() && low {
+            let (g, seconds) = (g.clone(), args.lease_seconds);
+            next_lease = Some(tokio::spawn(
+                async move { lease_rec(&g, seconds, start).await },
+            ));
+        }
+        let arrived = next_lease.as_ref().is_some_and(|h| h.is_finished());
+        if arrived || (queue.is_empty() && n > 0) {
+            if let Some(h) = next_lease.take() {
+                let (sent, latency, lease) = h.await??;
+                tally.lease.push((sent, latency));
+                for u in lease
+                    .iter()
+                    .flat_map(|l| l.units.iter().map(move |u| (l, u)))
+                {
+                    queue.push_back((u.0.lease_id, u.0.fencing_token, u.1.unit_id));
                 }
             }
         }
@@ -437,7 +516,10 @@ async fn gpu(
                     Err(e) if e.downcast_ref::<Refused>().is_some() => failures += 1,
                     Err(e) => return Err(e),
                 }
-                tally.single.push(t0.elapsed().as_secs_f64());
+                tally.single.push((
+                    t0.duration_since(start).as_secs_f64(),
+                    t0.elapsed().as_secs_f64(),
+                ));
                 done += 1;
                 if Instant::now() >= deadline {
                     break;
@@ -454,7 +536,10 @@ async fn gpu(
                 .collect();
             let t0 = Instant::now();
             let out = g.post_batch(batch).await?;
-            tally.results.push(t0.elapsed().as_secs_f64());
+            tally.results.push((
+                t0.duration_since(start).as_secs_f64(),
+                t0.elapsed().as_secs_f64(),
+            ));
             let ok = out
                 .outcomes
                 .iter()
@@ -463,26 +548,34 @@ async fn gpu(
             posted.fetch_add(ok, Ordering::Relaxed);
             failures += out.outcomes.len() as u64 - ok;
             done += take.len() as u64;
+            // The next instant of this GPU's phase.
+            let since = start.elapsed().as_secs_f64() - phase;
             let next = start
                 + Duration::from_secs_f64(
-                    (start.elapsed().as_secs_f64() / args.batch_seconds).floor()
-                        * args.batch_seconds
-                        + args.batch_seconds,
+                    phase
+                        + ((since / args.batch_seconds).floor() + 1.0).max(0.0)
+                            * args.batch_seconds,
                 );
             tokio::time::sleep_until(next.min(deadline).into()).await;
         }
     }
+    // A lease still on its way is not waited for: the window is over.
+    if let Some(h) = next_lease {
+        h.abort();
+    }
     Ok((tally, failures))
 }
 
-/// Asks for a lease, recording the request's latency.
-async fn lease_rec(
-    g: &WorkerClient,
-    seconds: u32,
-    t: &mut Tally,
-) -> anyhow::Result<Option<tmd_wire::Lease>> {
+/// A lease request: when it was sent (seconds since the window's start), its latency, the lease.
+type LeaseTaken = (f64, f64, Option<tmd_wire::Lease>);
+
+/// Asks for a lease, with when it was sent and its latency.
+async fn lease_rec(g: &WorkerClient, seconds: u32, start: Instant) -> anyhow::Result<LeaseTaken> {
     let t0 = Instant::now();
     let r = g.lease(Some(seconds)).await;
-    t.lease.push(t0.elapsed().as_secs_f64());
-    Ok(r?.lease)
+    Ok((
+        t0.duration_since(start).as_secs_f64(),
+        t0.elapsed().as_secs_f64(),
+        r?.lease,
+    ))
 }

@@ -292,13 +292,89 @@ pub fn check_skipped(
         .collect())
 }
 
-/// Whether the runs a unit must skip are known to be none without the engine: a bare
-/// precision of a function without poles skips nothing, away from its trivial region near 0.
-pub fn skips_nothing(function: &str, fmt: Format, unit: &UnitSpec) -> bool {
-    fmt.exponents.is_none()
-        && Function::from_str(function).is_ok_and(|f| {
-            !f.has_poles() && Rule::for_unit(f, fmt.precision, engine_unit(unit)).is_none()
-        })
+/// Whether the runs a unit must skip are known to be none without computing them: a bare
+/// precision of a function without poles skips nothing away from its trivial region near 0,
+/// and a unit of a named format skips nothing inside a binade the engine found to skip nothing
+/// ([`learn_binade`]).
+pub fn skips_nothing(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec) -> bool {
+    let Ok(f) = Function::from_str(function) else {
+        return false;
+    };
+    if f.has_poles() {
+        return false;
+    }
+    if fmt.exponents.is_none() {
+        return Rule::for_unit(f, fmt.precision, engine_unit(unit)).is_none();
+    }
+    binade_key(f, fmt, min_bits, unit).is_some_and(|key| {
+        calm_binades()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            == Some(&Some(true))
+    })
+}
+
+/// A binade (function, format, `min_bits`, sign, exponent) and whether every argument of its
+/// normal significands skips nothing (`None` while one thread computes it).
+type BinadeKey = (Function, Format, u32, bool, i32);
+type CalmBinades = std::sync::Mutex<std::collections::HashMap<BinadeKey, Option<bool>>>;
+
+fn calm_binades() -> &'static CalmBinades {
+    static CALM: std::sync::OnceLock<CalmBinades> = std::sync::OnceLock::new();
+    CALM.get_or_init(Default::default)
+}
+
+/// The normal significands `[2^(p-1), 2^p)` of the unit's binade, when the unit lies in them.
+fn binade_of(fmt: Format, unit: &UnitSpec) -> Option<EngineUnit> {
+    let p = fmt.precision.bits();
+    let lead = 1u64.checked_shl(p.checked_sub(1)?)?;
+    let end = 2 * u128::from(lead);
+    (unit.first >= lead && u128::from(unit.first) + u128::from(unit.count) <= end).then_some(
+        EngineUnit {
+            negative: unit.negative,
+            exponent: unit.exponent,
+            first: lead,
+            count: lead,
+        },
+    )
+}
+
+fn binade_key(f: Function, fmt: Format, min_bits: u32, unit: &UnitSpec) -> Option<BinadeKey> {
+    binade_of(fmt, unit).map(|_| (f, fmt, min_bits, unit.negative, unit.exponent))
+}
+
+/// Computes once (MPFR: call it off the async threads) whether the binade of `unit` skips
+/// nothing, for [`skips_nothing`]. It does when no trivial rule reaches it (its arguments are
+/// 1/4 or more in magnitude: `Rule::for_unit` is `None` for it, hence for each unit in it) and
+/// the engine's runs of the whole binade are none. The runs a unit skips are then exactly its
+/// arguments beyond the format's range (a property of each argument, which `skipped_runs`
+/// decides exactly), so a unit inside such a binade has none: the same answer its own
+/// recomputation gives, without two MPFR evaluations and a ball series per unit.
+pub fn learn_binade(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec) {
+    let Ok(f) = Function::from_str(function) else {
+        return;
+    };
+    let (Some(binade), Some(key)) = (binade_of(fmt, unit), binade_key(f, fmt, min_bits, unit))
+    else {
+        return;
+    };
+    if fmt.exponents.is_none() || f.has_poles() {
+        return;
+    }
+    {
+        let mut map = calm_binades().lock().unwrap_or_else(|e| e.into_inner());
+        if map.contains_key(&key) {
+            return;
+        }
+        map.insert(key, None);
+    }
+    let calm = Rule::for_unit(f, fmt.precision, binade).is_none()
+        && tmd_kernels::skip::skipped_runs(f, fmt, min_bits, binade).is_ok_and(|r| r.is_empty());
+    calm_binades()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, Some(calm));
 }
 
 /// The engine's spelling of a stored unit.
@@ -493,6 +569,45 @@ mod tests {
     }
 
     /// The unit of binary16 significands `[first, first + count)` at `2^exponent`.
+    #[test]
+    fn a_binade_that_skips_nothing_answers_for_its_units() {
+        let b64 = Format::named("binary64").unwrap();
+        let lead = 1u64 << 52;
+        let in_one = half_unit(false, 0, lead + (5 << 32), 1 << 32);
+        // Unknown until learned (the first unit is recomputed), then answered for any unit.
+        assert!(!skips_nothing("exp", b64, 40, &in_one));
+        learn_binade("exp", b64, 40, &in_one);
+        assert!(skips_nothing("exp", b64, 40, &in_one));
+        assert!(check_skipped("exp", b64, 40, &in_one, &[])
+            .unwrap()
+            .is_empty());
+        // The same binade for another function or min_bits is learned apart.
+        assert!(!skips_nothing("sin", b64, 40, &in_one));
+        assert!(!skips_nothing("exp", b64, 44, &in_one));
+        // [512, 1024): exp overflows binary64 from about 709.78 on, so no unit there is answered
+        // from the binade, and one beyond the edge has its run.
+        let edge = half_unit(false, 9, lead + (lead >> 1), 1 << 32);
+        learn_binade("exp", b64, 40, &edge);
+        assert!(!skips_nothing("exp", b64, 40, &edge));
+        let runs = check_skipped("exp", b64, 40, &edge, &[]);
+        assert!(
+            runs.is_err(),
+            "a unit beyond 709.78 must list its overflow run"
+        );
+        // Near 0 a trivial rule reaches: never answered from the binade.
+        let tiny = half_unit(false, -30, lead, 1 << 32);
+        learn_binade("exp", b64, 40, &tiny);
+        assert!(!skips_nothing("exp", b64, 40, &tiny));
+        // Subnormal significands (below 2^(p-1) in binade emin) are outside the binade key.
+        let sub = half_unit(false, -1022, 0, 1 << 32);
+        learn_binade("exp", b64, 40, &sub);
+        assert!(!skips_nothing("exp", b64, 40, &sub));
+        // A function with poles is always recomputed.
+        let t = half_unit(false, 0, lead, 1 << 32);
+        learn_binade("tan", b64, 40, &t);
+        assert!(!skips_nothing("tan", b64, 40, &t));
+    }
+
     fn half_unit(negative: bool, exponent: i32, first: u64, count: u64) -> UnitSpec {
         UnitSpec {
             negative,
@@ -587,10 +702,10 @@ mod tests {
         .is_err());
         // A bare precision of the same function has an unbounded exponent: nothing skipped.
         let bare = Format::bare(Precision::new(11).unwrap());
-        assert!(skips_nothing("exp", bare, &unit));
-        assert!(!skips_nothing("exp", fmt, &unit));
+        assert!(skips_nothing("exp", bare, 10, &unit));
+        assert!(!skips_nothing("exp", fmt, 10, &unit));
         assert!(
-            !skips_nothing("tanpi", bare, &unit),
+            !skips_nothing("tanpi", bare, 10, &unit),
             "poles are skipped in any format"
         );
         assert!(check_skipped("exp", bare, 10, &unit, &[])
