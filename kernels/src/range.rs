@@ -103,6 +103,7 @@ impl RangeResult {
                 let like = |r: &Skipped| r.trivial.as_ref().map(|t| t.like.clone());
                 if last.reason == s.reason
                     && like(last) == like(&s)
+                    && last.exact == s.exact
                     && fmt.next_up(&value(&last.last)) == value(&s.first)
                 {
                     last.last = s.last;
