@@ -92,16 +92,11 @@ fn beyond_range(
             Piece::InRange => {}
             Piece::All(reason) => runs.push(piece.first - unit.first, piece.count, reason, None),
             Piece::Unknown => {
-                let half = piece.count / 2;
-                stack.push(UnitSpec {
-                    first: piece.first + half,
-                    count: piece.count - half,
-                    ..piece
-                });
-                stack.push(UnitSpec {
-                    count: half,
-                    ..piece
-                });
+                // The search's own cut; any cut gives the same runs (an argument is skipped
+                // exactly when `classify_in` says so, and adjacent runs merge).
+                let (left, right) = split(piece);
+                stack.push(right);
+                stack.push(left);
             }
         }
     }
