@@ -133,7 +133,8 @@ fn merged(runs: &BTreeSet<Run>, format: &str) -> BTreeSet<Run> {
 /// exact cases, skipped runs. Returns the local searches' findings.
 async fn campaign_equals_search(spec: Spec) -> Found {
     let db = TestDb::new().await;
-    let dir = scratch("format");
+    // One directory per campaign: the tests of this file run at once in one process.
+    let dir = scratch(&format!("format-{}-{}", spec.function, spec.format));
     let server = Server::start(db.url(), &dir, &[]);
     let url = server.url();
     let mut args = vec!["campaign".to_string(), "create".to_string()];
@@ -298,15 +299,13 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
 async fn a_binary16_campaign_through_zero_searches_subnormals_and_lists_trivial_runs() {
     // sin in binary16 on [-2^-6, 2^-6]: normal and subnormal arguments of both signs, zero
     // (an exact case), and near 0 the runs where sin rounds like x.
-    let (_, runs, exact) = campaign_equals_search(
-        Spec {
-            function: "sin",
-            format: "binary16",
-            min_bits: "6",
-            unit_bits: "8",
-            ranges: &[("-0x1p-6", "0x1p-6")],
-        },
-    )
+    let (_, runs, exact) = campaign_equals_search(Spec {
+        function: "sin",
+        format: "binary16",
+        min_bits: "6",
+        unit_bits: "8",
+        ranges: &[("-0x1p-6", "0x1p-6")],
+    })
     .await;
     assert!(runs.iter().any(|r| r.3 == "trivial"), "{runs:?}");
     assert!(exact.contains("0x0p+0"), "{exact:?}");
@@ -318,15 +317,13 @@ async fn a_bare_precision_campaign_searches_zero_as_a_local_search_does() {
     // the normal numbers of binades -1022 and -1021 of both signs (trivial runs: both round
     // like 1) and zero, planned as a unit of its own: the exact case exp(0) = cos(0) = 1.
     for function in ["exp", "cos"] {
-        let (cases, runs, exact) = campaign_equals_search(
-            Spec {
-                function,
-                format: "p11",
-                min_bits: "6",
-                unit_bits: "10",
-                ranges: &[("-0x1p-1020", "0x1p-1020")],
-            },
-        )
+        let (cases, runs, exact) = campaign_equals_search(Spec {
+            function,
+            format: "p11",
+            min_bits: "6",
+            unit_bits: "10",
+            ranges: &[("-0x1p-1020", "0x1p-1020")],
+        })
         .await;
         assert_eq!(exact, BTreeSet::from(["0x0p+0".to_string()]), "{function}");
         assert!(cases.is_empty(), "{function}: {cases:?}");
