@@ -307,13 +307,22 @@ impl Argument {
         hex_of_parts(self.negative, self.significand, p.bits(), self.exponent)
     }
 
-    /// The argument of format `fmt` equal to `x`: as [`Argument::from_float`], and for a named
-    /// format also zero and the subnormal numbers, written as units write them (binade `emin`,
-    /// significand below `2^(p-1)`, zero positive with significand 0). `None` for a value that
+    /// The argument of format `fmt` equal to `x`: as [`Argument::from_float`], and also zero
+    /// (for a named format the subnormal numbers too), written as units write them (binade
+    /// `emin`, the smallest of a bare precision, significand below `2^(p-1)`, zero positive
+    /// with significand 0). `None` for a value that
     /// is no number of the format.
     pub fn from_float_in(x: &Float, fmt: Format) -> Option<Argument> {
         let p = fmt.precision;
         let Some(r) = fmt.exponents else {
+            if x.is_zero() {
+                // A bare precision's zero, as its plan writes it (`plan::split_range_in`).
+                return Some(Argument {
+                    negative: false,
+                    exponent: crate::plan::exponent_range(p).0,
+                    significand: 0,
+                });
+            }
             return Argument::from_float(x, p);
         };
         if !x.is_finite() {

@@ -5,6 +5,7 @@
 
 pub mod ball;
 pub mod cuda;
+pub mod exact;
 pub mod existence;
 pub mod fixed;
 pub mod format;

@@ -5,9 +5,10 @@
 //! `1 <= s < 2^(p-1)`, lie on the grid of the binade `2^emin`, so they are units of that binade
 //! with significands below `2^(p-1)`, and zero is the positive one with significand 0. A bare
 //! precision has no subnormal numbers: its arguments are the normal numbers of binary64's
-//! exponent range (binary32's for precision 24), and zero is judged apart by local searches
-//! (`search::search_zero`). Units are aligned on multiples of `2^U` significands, so the same
-//! argument always falls in the same unit.
+//! exponent range (binary32's for precision 24) and zero, where `f` is defined there, a unit of
+//! its own written as a named format writes it (significand 0 of the smallest binade). Units
+//! are aligned on multiples of `2^U` significands, so the same argument always falls in the
+//! same unit.
 
 use crate::format::{parse_number, Argument, Format, FormatError, Precision};
 use crate::function::Function;
@@ -221,6 +222,14 @@ pub fn split_range_in(
             p: pb,
         });
     }
+    // A bare precision's zero, where the range holds it and f is defined there: a unit of its
+    // own, written as a named format writes it (significand 0 of the smallest binade), between
+    // the negative and the positive arguments.
+    let zero = Float::new(pb);
+    if !subnormal && lo <= 0 && hi > 0 && f.defined_at(&zero) {
+        let at = pieces.iter().take_while(|piece| piece.0).count();
+        pieces.insert(at, (false, emin, 0, 0));
+    }
     let total: u64 = pieces
         .iter()
         .map(|&(_, _, first, last)| (last >> u) - (first >> u) + 1)
@@ -318,9 +327,13 @@ mod tests {
         let binades_below_1 = (0 - emin) as u64; // exponents emin..=-1
         let per_binade = 1u64 << 11;
         // negatives: |x| in (0, 2]: binades emin..=0 full, plus x = -2.
-        // positives: [0, 3): binades emin..=0 full, plus [2, 3) = half of binade 1.
-        let want = (binades_below_1 + 1) * per_binade * 2 + 1 + per_binade / 2;
+        // positives: [0, 3): binades emin..=0 full, plus [2, 3) = half of binade 1; and zero.
+        let want = (binades_below_1 + 1) * per_binade * 2 + 1 + per_binade / 2 + 1;
         assert_eq!(count(&units), want);
+        let zero = units.iter().position(|u| u.first == 0).unwrap();
+        assert_eq!((units[zero].exponent, units[zero].count), (emin, 1));
+        assert!(units[..zero].iter().all(|u| u.negative));
+        assert!(units[zero..].iter().all(|u| !u.negative));
         // Ordered by value: the first unit is the most negative.
         assert!(units[0].negative && units[0].exponent == 1 && units[0].count == 1);
     }

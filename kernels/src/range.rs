@@ -1,53 +1,14 @@
 //! A search over many units: their results added up in argument order (skipped runs of
-//! neighbouring units merged), and zero for a bare precision, whose units hold none.
+//! neighbouring units merged).
 
 use crate::format::{Format, Precision};
 use crate::plan::UnitSpec;
 use crate::search::{
     search_unit, Backend, SearchConfig, SearchError, Skipped, Stats, Timings, UnitResult,
 };
-use crate::verify::{ExactCase, HrCase, Verdict};
+use crate::verify::{ExactCase, HrCase};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-
-/// Zero for a bare precision, whose units hold none (a named format's units hold zero, and
-/// this does nothing there): `f(0)` judged like any argument when the range holds 0 and `f`
-/// is defined there (exp(0), cos(0), erfc(0) are exact cases; acos(0) is judged). The verdict
-/// goes into `result` (arguments, cases) in argument order.
-pub fn search_zero(cfg: &SearchConfig, result: &mut RangeResult) -> Result<(), SearchError> {
-    let zero = rug::Float::with_val(cfg.precision.bits(), 0);
-    if cfg.gen.exponents.is_some() || !cfg.function.defined_at(&zero) {
-        return Ok(());
-    }
-    result.arguments += 1;
-    let at = |xs: &[String]| xs.iter().take_while(|x| x.starts_with('-')).count();
-    match crate::verify::classify_float_in(cfg.function, cfg.format(), &zero, cfg.min_bits)? {
-        Verdict::Hard(c) => {
-            let xs: Vec<String> = result.hr_cases.iter().map(|c| c.x.clone()).collect();
-            result.hr_cases.insert(at(&xs), c);
-        }
-        Verdict::Exact(e) => {
-            let xs: Vec<String> = result.exact_cases.iter().map(|c| c.x.clone()).collect();
-            result.exact_cases.insert(at(&xs), e);
-        }
-        Verdict::NotHard { .. } => {}
-        Verdict::Skipped(reason) => {
-            let xs: Vec<String> = result.skipped.iter().map(|s| s.first.clone()).collect();
-            let zero = crate::format::float_to_hex(&zero);
-            result.skipped.insert(
-                at(&xs),
-                Skipped {
-                    first: zero.clone(),
-                    last: zero,
-                    count: 1,
-                    reason,
-                    trivial: None,
-                },
-            );
-        }
-    }
-    Ok(())
-}
 
 /// The aggregated result of a search over many units.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,6 +64,7 @@ impl RangeResult {
                 let like = |r: &Skipped| r.trivial.as_ref().map(|t| t.like.clone());
                 if last.reason == s.reason
                     && like(last) == like(&s)
+                    && last.exact == s.exact
                     && fmt.next_up(&value(&last.last)) == value(&s.first)
                 {
                     last.last = s.last;

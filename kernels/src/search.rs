@@ -4,13 +4,14 @@
 //! words (`phase1_packet`, `phase2_domain`, `phase3_subdomain`); the CPU back end runs them over
 //! rayon, the CUDA back end mirrors them in `kernels/cuda/` and must give identical answers.
 
+use crate::exact::{exact_run, ExactRun};
 use crate::existence::Test;
 use crate::fixed::{self, Word};
 use crate::format::{Format, Precision};
 use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
-pub use crate::range::{search_units, search_zero, RangeResult};
+pub use crate::range::{search_units, RangeResult};
 use crate::trivial::{partition, TrivialRun};
 use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
@@ -76,14 +77,19 @@ pub struct Skipped {
     /// For a trivial region: what `f` rounds like and the bits every argument has at least.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trivial: Option<TrivialRun>,
+    /// For an exact region: the value of `f` at every argument of the run (`exact.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<ExactRun>,
 }
 
 impl Skipped {
-    /// The rule of the run for people (a trivial run's with its `g(x)` and bits).
+    /// The rule of the run for people (a trivial run's with its `g(x)` and bits, an exact
+    /// run's with its values).
     pub fn rule(&self) -> String {
-        match &self.trivial {
-            Some(t) => t.rule(),
-            None => self.reason.rule().to_string(),
+        match (&self.trivial, &self.exact) {
+            (Some(t), _) => t.rule(),
+            (None, Some(e)) => e.rule(),
+            (None, None) => self.reason.rule().to_string(),
         }
     }
 }
@@ -519,6 +525,18 @@ pub fn search_unit(
     let mut timings = Timings::default();
     let mut hr_cases = Vec::new();
     let mut exact_cases = Vec::new();
+    // A unit where every argument is exact (sinpi, cospi, tanpi, exp2 far from 0): one run, by
+    // the rule `skip.rs` recomputes (`exact.rs`).
+    if let Some(run) = exact_run(cfg.function, cfg.format(), unit) {
+        return Ok(UnitResult {
+            unit,
+            stats,
+            hr_cases,
+            exact_cases,
+            skipped: vec![run],
+            timings,
+        });
+    }
     let mut skipped = Runs::default();
     // Where f rounds like x or like f(0) near 0, trivial runs first (`trivial::partition`, the
     // same cut the coordinator checks a result's runs with); the rest is searched.
@@ -665,6 +683,7 @@ impl Runs {
                     count,
                     reason,
                     trivial,
+                    exact: None,
                 }
             })
             .collect()

@@ -11,6 +11,7 @@
 //! search merges them, so the two lists are equal as lists.
 
 use crate::ball::Ball;
+use crate::exact::exact_run;
 use crate::format::Format;
 use crate::function::Function;
 use crate::plan::UnitSpec;
@@ -39,15 +40,19 @@ enum Piece {
 
 /// The skipped runs of `unit` in format `fmt` at threshold `min_bits`, in the order of
 /// `search_unit` (significand order, adjacent runs of one reason merged; `first`/`last` the
-/// smallest and largest value): the trivial runs of `trivial::partition` (the search's own
-/// cut), then, between them, what overflows, underflows or is a pole. A bare precision skips
-/// only poles and trivial runs.
+/// smallest and largest value): a unit of an exact region whole (`exact::exact_run`, the
+/// search's own rule), else the trivial runs of `trivial::partition` (the search's own cut),
+/// then, between them, what overflows, underflows or is a pole. A bare precision skips only
+/// poles, exact and trivial runs.
 pub fn skipped_runs(
     f: Function,
     fmt: Format,
     min_bits: u32,
     unit: UnitSpec,
 ) -> Result<Vec<Skipped>, VerifyError> {
+    if let Some(run) = exact_run(f, fmt, unit) {
+        return Ok(vec![run]);
+    }
     let mut runs = Runs::default();
     for (part, trivial) in partition(f, fmt, min_bits, unit, split) {
         if let Some(t) = trivial {
@@ -87,16 +92,11 @@ fn beyond_range(
             Piece::InRange => {}
             Piece::All(reason) => runs.push(piece.first - unit.first, piece.count, reason, None),
             Piece::Unknown => {
-                let half = piece.count / 2;
-                stack.push(UnitSpec {
-                    first: piece.first + half,
-                    count: piece.count - half,
-                    ..piece
-                });
-                stack.push(UnitSpec {
-                    count: half,
-                    ..piece
-                });
+                // The search's own cut; any cut gives the same runs (an argument is skipped
+                // exactly when `classify_in` says so, and adjacent runs merge).
+                let (left, right) = split(piece);
+                stack.push(right);
+                stack.push(left);
             }
         }
     }
@@ -226,6 +226,18 @@ mod tests {
         assert!(compare(Function::Exp, "bfloat16", "-0x1p-6", "0x1p-5", 6) > 0);
         // A bare precision has trivial runs too (no subnormals there).
         assert!(compare(Function::Sinh, "p11", "0x1p-12", "0x1p-6", 6) > 0);
+    }
+
+    #[test]
+    fn exact_runs_equal_the_searchs() {
+        // binary16's integers and half-integers (tanpi: quarters too), a bare precision's exp2
+        // at integers; the units just below, searched as usual, list no exact run.
+        for f in [Function::Sinpi, Function::Cospi, Function::Tanpi] {
+            assert!(compare(f, "binary16", "0x1p+7", "0x1p+11", 7) > 0, "{f}");
+            assert!(compare(f, "binary16", "-0x1p+11", "-0x1p+7", 7) > 0, "{f}");
+        }
+        assert!(compare(Function::Exp2, "p11", "-0x1p+12", "-0x1p+10", 8) > 0);
+        assert!(compare(Function::Exp2, "p11", "0x1p+10", "0x1p+12", 8) > 0);
     }
 
     #[test]

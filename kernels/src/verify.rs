@@ -67,6 +67,9 @@ pub enum SkipReason {
     /// least the run's bits (or exact); listed as one run with its rule instead of case by
     /// case (`trivial.rs`).
     Trivial,
+    /// An exact region: every argument of the run is an exact case (tanpi: or a pole), its
+    /// value given by the run's rule (`exact.rs`: sinpi, cospi, tanpi, exp2 far from 0).
+    Exact,
 }
 
 impl SkipReason {
@@ -76,6 +79,7 @@ impl SkipReason {
             SkipReason::Underflow => "underflow",
             SkipReason::Pole => "pole",
             SkipReason::Trivial => "trivial",
+            SkipReason::Exact => "exact",
         }
     }
 
@@ -92,6 +96,10 @@ impl SkipReason {
                 "f(x) rounds like g(x) (x or the constant f(0)): |f(x) - g(x)| bounded by ball \
                  arithmetic, so every x of the run is an HR-case near g(x) with at least the \
                  run's bits, or exact"
+            }
+            SkipReason::Exact => {
+                "every x of the run is an exact case (or a pole of tanpi), its value given by \
+                 the run's rule: not an HR-case"
             }
         }
     }

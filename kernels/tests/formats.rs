@@ -403,10 +403,9 @@ fn tanpi_splits_at_its_pole() {
 
 /// Zero is an argument of a named format's units: exact cases at 0 come out of the search
 /// itself, against the brute force, in argument order; where `f(0)` is infinite (log, rsqrt) it
-/// is listed as a pole. A bare precision's units hold no zero: `search_zero` judges it.
+/// is listed as a pole. A bare precision's zero is a unit of its own, searched alike.
 #[test]
 fn exact_cases_at_zero() {
-    use tmd_kernels::search::search_zero;
     // Eight subnormal numbers each side of 0 (trivial runs for most functions).
     let (from, to) = ("-0x1p-146", "0x1p-146");
     for (f, value) in [
@@ -441,16 +440,18 @@ fn exact_cases_at_zero() {
     let r = compare(Function::Acos, "binary32", from, to, 12, 4);
     assert!(r.exact_cases.iter().all(|e| e.x != "0x0p+0"));
 
-    // A bare precision: zero through search_zero, in argument order.
+    // A bare precision: zero is a unit of its own (significand 0 of the smallest binade),
+    // judged in argument order, where f is defined there.
     let fmt: Format = "p24".parse().unwrap();
     for (f, value) in [(Function::Exp, "0x1p+0"), (Function::Cbrt, "0x0p+0")] {
         let cfg = SearchConfig::in_format(f, fmt, 12);
-        let mut units = split_range_in(f, fmt, "-0x1.00001p-126", "-0x1p-126", Some(16)).unwrap();
-        units.extend(split_range_in(f, fmt, "0x1p-126", "0x1.00001p-126", Some(16)).unwrap());
-        let mut r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
-        let before = r.arguments;
-        search_zero(&cfg, &mut r).unwrap();
-        assert_eq!(r.arguments, before + 1, "{f}");
+        let units = split_range_in(f, fmt, "-0x1.00001p-126", "0x1.00001p-126", Some(16)).unwrap();
+        let zero: Vec<_> = units.iter().filter(|u| u.first == 0).collect();
+        assert_eq!(zero.len(), 1, "{f}: {units:?}");
+        assert_eq!((zero[0].exponent, zero[0].count), (-126, 1), "{f}");
+        let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
+        // -(1 + 8 ulps) 2^-126 up to -2^-126, zero, 2^-126 up to (1 + 7 ulps) 2^-126.
+        assert_eq!(r.arguments, 9 + 1 + 8, "{f}");
         let i = r.exact_cases.iter().position(|e| e.x == "0x0p+0").unwrap();
         assert_eq!(r.exact_cases[i].value, value, "{f}");
         assert!(
@@ -458,13 +459,12 @@ fn exact_cases_at_zero() {
             "{f}"
         );
     }
-    let mut r = RangeResult::from_units(Vec::new(), fmt.precision);
-    search_zero(&SearchConfig::in_format(Function::Log, fmt, 12), &mut r).unwrap();
-    assert_eq!(r.arguments, 0);
-    // A named format's units hold zero: search_zero adds nothing there.
-    let named: Format = "binary32".parse().unwrap();
-    search_zero(&SearchConfig::in_format(Function::Exp, named, 12), &mut r).unwrap();
-    assert_eq!(r.arguments, 0);
+    // log is not defined at 0 with an unbounded exponent: no zero unit (a named format lists
+    // it as a pole, above).
+    let units = split_range_in(Function::Log, fmt, "0", "0x1.00001p-126", Some(16)).unwrap();
+    assert!(units.iter().all(|u| u.first != 0), "{units:?}");
+    // A range that holds nothing but zero and numbers below the normal ones is refused.
+    assert!(split_range_in(Function::Exp, fmt, "0", "0x1p-130", Some(16)).is_err());
 }
 
 /// Subnormal arguments of binary32 (the fixed-point grid of the binade 2^-126): the polynomial
@@ -560,7 +560,12 @@ fn a_bare_precision_has_no_subnormal_arguments() {
     let bare: Format = "p24".parse().unwrap();
     assert!(bare.describe().contains("no subnormal arguments"));
     let units = split_range_in(Function::Sin, bare, "0", "0x1p-125", Some(16)).unwrap();
-    assert!(units
+    // Zero, then the normal numbers of the binade 2^-126.
+    assert_eq!(
+        (units[0].exponent, units[0].first, units[0].count),
+        (-126, 0, 1)
+    );
+    assert!(units[1..]
         .iter()
         .all(|u| u.exponent == -126 && u.first >= 1 << 23));
     let e = split_range_in(Function::Sin, bare, "0", "0x1p-126", Some(16)).unwrap_err();

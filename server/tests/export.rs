@@ -88,6 +88,22 @@ async fn the_three_formats_list_the_same_cases_in_value_order() {
     assert!(hex_value(lo) < 0.0 && hex_value(hi) > 0.0, "{lo} .. {hi}");
     // The default format is JSON too.
     assert_eq!(json_export(&app, id, "").await, json);
+    // shape=object: the same cases, filtered alike, with the campaign and its skipped runs.
+    let resp = get(
+        &app,
+        &format!("/api/v1/campaigns/{id}/hr-cases?shape=object&sort=hardness&limit=7"),
+    )
+    .await;
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let doc: tmd_wire::HrCasesDocument = resp.json().await.unwrap();
+    assert_eq!((doc.version, doc.campaign_id), (1, id));
+    assert_eq!((doc.function.as_str(), doc.precision), ("exp", 24));
+    assert_eq!(doc.format.as_deref(), Some("binary32"));
+    assert!(doc.skipped_runs.is_empty(), "{doc:?}");
+    assert_eq!(
+        doc.cases,
+        json_export(&app, id, "format=json&shape=array&sort=hardness&limit=7").await
+    );
 
     let resp = get(&app, &format!("/api/v1/campaigns/{id}/hr-cases?format=csv")).await;
     assert_eq!(resp.headers()["content-type"], "text/csv; charset=utf-8");
@@ -202,6 +218,16 @@ async fn bad_exports_get_the_error_envelope() {
         "{csv}"
     );
     assert_eq!(lines.next(), None, "no case, nothing skipped: {csv}");
+    let empty = text(
+        &app,
+        &format!("/api/v1/campaigns/{id}/hr-cases?shape=object"),
+    )
+    .await;
+    let doc: tmd_wire::HrCasesDocument = serde_json::from_str(&empty).unwrap();
+    assert!(
+        doc.cases.is_empty() && doc.skipped_runs.is_empty(),
+        "{empty}"
+    );
 
     for (query, needle) in [
         ("format=xml", "format"),
@@ -214,6 +240,8 @@ async fn bad_exports_get_the_error_envelope() {
         ("limit=0", "limit"),
         ("limit=many", "limit"),
         ("minbits=3", "minbits"),
+        ("shape=list", "shape"),
+        ("format=csv&shape=object", "shape"),
     ] {
         let (status, v) = app
             .admin(

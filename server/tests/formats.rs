@@ -100,3 +100,100 @@ async fn a_result_must_carry_the_units_skipped_runs() {
         .contains("overflows"));
     assert_eq!(progress["skipped_runs"][0]["first"], "0x1.63p+3");
 }
+
+/// sinpi in binary16 on [512, 2048): every argument is a half-integer or an integer, so each
+/// unit is one exact run (no case could fit a result otherwise). A result without it is
+/// refused as forged; the honest one is recorded, shown in the progress and in the json
+/// export's object shape with its rule.
+#[tokio::test]
+async fn exact_runs_are_checked_stored_and_exported() {
+    use tmd_kernels::format::Format;
+    use tmd_kernels::plan::UnitSpec;
+    let app = TestApp::new().await;
+    let c = app
+        .campaign(
+            json!({"function": "sinpi", "format": "binary16", "min_bits": 20,
+                         "ranges": [{"from": "512", "to": "2048"}], "unit_bits": 10}),
+        )
+        .await;
+    let id = c["id"].as_i64().unwrap();
+    let (_, forger) = app.worker("forger").await;
+    let lease = forger.lease(Some(60)).await.unwrap().lease.unwrap();
+    let unit = &lease.units[0];
+    let missing = empty_result(lease.fencing_token, unit.unit_id, 1.0);
+    let err = forger
+        .post(lease.lease_id, unit.unit_id, &missing)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("forged_case"), "{err}");
+    assert!(err.to_string().contains("exact"), "{err}");
+
+    let (_, honest) = app.worker("honest").await;
+    let fmt = Format::named("binary16").unwrap();
+    let mut posted = 0;
+    while let Some(lease) = honest.lease(Some(60)).await.unwrap().lease {
+        for u in &lease.units {
+            let spec = UnitSpec {
+                negative: u.spec.negative,
+                exponent: u.spec.exponent,
+                first: u.spec.first,
+                count: u.spec.count,
+            };
+            let runs = tmd_kernels::skip::skipped_runs(tmd_kernels::Function::Sinpi, fmt, 20, spec)
+                .unwrap();
+            assert_eq!(runs.len(), 1, "{runs:?}");
+            let mut r = empty_result(lease.fencing_token, u.unit_id, 1.0);
+            r.skipped = runs
+                .iter()
+                .map(|s| tmd_wire::SkippedRun {
+                    first: s.first.clone(),
+                    last: s.last.clone(),
+                    count: s.count,
+                    reason: s.reason.as_str().into(),
+                    rule: String::new(),
+                })
+                .collect();
+            honest.post(lease.lease_id, u.unit_id, &r).await.unwrap();
+            posted += 1;
+        }
+    }
+    assert_eq!(posted, 2, "binades 9 and 10, one unit each");
+    let progress = app.progress(id).await;
+    assert_eq!(progress["skipped"][0]["reason"], "exact", "{progress}");
+    assert_eq!(progress["skipped"][0]["arguments"], "2048");
+    let (status, body) = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/api/v1/campaigns/{id}/hr-cases?shape=object"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let doc: tmd_wire::HrCasesDocument = serde_json::from_value(body).unwrap();
+    assert!(doc.cases.is_empty());
+    let runs: Vec<(&str, &str, u64, &str)> = doc
+        .skipped_runs
+        .iter()
+        .map(|s| {
+            (
+                s.first.as_str(),
+                s.last.as_str(),
+                s.count,
+                s.reason.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("0x1p+9", "0x1.ffcp+9", 1024, "exact"),
+            ("0x1p+10", "0x1.ffcp+10", 1024, "exact")
+        ]
+    );
+    assert!(
+        doc.skipped_runs[0].rule.contains("1 at k = 1 mod 4"),
+        "{}",
+        doc.skipped_runs[0].rule
+    );
+    assert!(doc.skipped_runs[1].rule.contains("sinpi(x) = 0"));
+}

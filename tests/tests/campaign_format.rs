@@ -5,8 +5,10 @@
 //! campaign's HR-cases and its skipped runs (stored, in the progress, in the csv and wc
 //! exports) equal those of `tmd-worker search --format ...` over the same ranges.
 
+use rug::float::Round;
 use std::collections::BTreeSet;
 use std::time::Duration;
+use tmd_kernels::format::{parse_number, Format};
 use tmd_test_support::TestDb;
 use tmd_tests::{admin, every_unit_done_once, get, scratch, wait_for_units, Server, Worker};
 
@@ -47,28 +49,55 @@ impl Spec {
 
 type Run = (String, String, u64, String);
 
-/// `tmd-worker search` over one range: HR-cases `(x, bits, kind)` and skipped runs.
-fn local(spec: &Spec, from: &str, to: &str) -> (BTreeSet<(String, i64, String)>, BTreeSet<Run>) {
+/// What a search found: HR-cases `(x, bits, kind)`, skipped runs, exact cases' arguments.
+type Found = (
+    BTreeSet<(String, i64, String)>,
+    BTreeSet<Run>,
+    BTreeSet<String>,
+);
+
+/// `tmd-worker search` over one range.
+fn local(spec: &Spec, from: &str, to: &str) -> Found {
     // `--from=-0x...`: a negative value in its own word would read as a flag.
     let mut args = spec.args();
     args.extend([format!("--from={from}"), format!("--to={to}")]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let cases = tmd_tests::local_search(&args);
     let out = std::process::Command::new(tmd_tests::bin("tmd-worker"))
         .arg("search")
         .args(&args)
         .args(["--output", "json", "--quiet"])
         .output()
         .expect("run tmd-worker search");
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cases = v["hr_cases"]
+        .as_array()
+        .expect("hr_cases")
+        .iter()
+        .map(|c| {
+            (
+                c["x"].as_str().unwrap().to_string(),
+                c["bits"].as_i64().unwrap(),
+                c["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     let runs = v["skipped"]
         .as_array()
         .expect("skipped")
         .iter()
         .map(run_of)
         .collect();
-    (cases, runs)
+    let exact = v["exact_cases"]
+        .as_array()
+        .expect("exact_cases")
+        .iter()
+        .map(|e| e["x"].as_str().unwrap().to_string())
+        .collect();
+    (cases, runs, exact)
 }
 
 fn run_of(s: &serde_json::Value) -> Run {
@@ -80,48 +109,17 @@ fn run_of(s: &serde_json::Value) -> Run {
     )
 }
 
-/// A C99 hex number (`-0x1.8feebp+6`, `0x0p+0`) as f64: exact for formats of up to 53 bits.
-fn hex(s: &str) -> f64 {
-    let (neg, s) = s.strip_prefix('-').map_or((false, s), |t| (true, t));
-    let s = s.strip_prefix("0x").expect("hex");
-    let (m, e) = s.split_once('p').expect("exponent");
-    let (int, frac) = m.split_once('.').unwrap_or((m, ""));
-    let digits = format!("{int}{frac}");
-    let v = u64::from_str_radix(&digits, 16).expect("digits") as f64
-        * 2f64.powi(e.parse::<i32>().unwrap() - 4 * frac.len() as i32);
-    if neg {
-        -v
-    } else {
-        v
-    }
-}
-
 /// The runs of many units merged as a range's search merges them: runs of one reason that
-/// meet (no number of the format between them, `p` bits, smallest subnormal `2^tiny`).
-fn merged(runs: &BTreeSet<Run>, p: i32, tiny: i32) -> BTreeSet<Run> {
+/// meet (the next number of the format after one's last is the other's first).
+fn merged(runs: &BTreeSet<Run>, format: &str) -> BTreeSet<Run> {
+    let fmt: Format = format.parse().expect("a format");
+    let value = |x: &str| parse_number(x, 64, Round::Nearest).expect("C99 hex");
     let mut v: Vec<&Run> = runs.iter().collect();
-    v.sort_by(|a, b| hex(&a.0).total_cmp(&hex(&b.0)));
-    // The next number of the format above x (x a number of it, exponents unbounded above).
-    let next = |x: f64| {
-        let e = if x == 0.0 {
-            tiny
-        } else {
-            let a = x.abs();
-            let ex = a.log2().floor() as i32;
-            let ulp = (ex - p + 1).max(tiny);
-            // Below a power of two the ulp going down is half.
-            if x < 0.0 && a == 2f64.powi(ex) && ulp > tiny {
-                ulp - 1
-            } else {
-                ulp
-            }
-        };
-        x + 2f64.powi(e)
-    };
+    v.sort_by(|a, b| value(&a.0).partial_cmp(&value(&b.0)).expect("finite"));
     let mut out: Vec<Run> = Vec::new();
     for r in v {
         match out.last_mut() {
-            Some(l) if l.3 == r.3 && next(hex(&l.1)) == hex(&r.0) => {
+            Some(l) if l.3 == r.3 && fmt.next_up(&value(&l.1)) == value(&r.0) => {
                 l.1 = r.1.clone();
                 l.2 += r.2;
             }
@@ -131,10 +129,12 @@ fn merged(runs: &BTreeSet<Run>, p: i32, tiny: i32) -> BTreeSet<Run> {
     out.into_iter().collect()
 }
 
-/// Runs one campaign with a CPU daemon and checks it against the local searches.
-async fn campaign_equals_search(spec: Spec, p: i32, tiny: i32) -> BTreeSet<Run> {
+/// Runs one campaign with a CPU daemon and checks it against the local searches: HR-cases,
+/// exact cases, skipped runs. Returns the local searches' findings.
+async fn campaign_equals_search(spec: Spec) -> Found {
     let db = TestDb::new().await;
-    let dir = scratch("format");
+    // One directory per campaign: the tests of this file run at once in one process.
+    let dir = scratch(&format!("format-{}-{}", spec.function, spec.format));
     let server = Server::start(db.url(), &dir, &[]);
     let url = server.url();
     let mut args = vec!["campaign".to_string(), "create".to_string()];
@@ -146,11 +146,14 @@ async fn campaign_equals_search(spec: Spec, p: i32, tiny: i32) -> BTreeSet<Run> 
     let c = admin(&url, &args);
     let campaign = c["id"].as_i64().unwrap();
     let units = c["units_total"].as_i64().unwrap();
-    assert_eq!(c["format"], spec.format, "{c}");
-    assert!(
-        c["judged_as"].as_str().unwrap().contains("subnormal"),
-        "{c}"
-    );
+    let bare = spec.format.starts_with('p');
+    if bare {
+        assert!(c["format"].is_null(), "{c}");
+    } else {
+        assert_eq!(c["format"], spec.format, "{c}");
+    }
+    let judged = if bare { "unbounded" } else { "subnormal" };
+    assert!(c["judged_as"].as_str().unwrap().contains(judged), "{c}");
     let token = admin(&url, &["token", "create"])["token"]
         .as_str()
         .unwrap()
@@ -170,13 +173,29 @@ async fn campaign_equals_search(spec: Spec, p: i32, tiny: i32) -> BTreeSet<Run> 
 
     let mut want_cases = BTreeSet::new();
     let mut want_runs = BTreeSet::new();
+    let mut want_exact = BTreeSet::new();
     for (from, to) in spec.ranges {
-        let (c, r) = local(&spec, from, to);
+        let (c, r, e) = local(&spec, from, to);
         want_cases.extend(c);
         want_runs.extend(r);
+        want_exact.extend(e);
     }
     let got_cases = every_unit_done_once(&db, campaign, units).await;
     assert_eq!(got_cases, want_cases, "HR-cases equal a local search's");
+    let got_exact: Vec<String> = sqlx::query_scalar(
+        "SELECT e.x FROM results r JOIN units u ON u.id = r.unit_id, \
+             jsonb_array_elements_text(r.exact_cases) AS e(x) WHERE u.campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        got_exact.iter().cloned().collect::<BTreeSet<_>>(),
+        want_exact,
+        "exact cases equal a local search's"
+    );
+    assert_eq!(got_exact.len(), want_exact.len(), "each exact case once");
 
     let stored: Vec<(String, String, i64, String)> = sqlx::query_as(
         "SELECT first, last, count, reason FROM skipped_runs WHERE campaign_id = $1",
@@ -191,7 +210,7 @@ async fn campaign_equals_search(spec: Spec, p: i32, tiny: i32) -> BTreeSet<Run> 
         .map(|(f, l, n, r)| (f, l, n as u64, r))
         .collect();
     assert_eq!(
-        merged(&got_runs, p, tiny),
+        merged(&got_runs, spec.format),
         want_runs,
         "skipped runs equal a local search's"
     );
@@ -250,7 +269,7 @@ async fn campaign_equals_search(spec: Spec, p: i32, tiny: i32) -> BTreeSet<Run> 
     drop(server);
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);
-    want_runs
+    (want_cases, want_runs, want_exact)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,12 +281,12 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
         unit_bits: "14",
         ranges: &EXP_RANGES,
     };
-    let (cases, _) = local(&spec, EXP_RANGES[1].0, EXP_RANGES[1].1);
+    let (cases, _, _) = local(&spec, EXP_RANGES[1].0, EXP_RANGES[1].1);
     assert!(
         cases.iter().any(|c| c.0 == "-0x1.8feebp+6"),
         "issue 14's subnormal case"
     );
-    let runs = campaign_equals_search(spec, 24, -149).await;
+    let (_, runs, _) = campaign_equals_search(spec).await;
     let reasons: BTreeSet<&str> = runs.iter().map(|r| r.3.as_str()).collect();
     assert_eq!(
         reasons,
@@ -280,17 +299,37 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
 async fn a_binary16_campaign_through_zero_searches_subnormals_and_lists_trivial_runs() {
     // sin in binary16 on [-2^-6, 2^-6]: normal and subnormal arguments of both signs, zero
     // (an exact case), and near 0 the runs where sin rounds like x.
-    let runs = campaign_equals_search(
-        Spec {
-            function: "sin",
-            format: "binary16",
-            min_bits: "6",
-            unit_bits: "8",
-            ranges: &[("-0x1p-6", "0x1p-6")],
-        },
-        11,
-        -24,
-    )
+    let (_, runs, exact) = campaign_equals_search(Spec {
+        function: "sin",
+        format: "binary16",
+        min_bits: "6",
+        unit_bits: "8",
+        ranges: &[("-0x1p-6", "0x1p-6")],
+    })
     .await;
     assert!(runs.iter().any(|r| r.3 == "trivial"), "{runs:?}");
+    assert!(exact.contains("0x0p+0"), "{exact:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_precision_campaign_searches_zero_as_a_local_search_does() {
+    // exp and cos in p11 (exponent unbounded, no subnormal numbers) on [-2^-1020, 2^-1020):
+    // the normal numbers of binades -1022 and -1021 of both signs (trivial runs: both round
+    // like 1) and zero, planned as a unit of its own: the exact case exp(0) = cos(0) = 1.
+    for function in ["exp", "cos"] {
+        let (cases, runs, exact) = campaign_equals_search(Spec {
+            function,
+            format: "p11",
+            min_bits: "6",
+            unit_bits: "10",
+            ranges: &[("-0x1p-1020", "0x1p-1020")],
+        })
+        .await;
+        assert_eq!(exact, BTreeSet::from(["0x0p+0".to_string()]), "{function}");
+        assert!(cases.is_empty(), "{function}: {cases:?}");
+        assert!(
+            runs.iter().all(|r| r.3 == "trivial"),
+            "{function}: {runs:?}"
+        );
+    }
 }

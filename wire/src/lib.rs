@@ -740,6 +740,30 @@ pub struct ExportedHrCase {
     pub unit_id: i64,
 }
 
+/// `GET /api/v1/campaigns/{id}/hr-cases?format=json&shape=object`: the campaign's HR-cases
+/// with its skipped runs (overflow, underflow, pole, trivial and exact runs) in one document;
+/// `shape=array` (the default) is the bare array of cases older readers take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct HrCasesDocument {
+    /// The shape's version: 1. A reader refuses a version it does not know.
+    pub version: u32,
+    pub campaign_id: i64,
+    pub function: String,
+    pub precision: u32,
+    /// The named format, absent for a bare precision (exponent unbounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// How results are judged, for people.
+    pub judged_as: String,
+    /// The campaign's threshold (the cases' filter may ask for more).
+    pub min_bits: u32,
+    /// The runs of arguments not listed case by case, per unit, by argument (not filtered).
+    pub skipped_runs: Vec<SkippedRun>,
+    /// The cases, filtered and ordered as asked, as the array shape lists them.
+    pub cases: Vec<ExportedHrCase>,
+}
+
 /// How far one binade (sign and exponent) of a campaign is covered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

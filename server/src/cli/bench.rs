@@ -18,13 +18,9 @@ use tmd_wire::{
     ReleaseResponse, ResultAccepted, UnitResult, UnitStats, WorkerRegistered,
 };
 
-/// `bench` options.
+/// Where a bench (`bench`, `bench farm`) creates its throwaway database.
 #[derive(Debug, Clone, Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct BenchArgs {
-    /// A GPU farm posting result batches to real server processes (see `bench farm --help`).
-    #[command(subcommand)]
-    pub mode: Option<BenchMode>,
+pub struct BenchDatabase {
     /// A PostgreSQL database on a server where the bench may create (and then drop) its own
     /// database.
     #[arg(
@@ -33,6 +29,17 @@ pub struct BenchArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres"
     )]
     pub database_url: String,
+}
+
+/// `bench` options.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    /// A GPU farm posting result batches to real server processes (see `bench farm --help`).
+    #[command(subcommand)]
+    pub mode: Option<BenchMode>,
+    #[command(flatten)]
+    pub database: BenchDatabase,
     /// Simulated workers, each running cycles back to back.
     #[arg(long, default_value_t = 32)]
     pub workers: usize,
@@ -251,7 +258,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("--workers and --seconds must be at least 1");
     }
     let name = format!("tmd_bench_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&args.database_url)
+    let mut admin = PgConnection::connect(&args.database.database_url)
         .await
         .context("cannot connect to the benchmark's PostgreSQL")?;
     admin
@@ -267,7 +274,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
     use std::str::FromStr;
-    let options = PgConnectOptions::from_str(&args.database_url)?.database(db);
+    let options = PgConnectOptions::from_str(&args.database.database_url)?.database(db);
     let pool = PgPoolOptions::new()
         // A failed connection shows on use anyway; a ping per acquire costs a round trip.
         .test_before_acquire(false)

@@ -14,7 +14,7 @@
 //! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
 //! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
 
-use crate::cli::bench::{empty_result, register, Refused, WorkerClient};
+use crate::cli::bench::{empty_result, register, BenchDatabase, Refused, WorkerClient};
 use anyhow::{bail, Context};
 use clap::Args;
 use sqlx::{Connection, Executor, PgConnection};
@@ -26,13 +26,8 @@ use tmd_wire::{ArgRange, BatchedResult, CreateCampaign, CreateEnrollmentToken, E
 /// `bench farm` options.
 #[derive(Debug, Clone, Args)]
 pub struct FarmArgs {
-    /// A PostgreSQL database on a server where the bench may create (and drop) its own.
-    #[arg(
-        long,
-        env = "TMD_BENCH_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub database_url: String,
+    #[command(flatten)]
+    pub database: BenchDatabase,
     /// Simulated GPUs (one worker each).
     #[arg(long, default_value_t = 100)]
     pub gpus: usize,
@@ -137,13 +132,13 @@ pub async fn run(args: &FarmArgs) -> anyhow::Result<()> {
         bail!("--units-per-second and --batch-seconds must be positive");
     }
     let name = format!("tmd_farm_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&args.database_url)
+    let mut admin = PgConnection::connect(&args.database.database_url)
         .await
         .context("cannot connect to the benchmark's PostgreSQL")?;
     admin
         .execute(format!("CREATE DATABASE {name}").as_str())
         .await?;
-    let mut url = reqwest::Url::parse(&args.database_url)?;
+    let mut url = reqwest::Url::parse(&args.database.database_url)?;
     url.set_path(&format!("/{name}"));
     let mut children = Vec::new();
     let outcome = run_on(args, url.as_str(), &mut children).await;

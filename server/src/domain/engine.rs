@@ -216,15 +216,17 @@ pub fn verify_result(
     Ok(out)
 }
 
-/// Most skipped runs one result may carry (as many as cases): a unit where nearly every other
-/// argument is skipped (tanpi where the format's arguments are all integers and
-/// half-integers) cannot be reported whole and is quarantined with the reason.
+/// Most skipped runs one result may carry (as many as cases): a unit where many arguments
+/// apart are skipped (tanpi where the format's arguments are multiples of 1/8: a pole every
+/// fourth; coarser grids are one exact run) cannot be reported whole and is quarantined with
+/// the reason.
 pub const MAX_SKIPPED_RUNS: usize = 10_000;
 
-/// The runs of `unit`'s arguments that must be skipped in `fmt` (overflow, underflow, pole),
-/// computed here (`tmd_kernels::skip`), not taken from the worker: the worker's `posted` runs
-/// must equal them (first and last as arguments of the unit, count, reason code), else the
-/// result is refused as forged. Returns the server's runs, with their rules, to store.
+/// The runs of `unit`'s arguments that must be skipped in `fmt` (overflow, underflow, pole,
+/// trivial, exact), computed here (`tmd_kernels::skip`), not taken from the worker: the
+/// worker's `posted` runs must equal them (first and last as arguments of the unit, count,
+/// reason code), else the result is refused as forged. Returns the server's runs, with their
+/// rules, to store.
 pub fn check_skipped(
     function: &str,
     fmt: Format,

@@ -18,8 +18,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use sqlx::PgPool;
-use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrKind, SkippedRun};
-use utoipa::IntoParams;
+use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrCasesDocument, HrKind, SkippedRun};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -55,12 +55,30 @@ pub struct ExportQuery {
     /// At most this many cases (all when absent).
     #[param(value_type = Option<i64>, minimum = 1)]
     pub limit: Option<String>,
+    /// For `json`: `array` (default: the array of HR-cases) or `object` (an
+    /// `HrCasesDocument`, version 1: the campaign's skipped runs and the cases).
+    #[param(value_type = Option<String>, pattern = "^(array|object)$")]
+    pub shape: Option<String>,
+}
+
+/// The `json` export's two shapes (OpenAPI: one of them, as `shape` asks).
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)] // a schema only: the body is streamed, never built as this type
+#[serde(untagged)]
+pub enum JsonExport {
+    /// `shape=array` (the default).
+    Array(Vec<ExportedHrCase>),
+    /// `shape=object`.
+    Object(HrCasesDocument),
 }
 
 /// The output formats of an export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// The array of HR-cases.
     Json,
+    /// An [`HrCasesDocument`]: the skipped runs and the HR-cases.
+    JsonObject,
     Csv,
     Wc,
 }
@@ -78,6 +96,7 @@ impl Format {
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Json => "json",
+            Format::JsonObject => "json-object",
             Format::Csv => "csv",
             Format::Wc => "wc",
         }
@@ -85,7 +104,7 @@ impl Format {
 
     fn content_type(self) -> &'static str {
         match self {
-            Format::Json => "application/json",
+            Format::Json | Format::JsonObject => "application/json",
             Format::Csv => "text/csv; charset=utf-8",
             Format::Wc => "text/plain; charset=utf-8",
         }
@@ -123,6 +142,12 @@ impl ExportQuery {
             None => Format::Json,
             Some(s) => Format::parse(s).ok_or_else(|| bad("format must be json, csv or wc"))?,
         };
+        let format = match (present(&self.shape), format) {
+            (None | Some("array"), f) => f,
+            (Some("object"), Format::Json) => Format::JsonObject,
+            (Some("object"), _) => return Err(bad("shape=object is for format json only")),
+            (Some(_), _) => return Err(bad("shape must be array or object")),
+        };
         let order = match present(&self.sort) {
             None | Some("argument") => HrOrder::Argument,
             Some("hardness") => HrOrder::Hardness,
@@ -150,7 +175,8 @@ impl ExportQuery {
     }
 }
 
-/// Lists a campaign's verified HR-cases, streamed: `json` (an array of objects), `csv`
+/// Lists a campaign's verified HR-cases, streamed: `json` (an array of objects; with
+/// `shape=object` an `HrCasesDocument`, version 1, holding the skipped runs too), `csv`
 /// (header `x,bits,neg_log2_d,kind,rounded`, then `#` comment lines: the format and each run
 /// of skipped arguments with its reason) or `wc` (a `#` comment header with the format and the
 /// skipped runs, then one C99 hex argument per line, as CORE-MATH's worst-case files). All
@@ -161,7 +187,7 @@ impl ExportQuery {
     params(("id" = i64, Path, description = "campaign id"), ExportQuery),
     responses(
         (status = 200, description = "the HR-cases, in the format asked for", content(
-            (Vec<ExportedHrCase> = "application/json"),
+            (JsonExport = "application/json"),
             (String = "text/csv"),
             (String = "text/plain"))),
         (status = 400, body = ApiError), (status = 401, body = ApiError),
@@ -246,12 +272,21 @@ pub fn format_name(c: &Campaign) -> String {
 }
 
 /// The skipped runs of a csv or wc export as `#` comment lines after the header (never
-/// silent); the json export is the array of cases alone (its readers take an array), and the
-/// runs are in the campaign's progress.
+/// silent), of a json object export as its `skipped_runs` member (then `"cases":[` opens);
+/// the array export is the cases alone (its readers take an array), and the runs are in the
+/// campaign's progress.
 fn write_skipped(buf: &mut Vec<u8>, format: Format, skipped: &[SkippedRun]) {
     use std::io::Write;
-    if format == Format::Json {
-        return;
+    match format {
+        Format::Json => return,
+        Format::JsonObject => {
+            buf.extend_from_slice(b"\"skipped_runs\":");
+            // Serialising plain strings and numbers cannot fail.
+            let _ = serde_json::to_writer(&mut *buf, skipped);
+            buf.extend_from_slice(b",\"cases\":[");
+            return;
+        }
+        Format::Csv | Format::Wc => {}
     }
     for s in skipped {
         let _ = writeln!(
@@ -278,6 +313,22 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
     use std::io::Write;
     match spec.format {
         Format::Json => buf.push(b'['),
+        Format::JsonObject => {
+            // The document's head: every member but the runs and the cases, written with
+            // serde (the campaign's texts escaped), its closing brace dropped.
+            let head = serde_json::json!({
+                "version": 1,
+                "campaign_id": c.id,
+                "function": c.function,
+                "precision": c.precision,
+                "format": c.format,
+                "judged_as": c.judged_as,
+                "min_bits": c.min_bits,
+            });
+            let text = head.to_string();
+            buf.extend_from_slice(&text.as_bytes()[..text.len() - 1]);
+            buf.push(b',');
+        }
         Format::Csv => {
             buf.extend_from_slice(b"x,bits,neg_log2_d,kind,rounded\n");
             let _ = writeln!(buf, "# format {}", comment_safe(&c.judged_as));
@@ -330,7 +381,7 @@ fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
 fn write_row(buf: &mut Vec<u8>, format: Format, case: &ExportedHrCase, first: bool) {
     use std::io::Write;
     match format {
-        Format::Json => {
+        Format::Json | Format::JsonObject => {
             buf.extend_from_slice(if first { b"\n" } else { b",\n" });
             // Serialising plain strings and numbers cannot fail.
             let _ = serde_json::to_writer(&mut *buf, case);
@@ -353,8 +404,10 @@ fn write_row(buf: &mut Vec<u8>, format: Format, case: &ExportedHrCase, first: bo
 }
 
 fn write_suffix(buf: &mut Vec<u8>, format: Format, empty: bool) {
-    if format == Format::Json {
-        buf.extend_from_slice(if empty { b"]\n" } else { b"\n]\n" });
+    match format {
+        Format::Json => buf.extend_from_slice(if empty { b"]\n" } else { b"\n]\n" }),
+        Format::JsonObject => buf.extend_from_slice(if empty { b"]}\n" } else { b"\n]}\n" }),
+        Format::Csv | Format::Wc => {}
     }
 }
 

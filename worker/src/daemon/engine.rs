@@ -238,7 +238,7 @@ pub fn to_wire(
                 last: s.last.clone(),
                 count: s.count,
                 reason: s.reason.as_str().to_string(),
-                rule: s.reason.rule().to_string(),
+                rule: s.rule(),
             })
             .collect(),
         elapsed,

@@ -22,8 +22,8 @@ use tmd_kernels::format::{float_to_hex, parse_number};
 use tmd_kernels::generation::generate;
 use tmd_kernels::plan::{default_unit_bits, parse_range, split_range_in};
 use tmd_kernels::search::{
-    search_unit, search_zero, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings,
-    UnitResult, MAX_MIN_BITS,
+    search_unit, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings, UnitResult,
+    MAX_MIN_BITS,
 };
 use tmd_kernels::verify::{verify_case_in, Verdict};
 use tmd_kernels::{Function, Precision};
@@ -543,12 +543,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         return Err(e);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let mut result = RangeResult::from_units_in(sink.results, cfg.format());
-    // A bare precision's units hold no zero: judged here when the range holds it (a named
-    // format's units hold it; search_zero does nothing then).
-    if (lo.is_sign_negative() || lo.is_zero()) && hi.is_sign_positive() && !hi.is_zero() {
-        search_zero(&cfg, &mut result)?;
-    }
+    let result = RangeResult::from_units_in(sink.results, cfg.format());
     let text = render(a.output, &described, &result, &engine, elapsed)?;
     match &a.output_file {
         Some(path) => {
