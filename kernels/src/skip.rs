@@ -16,7 +16,7 @@ use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::search::{split, Runs, Skipped};
 use crate::series::Series;
-use crate::trivial::partition;
+use crate::trivial::{partition, Part};
 use crate::verify::{classify_in, SkipReason, Verdict, VerifyError};
 use rug::Float;
 use std::cmp::Ordering;
@@ -49,16 +49,20 @@ pub fn skipped_runs(
     unit: UnitSpec,
 ) -> Result<Vec<Skipped>, VerifyError> {
     let mut runs = Runs::default();
-    for (part, trivial) in partition(f, fmt, min_bits, unit, split) {
-        if let Some(t) = trivial {
-            runs.push(
+    for (part, kind) in partition(f, fmt, min_bits, unit, split) {
+        match kind {
+            Part::Trivial(t) => runs.push(
                 part.first - unit.first,
                 part.count,
                 SkipReason::Trivial,
                 Some(t),
-            );
-        } else if fmt.exponents.is_some() || f.has_poles() {
-            beyond_range(f, fmt, unit, part, &mut runs)?;
+            ),
+            // Normal results of a finite, monotone f: nothing beyond the range, no pole.
+            Part::Clear => {}
+            Part::Search if fmt.exponents.is_some() || f.has_poles() => {
+                beyond_range(f, fmt, unit, part, &mut runs)?
+            }
+            Part::Search => {}
         }
     }
     Ok(runs.into_skipped(unit, fmt.precision))
@@ -226,6 +230,15 @@ mod tests {
         assert!(compare(Function::Exp, "bfloat16", "-0x1p-6", "0x1p-5", 6) > 0);
         // A bare precision has trivial runs too (no subnormals there).
         assert!(compare(Function::Sinh, "p11", "0x1p-12", "0x1p-6", 6) > 0);
+        // Far from 0 and in the bands beyond trivial regions (monotone.rs): runs near the
+        // limits, clear pieces cut the same way.
+        assert!(compare(Function::Tanh, "binary16", "2", "0x1.ffcp+15", 8) > 0);
+        assert!(compare(Function::Expm1, "bfloat16", "-0x1.fep+127", "-2", 6) > 0);
+        assert!(compare(Function::Erfc, "bfloat16", "-0x1.fep+127", "-1", 6) > 0);
+        assert!(compare(Function::Exp, "binary32", "0x1.fep-33", "0x1.01p-32", 14) > 0);
+        assert!(compare(Function::Sin, "binary32", "0x1.ap-16", "0x1.fp-16", 14) > 0);
+        assert!(compare(Function::Tanh, "binary64", "20", "24", 40) > 0);
+        assert!(compare(Function::Atanpi, "p24", "0x1p+30", "0x1p+40", 20) > 0);
     }
 
     #[test]
