@@ -125,7 +125,9 @@ pub fn judge(
     reference: &Reference,
 ) -> Decision {
     let no = Decision::Undecided { split: false };
-    if piece.count == 0 {
+    // Zero (significand 0, in a named format's subnormal binade) is judged apart: f(0) = c is
+    // an exact case (exp, cos), never part of a run, and g(0) = 0 is no residual.
+    if piece.count == 0 || piece.first == 0 {
         return no;
     }
     let p = fmt.precision;

@@ -258,7 +258,6 @@ fn far_regions_every_argument_binary16() {
         let r = compare(f, "binary16", all.0, all.1, 7, 10);
         let runs = trivial_runs(&r);
         assert!(runs.iter().any(|(l, _)| *l == like), "{f}: {runs:?}");
-        assert!(r.stats.clear_arguments > 0, "{f}: clear pieces");
     }
 }
 
