@@ -231,10 +231,25 @@ pub fn judge(
             return no;
         }
     }
-    // A few breakpoints wide: the gaps and runs inside are separated by O(1) edges, so halving
-    // down to them costs O(log count) pieces per edge.
+    // Split only at the edge of the reference's own run: a few breakpoints wide and within
+    // 2^(1-k) of the reference's breakpoint (0 for a residual, |c| on the grid e_lo for Flat), so the
+    // halves down to the edge cost O(log count) pieces; elsewhere (an isolated HR-case in a flat
+    // stretch) the piece is searched as before.
+    let reference_point = match reference {
+        Reference::Residual { .. } => Some(Float::new(prec)),
+        Reference::Flat { c: Some(c), .. } => Some(Float::with_val(prec, c.abs_ref()) << scale),
+        Reference::Flat { c: None, .. } => None,
+    };
+    // A piece holding the edge holds a value within 2^-k of the breakpoint (its run's side).
+    let near_edge = reference_point.is_some_and(|n| {
+        let below = Float::with_val(prec + 64, &lo - &n);
+        let above = Float::with_val(prec + 64, &n - &hi);
+        let slack = Float::with_val(8, &eps * 2u32);
+        below <= slack && above <= slack
+    });
+    // Or where f crosses a power of two inside the piece (one point: sin just below 2^E).
     Decision::Undecided {
-        split: piece.count > 1 && width < 4,
+        split: piece.count > 1 && width < 4 && (near_edge || e_lo != e_hi),
     }
 }
 
