@@ -5,7 +5,8 @@
 # benchmark: exp on [1, 2) at 54 bits (CORE-MATH's binary80 threshold), one GPU, with the time
 # projected to the whole binade. Prints PASS or FAIL per check and exits 1 on any FAIL.
 #
-# Zero and subnormal arguments and trivial runs (issue 14 items 3 and 4) are among the checks.
+# Zero and subnormal arguments and trivial runs (issue 14 items 3 and 4) are among the checks,
+# and the far trivial runs and clear pieces (tanh, expm1, erf, erfc far out; exp, sin bands).
 #
 # Usage: scripts/gpu-formats-check.sh [BENCH_UNITS (2; 0 skips the benchmark)]
 #   W=path/to/tmd-worker: a prebuilt worker (a GPU machine without cargo).
@@ -84,6 +85,16 @@ check "exp binary32 across the trivial region's end" exp binary32 0x1p-38 0x1p-3
 check "cos binary32 through 0, trivial region and beyond" cos binary32 -0x1p-17 0x1p-17 12 16
 check "atan binary16 every argument" atan binary16 -0x1.ffcp+15 0x1.ffcp+15 7 10
 check "exp bfloat16 every argument" exp bfloat16 -0x1.fep+127 0x1.fep+127 5 10
+# Far trivial runs and clear pieces (monotone.rs, docs/error-analysis.md §11): the cut happens
+# before the back end, so both must list the same runs and count the same clear arguments.
+check "tanh binary64 far: clear, then rounds like 1" tanh binary64 20 40 44 40
+check "expm1 binary64 far: rounds like -1" expm1 binary64 -800 -40 44 40
+check "exp binary64 band beyond the trivial region (negative)" exp binary64 -0x1p-96 -0x1p-100 44 40
+check "sin binary64 band beyond the trivial region" sin binary64 0x1p-50 0x1p-40 44 40
+check "erf binary32 far edge" erf binary32 4 8 16 16
+check "erfc binary32 near 2" erfc binary32 -8 -2 16 16
+check "tanh bfloat16 every argument" tanh bfloat16 -0x1.fep+127 0x1.fep+127 5 10
+check "erfc binary16 every argument" erfc binary16 -0x1.ffcp+15 0x1.ffcp+15 7 10
 
 echo "== binary80 benchmark: exp on [1, 2) at 54 bits, $BENCH_UNITS units of 2^40, one GPU"
 if [ -n "${NO_GPU:-}" ] || [ "$BENCH_UNITS" = 0 ]; then

@@ -138,6 +138,12 @@ fn exp2_exact_on(fmt: Format, unit: UnitSpec) -> bool {
     }
 }
 
+/// Whether some unit of `f` can be an exact run ([`exact_run`]) in some format.
+pub fn has_exact_regions(f: Function) -> bool {
+    use Function::*;
+    matches!(f, Sinpi | Cospi | Tanpi | Exp2)
+}
+
 /// The exact run of `unit` in format `fmt` when every argument of it is exact (tanpi: exact or
 /// a pole): the whole unit, one run, with reason [`SkipReason::Exact`] and its rule.
 pub fn exact_run(f: Function, fmt: Format, unit: UnitSpec) -> Option<Skipped> {

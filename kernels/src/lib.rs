@@ -11,6 +11,7 @@ pub mod fixed;
 pub mod format;
 pub mod function;
 pub mod generation;
+pub mod monotone;
 pub mod plan;
 pub mod range;
 pub mod search;

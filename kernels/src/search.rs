@@ -12,7 +12,7 @@ use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
 pub use crate::range::{search_units, RangeResult};
-use crate::trivial::{partition, TrivialRun};
+use crate::trivial::{partition, Part, TrivialRun};
 use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
 use rug::Integer;
@@ -127,6 +127,15 @@ pub struct Stats {
     pub exhaustive_arguments: u64,
     /// Polynomial pieces the units were cut into.
     pub pieces: u64,
+    /// Arguments proven free of HR-cases by enclosures (`monotone.rs`, clear pieces), not
+    /// walked: searched by that proof. Absent from the JSON when 0, so the digests of results
+    /// without clear pieces stay what they were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clear_arguments: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Stats {
@@ -141,6 +150,7 @@ impl Stats {
         self.false_positives += o.false_positives;
         self.exhaustive_arguments += o.exhaustive_arguments;
         self.pieces += o.pieces;
+        self.clear_arguments += o.clear_arguments;
     }
 }
 
@@ -538,18 +548,25 @@ pub fn search_unit(
         });
     }
     let mut skipped = Runs::default();
-    // Where f rounds like x or like f(0) near 0, trivial runs first (`trivial::partition`, the
-    // same cut the coordinator checks a result's runs with); the rest is searched.
+    // Trivial runs and clear pieces first (`trivial::partition`, the same cut the coordinator
+    // checks a result's runs with); the rest is searched.
     let parts = if cfg.trivial_regions {
         partition(cfg.function, cfg.format(), cfg.min_bits, unit, split)
     } else {
-        vec![(unit, None)]
+        vec![(unit, Part::Search)]
     };
     let mut pieces = Vec::new();
-    for (part, trivial) in parts {
-        if let Some(t) = trivial {
-            pieces.push((part, PiecePlan::Trivial(t)));
-            continue;
+    for (part, kind) in parts {
+        match kind {
+            Part::Trivial(t) => {
+                pieces.push((part, PiecePlan::Trivial(t)));
+                continue;
+            }
+            Part::Clear => {
+                stats.clear_arguments += part.count;
+                continue;
+            }
+            Part::Search => {}
         }
         let mut stack = vec![part];
         // Depth-first, left to right: pieces come out in argument order.

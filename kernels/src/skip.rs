@@ -11,13 +11,14 @@
 //! search merges them, so the two lists are equal as lists.
 
 use crate::ball::Ball;
-use crate::exact::exact_run;
+use crate::exact::{exact_run, has_exact_regions};
+use crate::monotone::asymptote;
 use crate::format::Format;
 use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::search::{split, Runs, Skipped};
 use crate::series::Series;
-use crate::trivial::partition;
+use crate::trivial::{partition, Part, Rule};
 use crate::verify::{classify_in, SkipReason, Verdict, VerifyError};
 use rug::Float;
 use std::cmp::Ordering;
@@ -38,6 +39,19 @@ enum Piece {
     Unknown,
 }
 
+/// Whether the runs [`skipped_runs`] gives for `unit`, and for every unit inside it, are exactly
+/// its arguments beyond the format's range: a property of each argument, so a range that
+/// skips nothing has no part that skips something. That holds where no rule that depends on
+/// the cut can reach: no pole, no exact region (`exact.rs`), no trivial run near 0
+/// (`trivial::Rule`) and no asymptote far from it (`monotone::asymptote`). The coordinator
+/// answers for all the units of such a binade at once; a new kind of run must be added here.
+pub fn runs_are_pointwise(f: Function, fmt: Format, unit: UnitSpec) -> bool {
+    !f.has_poles()
+        && !has_exact_regions(f)
+        && asymptote(f, unit.negative).is_none()
+        && Rule::for_unit(f, fmt.precision, unit).is_none()
+}
+
 /// The skipped runs of `unit` in format `fmt` at threshold `min_bits`, in the order of
 /// `search_unit` (significand order, adjacent runs of one reason merged; `first`/`last` the
 /// smallest and largest value): a unit of an exact region whole (`exact::exact_run`, the
@@ -54,16 +68,20 @@ pub fn skipped_runs(
         return Ok(vec![run]);
     }
     let mut runs = Runs::default();
-    for (part, trivial) in partition(f, fmt, min_bits, unit, split) {
-        if let Some(t) = trivial {
-            runs.push(
+    for (part, kind) in partition(f, fmt, min_bits, unit, split) {
+        match kind {
+            Part::Trivial(t) => runs.push(
                 part.first - unit.first,
                 part.count,
                 SkipReason::Trivial,
                 Some(t),
-            );
-        } else if fmt.exponents.is_some() || f.has_poles() {
-            beyond_range(f, fmt, unit, part, &mut runs)?;
+            ),
+            // Normal results of a finite, monotone f: nothing beyond the range, no pole.
+            Part::Clear => {}
+            Part::Search if fmt.exponents.is_some() || f.has_poles() => {
+                beyond_range(f, fmt, unit, part, &mut runs)?
+            }
+            Part::Search => {}
         }
     }
     Ok(runs.into_skipped(unit, fmt.precision))
@@ -226,6 +244,15 @@ mod tests {
         assert!(compare(Function::Exp, "bfloat16", "-0x1p-6", "0x1p-5", 6) > 0);
         // A bare precision has trivial runs too (no subnormals there).
         assert!(compare(Function::Sinh, "p11", "0x1p-12", "0x1p-6", 6) > 0);
+        // Far from 0 and in the bands beyond trivial regions (monotone.rs): runs near the
+        // limits, clear pieces cut the same way.
+        assert!(compare(Function::Tanh, "binary16", "2", "0x1.ffcp+15", 8) > 0);
+        assert!(compare(Function::Expm1, "bfloat16", "-0x1.fep+127", "-2", 6) > 0);
+        assert!(compare(Function::Erfc, "bfloat16", "-0x1.fep+127", "-1", 6) > 0);
+        assert!(compare(Function::Exp, "binary32", "0x1.fep-33", "0x1.01p-32", 14) > 0);
+        assert!(compare(Function::Sin, "binary32", "0x1.ap-16", "0x1.fp-16", 14) > 0);
+        assert!(compare(Function::Tanh, "binary64", "20", "24", 40) > 0);
+        assert!(compare(Function::Atanpi, "p24", "0x1p+30", "0x1p+40", 20) > 0);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use tmd_kernels::format::parse_number;
 use tmd_kernels::format::Format;
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
-use tmd_kernels::trivial::Rule;
+use tmd_kernels::skip::runs_are_pointwise;
 use tmd_kernels::verify::{verify_case_in, Kind, Verdict};
 use tmd_kernels::{Argument, Function, Precision};
 use tmd_wire::{HrCase, HrKind, SkippedRun, UnitSpec};
@@ -294,19 +294,20 @@ pub fn check_skipped(
         .collect())
 }
 
-/// Whether the runs a unit must skip are known to be none without computing them: a bare
-/// precision of a function without poles skips nothing away from its trivial region near 0,
-/// and a unit of a named format skips nothing inside a binade the engine found to skip nothing
-/// ([`learn_binade`]).
+/// Whether the runs a unit must skip are known to be none without computing them. Only where
+/// its runs can be nothing but arguments beyond the range (`skip::runs_are_pointwise`: no
+/// pole, exact region, or trivial run near 0 or far from it): then a bare precision skips
+/// nothing, and a unit of a named format skips nothing inside a binade the engine found to
+/// skip nothing ([`learn_binade`]).
 pub fn skips_nothing(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec) -> bool {
     let Ok(f) = Function::from_str(function) else {
         return false;
     };
-    if f.has_poles() {
+    if !runs_are_pointwise(f, fmt, engine_unit(unit)) {
         return false;
     }
     if fmt.exponents.is_none() {
-        return Rule::for_unit(f, fmt.precision, engine_unit(unit)).is_none();
+        return true;
     }
     binade_key(f, fmt, min_bits, unit).is_some_and(|key| {
         calm_binades()
@@ -347,12 +348,13 @@ fn binade_key(f: Function, fmt: Format, min_bits: u32, unit: &UnitSpec) -> Optio
 }
 
 /// Computes once (MPFR: call it off the async threads) whether the binade of `unit` skips
-/// nothing, for [`skips_nothing`]. It does when no trivial rule reaches it (its arguments are
-/// 1/4 or more in magnitude: `Rule::for_unit` is `None` for it, hence for each unit in it) and
-/// the engine's runs of the whole binade are none. The runs a unit skips are then exactly its
-/// arguments beyond the format's range (a property of each argument, which `skipped_runs`
-/// decides exactly), so a unit inside such a binade has none: the same answer its own
-/// recomputation gives, without two MPFR evaluations and a ball series per unit.
+/// nothing, for [`skips_nothing`]. It does when its runs can only be arguments beyond the range
+/// (`skip::runs_are_pointwise` of the whole binade, hence of each unit in it: no pole, exact
+/// region or trivial rule reaches it) and the engine's runs of the whole binade are none. The
+/// runs a unit skips are then exactly its arguments beyond the format's range (a property of
+/// each argument, which `skipped_runs` decides exactly), so a unit inside such a binade has
+/// none: the same answer its own recomputation gives, without two MPFR evaluations and a ball
+/// series per unit.
 pub fn learn_binade(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec) {
     let Ok(f) = Function::from_str(function) else {
         return;
@@ -361,7 +363,7 @@ pub fn learn_binade(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec)
     else {
         return;
     };
-    if fmt.exponents.is_none() || f.has_poles() {
+    if fmt.exponents.is_none() || !runs_are_pointwise(f, fmt, binade) {
         return;
     }
     {
@@ -371,8 +373,8 @@ pub fn learn_binade(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec)
         }
         map.insert(key, None);
     }
-    let calm = Rule::for_unit(f, fmt.precision, binade).is_none()
-        && tmd_kernels::skip::skipped_runs(f, fmt, min_bits, binade).is_ok_and(|r| r.is_empty());
+    let calm =
+        tmd_kernels::skip::skipped_runs(f, fmt, min_bits, binade).is_ok_and(|r| r.is_empty());
     calm_binades()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -608,6 +610,17 @@ mod tests {
         let t = half_unit(false, 0, lead, 1 << 32);
         learn_binade("tan", b64, 40, &t);
         assert!(!skips_nothing("tan", b64, 40, &t));
+        // Far trivial runs depend on the cut (tanh near 1 in [16, 32)), and so do exact runs
+        // (sinpi in [2^51, 2^52), every argument a half-integer): never answered from the
+        // binade, and a unit there without its run is refused.
+        for (f, e) in [("tanh", 6), ("sinpi", 51), ("exp2", 60)] {
+            let far = half_unit(false, e, lead, 1 << 32);
+            learn_binade(f, b64, 40, &far);
+            assert!(!skips_nothing(f, b64, 40, &far), "{f}");
+            assert!(!skips_nothing(f, Format::bare(Precision::new(53).unwrap()), 40, &far), "{f}");
+        }
+        let far = half_unit(false, 6, lead, 1 << 32);
+        assert!(check_skipped("tanh", b64, 40, &far, &[]).is_err(), "tanh's far run is required");
     }
 
     fn half_unit(negative: bool, exponent: i32, first: u64, count: u64) -> UnitSpec {

@@ -660,7 +660,7 @@ fn render(
 fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
     writeln!(
         out,
-        "units {}  domains {}  phase-1 failures {}  subdomains {}  phase-2 failures {}  phase-3 arguments {}  candidates {}  false positives {}  exhaustive arguments {}",
+        "units {}  domains {}  phase-1 failures {}  subdomains {}  phase-2 failures {}  phase-3 arguments {}  candidates {}  false positives {}  exhaustive arguments {}  clear arguments {}",
         s.units,
         s.domains,
         s.phase1_failures,
@@ -669,7 +669,8 @@ fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
         s.phase3_arguments,
         s.candidates,
         s.false_positives,
-        s.exhaustive_arguments
+        s.exhaustive_arguments,
+        s.clear_arguments
     )?;
     Ok(())
 }
