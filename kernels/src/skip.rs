@@ -12,9 +12,9 @@
 
 use crate::ball::Ball;
 use crate::exact::{exact_run, has_exact_regions};
-use crate::monotone::asymptote;
 use crate::format::Format;
 use crate::function::Function;
+use crate::monotone::asymptote;
 use crate::plan::UnitSpec;
 use crate::search::{split, Runs, Skipped};
 use crate::series::Series;

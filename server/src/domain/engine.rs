@@ -610,17 +610,23 @@ mod tests {
         let t = half_unit(false, 0, lead, 1 << 32);
         learn_binade("tan", b64, 40, &t);
         assert!(!skips_nothing("tan", b64, 40, &t));
-        // Far trivial runs depend on the cut (tanh near 1 in [16, 32)), and so do exact runs
+        // Far trivial runs depend on the cut (tanh near 1 in [64, 128)), and so do exact runs
         // (sinpi in [2^51, 2^52), every argument a half-integer): never answered from the
         // binade, and a unit there without its run is refused.
         for (f, e) in [("tanh", 6), ("sinpi", 51), ("exp2", 60)] {
             let far = half_unit(false, e, lead, 1 << 32);
             learn_binade(f, b64, 40, &far);
             assert!(!skips_nothing(f, b64, 40, &far), "{f}");
-            assert!(!skips_nothing(f, Format::bare(Precision::new(53).unwrap()), 40, &far), "{f}");
+            assert!(
+                !skips_nothing(f, Format::bare(Precision::new(53).unwrap()), 40, &far),
+                "{f}"
+            );
         }
         let far = half_unit(false, 6, lead, 1 << 32);
-        assert!(check_skipped("tanh", b64, 40, &far, &[]).is_err(), "tanh's far run is required");
+        assert!(
+            check_skipped("tanh", b64, 40, &far, &[]).is_err(),
+            "tanh's far run is required"
+        );
     }
 
     fn half_unit(negative: bool, exponent: i32, first: u64, count: u64) -> UnitSpec {
