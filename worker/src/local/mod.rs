@@ -477,7 +477,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
             } else {
                 if path.exists() || jpath.exists() {
                     bail!(
-                        "{} or its journal {} exists: pass --resume to go on with the search                          they hold, or remove them",
+                        "{} or its journal {} exists: pass --resume to go on with the search they hold, or remove them",
                         path.display(),
                         jpath.display()
                     );
