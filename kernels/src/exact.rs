@@ -131,10 +131,10 @@ fn exp2_exact_on(fmt: Format, unit: UnitSpec) -> bool {
     let (lo, hi) = (a.min(b), a.max(b));
     let pb = fmt.precision.bits() as i64;
     match fmt.exponents {
-        Some(r) => lo >= i64::from(r.emin) - pb + 1 && hi <= i64::from(r.emax),
-        None => {
-            lo + 1 >= i64::from(rug::float::exp_min()) && hi + 1 <= i64::from(rug::float::exp_max())
-        }
+        // The smallest subnormal number is 2^(emin - p + 1).
+        Some(r) => lo > i64::from(r.emin) - pb && hi <= i64::from(r.emax),
+        // MPFR writes 2^x with exponent x + 1, which must lie in [exp_min, exp_max].
+        None => lo + 1 >= i64::from(rug::float::exp_min()) && hi < i64::from(rug::float::exp_max()),
     }
 }
 
