@@ -332,9 +332,9 @@ pub async fn wait_for_units(server: &str, campaign: i64, units: i64, limit: Dura
     }
 }
 
-/// The HR-cases `(x, bits, kind)` of `tmd-worker search` with these arguments (function,
-/// format, range, ...; `--output json --quiet` are added): the reference a campaign must equal.
-pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, String)> {
+/// The JSON output of `tmd-worker search` with these arguments (function, format, range, ...;
+/// `--output json --quiet` are added).
+pub fn search_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
     let out = Command::new(bin("tmd-worker"))
         .arg("search")
         .args(args)
@@ -347,7 +347,11 @@ pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, S
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// The HR-cases `(x, bits, kind)` of a search's JSON output.
+pub fn hr_case_keys(v: &Value) -> std::collections::BTreeSet<(String, i64, String)> {
     v["hr_cases"]
         .as_array()
         .expect("hr_cases")
@@ -360,6 +364,12 @@ pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, S
             )
         })
         .collect()
+}
+
+/// The HR-cases `(x, bits, kind)` of `tmd-worker search` with these arguments: the reference a
+/// campaign must equal.
+pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, String)> {
+    hr_case_keys(&search_json(args))
 }
 
 /// The campaign of the whole-system tests: exp in binary64 on 24 units of 2^36 arguments just

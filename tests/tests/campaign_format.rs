@@ -61,30 +61,8 @@ fn local(spec: &Spec, from: &str, to: &str) -> Found {
     // `--from=-0x...`: a negative value in its own word would read as a flag.
     let mut args = spec.args();
     args.extend([format!("--from={from}"), format!("--to={to}")]);
-    let out = std::process::Command::new(tmd_tests::bin("tmd-worker"))
-        .arg("search")
-        .args(&args)
-        .args(["--output", "json", "--quiet"])
-        .output()
-        .expect("run tmd-worker search");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let cases = v["hr_cases"]
-        .as_array()
-        .expect("hr_cases")
-        .iter()
-        .map(|c| {
-            (
-                c["x"].as_str().unwrap().to_string(),
-                c["bits"].as_i64().unwrap(),
-                c["kind"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let v = tmd_tests::search_json(&args);
+    let cases = tmd_tests::hr_case_keys(&v);
     let runs = v["skipped"]
         .as_array()
         .expect("skipped")
