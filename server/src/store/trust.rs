@@ -133,10 +133,11 @@ pub async fn apply_verdicts(tx: &mut Transaction<'_, Postgres>, c: &Changes) -> 
     Ok(())
 }
 
-/// Updates the workers' rows, locked in id order. `NO KEY UPDATE`, not `UPDATE`: inserting a
-/// result holds a key-share lock on its worker's row (the foreign key), which `FOR UPDATE` would
-/// wait on, so two posts each holding their own worker's key share would deadlock. Returns each one's speed and whether it is
-/// quarantined, as of under the lock.
+/// Updates the workers' rows, locked in id order. `NO KEY UPDATE`, not `UPDATE`: a transaction
+/// that inserts a lease or a unit failure holds a key-share lock on its worker's row (their
+/// foreign keys), which `FOR UPDATE` would wait on for no reason, and which would deadlock two
+/// transactions each holding its own worker's key share. Returns each one's speed and whether
+/// it is quarantined, as of under the lock.
 pub async fn apply_records(
     tx: &mut Transaction<'_, Postgres>,
     c: &Changes,
