@@ -54,12 +54,11 @@ pub async fn precheck(
     worker_id: i64,
     posts: &[Posted<'_>],
 ) -> Result<Vec<Result<PostContext>>> {
-    // One read-only transaction without sequential scans, as in `record_results`: a plan
-    // prepared while `results` was small (a seq scan) would stay cached as it grows, and every
-    // batch passes here (its skipped runs are checked even when it has no case).
-    let mut tx = pool
-        .begin_with("BEGIN READ ONLY; SET LOCAL enable_seqscan = off")
-        .await?;
+    // One read-only transaction without sequential scans and with generic plans, as in
+    // `record_results`: a plan prepared while `results` was small (a seq scan) would stay
+    // cached as it grows, and every batch passes here (its skipped runs are checked even when
+    // it has no case).
+    let mut tx = pool.begin_with(store::HOT_BEGIN_READ_ONLY).await?;
     let standing: Option<(Option<String>,)> = sqlx::query_as(
         "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
     )
@@ -306,10 +305,10 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     // campaign, or tables autovacuum has not analyzed yet) it is a sequential scan, which then
     // stays cached as the table grows: in the farm bench a batch's read of its units' results
     // took 1,150 block reads and 127 ms instead of a few hundred index probes (sub-millisecond).
-    // Without sequential scans (same round trip as BEGIN) every plan here is an index plan.
-    let mut tx = pool
-        .begin_with("BEGIN; SET LOCAL enable_seqscan = off")
-        .await?;
+    // Without sequential scans (same round trip as BEGIN) every plan here is an index plan,
+    // and with generic plans it is planned once per connection, not at every batch
+    // (`store::HOT_BEGIN`).
+    let mut tx = pool.begin_with(store::HOT_BEGIN).await?;
     let lease_ids: BTreeSet<i64> = posts.iter().map(|p| p.lease_id).collect();
     let lease_ids: Vec<i64> = lease_ids.into_iter().collect();
     let leases: Vec<LeaseForResult> = sqlx::query_as(&format!(
