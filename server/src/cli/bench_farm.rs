@@ -9,7 +9,10 @@
 //!
 //! Each GPU posts at its own phase of the batch period (uniform at random, as GPUs started at
 //! independent moments); `--aligned` makes every GPU post at the same instant (the worst case:
-//! every batch of a period arrives at once). Latencies are reported for the whole window, for
+//! every batch of a period arrives at once). Likewise each GPU's first full lease covers a
+//! random share of `--lease-seconds` (a full one with `--aligned`), so that lease renewals come
+//! at the steady rate of a farm that has run a while (one per GPU per lease period), not all
+//! together after the window. Latencies are reported for the whole window, for
 //! its first `--warmup-seconds` and for the steady state after them; the leases taken before the
 //! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
 //! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
@@ -59,6 +62,14 @@ pub struct FarmArgs {
     /// The first seconds of the window, reported apart from the steady state after them.
     #[arg(long, default_value_t = 3.0)]
     pub warmup_seconds: f64,
+    /// The coordinator binary to start (default: this one). Another build's `tmd-server`
+    /// measures that build's coordinator under this bench's farm, for an A/B in one session.
+    #[arg(long, value_name = "PATH")]
+    pub server_exe: Option<std::path::PathBuf>,
+    /// Also print, for each second of the window, the result posts' count, p50, p99 and max
+    /// latency and the lease requests sent in it: where in the window a tail comes from.
+    #[arg(long)]
+    pub timeline: bool,
 }
 
 /// Latencies per route: (seconds since the window's start when sent, seconds), and the lease
@@ -158,7 +169,10 @@ async fn run_on(
     children: &mut Vec<tokio::process::Child>,
 ) -> anyhow::Result<()> {
     let admin_token = crate::api::auth::new_token("bench_");
-    let exe = std::env::current_exe()?;
+    let exe = match &args.server_exe {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?,
+    };
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.gpus + 8)
         .timeout(Duration::from_secs(120))
@@ -384,6 +398,9 @@ async fn phase(
             )?;
         }
     }
+    if args.timeline {
+        timeline(&tally)?;
+    }
     outln!(
         "  cpu_s: servers={server_cpu:.1} postgres={pg_cpu:.1} bench_client={me_cpu:.1} \
          (over {wall:.1} s on {} cores); load before: {load0}; after: {}",
@@ -407,6 +424,39 @@ async fn phase(
     Ok(())
 }
 
+/// Per second of the window: result posts sent in it (count, p50, p99, max latency) and lease
+/// requests sent in it (count, max latency).
+fn timeline(tally: &Tally) -> anyhow::Result<()> {
+    let last = tally
+        .results
+        .iter()
+        .chain(&tally.lease)
+        .map(|(t, _)| *t as usize)
+        .max()
+        .unwrap_or(0);
+    for s in 0..=last {
+        let in_second = |v: &[(f64, f64)]| -> Vec<f64> {
+            v.iter()
+                .filter(|(t, _)| *t as usize == s)
+                .map(|(_, l)| *l)
+                .collect()
+        };
+        let mut posts = in_second(&tally.results);
+        let mut leases = in_second(&tally.lease);
+        outln!(
+            "  timeline s={s} result_posts={} p50_ms={:.1} p99_ms={:.1} max_ms={:.1} \
+             lease_requests={} lease_max_ms={:.1}",
+            posts.len(),
+            percentile(&mut posts, 0.5) * 1e3,
+            percentile(&mut posts, 0.99) * 1e3,
+            percentile(&mut posts, 1.0) * 1e3,
+            leases.len(),
+            percentile(&mut leases, 1.0) * 1e3,
+        )?;
+    }
+    Ok(())
+}
+
 /// One simulated GPU: its first lease (one unit, which measures its speed), its full lease,
 /// then units finished at the given rate and posted in batches (or one by one) until the end.
 async fn gpu(
@@ -423,9 +473,18 @@ async fn gpu(
     let mut failures = 0;
     // Calibration: one unit, posted after the time a unit takes.
     let mut queue: std::collections::VecDeque<(i64, i64, i64)> = Default::default();
+    // The first full lease covers a random share of a lease's work (unless `--aligned`): GPUs
+    // of a farm that has run a while renew their leases at independent moments, about one
+    // renewal per lease period each, so the window sees that steady rate of claims. Full
+    // first leases would all run out together, after the window.
+    let first_seconds = if args.aligned || single {
+        args.lease_seconds
+    } else {
+        ((f64::from(args.lease_seconds) * rand::random::<f64>()).ceil() as u32).max(1)
+    };
     loop {
         let t0 = Instant::now();
-        let lease = g.lease(Some(args.lease_seconds)).await?.lease;
+        let lease = g.lease(Some(first_seconds)).await?.lease;
         tally.startup_lease.push(t0.elapsed().as_secs_f64());
         let Some(lease) = lease else {
             bail!("no work for a GPU: the campaign is too small");
