@@ -5,7 +5,7 @@
 //! rayon, the CUDA back end mirrors them in `kernels/cuda/` and must give identical answers.
 
 use crate::exact::{exact_run, ExactRun};
-use crate::existence::Test;
+use crate::existence::{self, Test};
 use crate::fixed::{self, Word};
 use crate::format::{Format, Precision};
 use crate::function::Function;
@@ -254,7 +254,9 @@ pub fn packet_state<const L: usize>(
 /// Phase 1 on one packet: walk the domains, run the test, collect the failures. Only `b` and
 /// the slope are walked; `r2`, needed at the failing domains alone (about 1% of them), is
 /// evaluated there from the packet's start differences (`fixed::value_at_offset`): a quarter less
-/// walking per domain (issue 15).
+/// walking per domain (issue 15). The regular test runs on `existence::LANES` domains at a time
+/// (vector lanes where the CPU has them, the same answers): the walk stores their `a`, `b` and
+/// words, and the failures are listed in domain order as before.
 pub fn phase1_packet<const L: usize>(
     g: &Generated,
     test: Test,
@@ -265,17 +267,41 @@ pub fn phase1_packet<const L: usize>(
     let (mut wb, mut ws, wr) = packet_state::<L>(g, u, packet_domains);
     let i0 = u * packet_domains;
     let i1 = (i0 + packet_domains).min(g.domains);
-    for i in i0..i1 {
+    let fail = |i: u64, b: Word<L>, slope: Word<L>| FailedDomain {
+        index: i,
+        b,
+        slope,
+        r2: fixed::value_at_offset(&wr, i - i0)
+            .unwrap_or_else(|| fixed::from_integer(&Generated::shift(&g.walk_r2, i)[0])),
+    };
+    let mut i = i0;
+    if test == Test::Regular {
+        let lanes = existence::LANES as u64;
+        let (mut a, mut b) = ([0u64; existence::LANES], [0u64; existence::LANES]);
+        let mut words = [([0u64; L], [0u64; L]); existence::LANES];
+        // Only the last domain of a piece may be shorter: groups of one length.
+        while i + lanes <= i1 && g.domain_len(i + lanes - 1) == g.domain_len(i) {
+            for j in 0..existence::LANES {
+                a[j] = fixed::neg_floor64(&ws[0]);
+                b[j] = fixed::ceil64(&wb[0]);
+                words[j] = (wb[0], ws[0]);
+                step(&mut wb);
+                step(&mut ws);
+            }
+            let pass = existence::regular_lanes(&a, &b, g.domain_len(i), g.e1);
+            for (j, &(bw, sw)) in words.iter().enumerate() {
+                if pass >> j & 1 == 0 {
+                    failed.push(fail(i + j as u64, bw, sw));
+                }
+            }
+            i += lanes;
+        }
+    }
+    for i in i..i1 {
         let a = fixed::neg_floor64(&ws[0]);
         let b = fixed::ceil64(&wb[0]);
         if !test.run(a, b, g.domain_len(i), g.e1) {
-            failed.push(FailedDomain {
-                index: i,
-                b: wb[0],
-                slope: ws[0],
-                r2: fixed::value_at_offset(&wr, i - i0)
-                    .unwrap_or_else(|| fixed::from_integer(&Generated::shift(&g.walk_r2, i)[0])),
-            });
+            failed.push(fail(i, wb[0], ws[0]));
         }
         step(&mut wb);
         step(&mut ws);
