@@ -1,7 +1,7 @@
 //! The search of one unit: shape splitting, generation, phases 1-3 on a back end, verification.
 //!
 //! The phases are written once, generic over the word width, as plain functions on fixed-size
-//! words (`phase1_packet`, `phase2_domain`, `phase3_subdomain`); the CPU back end runs them over
+//! words (`phase1_packet`, `phase2_domains`, `phase3_subdomain`); the CPU back end runs them over
 //! rayon, the CUDA back end mirrors them in `kernels/cuda/` and must give identical answers.
 
 use crate::exact::{exact_run, ExactRun};
@@ -347,49 +347,78 @@ pub fn domain_polynomial<const L: usize>(
     [r0, r1, r2]
 }
 
-/// Phase 2 on one failed domain: the test on each subdomain with its own line.
-pub fn phase2_domain<const L: usize>(
+/// Phase 2 on failed domains: the test on each subdomain with its own line. The regular test
+/// runs on `existence::LANES` subdomains at a time (of one or more domains, in order); the
+/// failures are listed in domain and subdomain order as before.
+pub fn phase2_domains<const L: usize>(
     g: &Generated,
     test: Test,
     offsets: &LineOffsets<L>,
-    d: &FailedDomain<L>,
+    domains: &[FailedDomain<L>],
     stats: &mut Stats,
     failed: &mut Vec<FailedSubdomain<L>>,
 ) {
-    let [r0, r1, r2] = domain_polynomial(g, offsets, d);
     let eps2 = offsets.eps2;
     let n_sub = 1u64 << g.sub_bits;
-    let dom_start = d.index * g.domain_size();
-    let dom_len = g.domain_len(d.index);
-    let mut x0 = 0u64;
-    while x0 < dom_len {
-        // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
-        let mut s0 = r0;
-        fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
-        fixed::add(
-            &mut s0,
-            &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
-        );
-        let mut s1 = r1;
-        fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
-        let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
-        fixed::add(&mut c0, &eps2);
-        let mut c1 = s1;
-        fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
-        let len = n_sub.min(dom_len - x0);
-        stats.subdomains += 1;
-        if !test.run(fixed::neg_floor64(&c1), fixed::ceil64(&c0), len, g.e2) {
-            stats.phase2_failures += 1;
-            failed.push(FailedSubdomain {
+    // Subdomains waiting for the test, with their `a` and `b`.
+    let mut batch = Vec::with_capacity(existence::LANES);
+    let mut flush = |batch: &mut Vec<(u64, u64, FailedSubdomain<L>)>| {
+        let len = batch.first().map_or(0, |s| s.2.len);
+        let pass = if test == Test::Regular
+            && batch.len() == existence::LANES
+            && batch.iter().all(|s| s.2.len == len)
+        {
+            let a = std::array::from_fn(|j| batch[j].0);
+            let b = std::array::from_fn(|j| batch[j].1);
+            existence::regular_lanes(&a, &b, len, g.e2)
+        } else {
+            let run = |(j, s): (usize, &(u64, u64, FailedSubdomain<L>))| {
+                (test.run(s.0, s.1, s.2.len, g.e2) as u32) << j
+            };
+            batch.iter().enumerate().map(run).fold(0, |m, r| m | r)
+        };
+        stats.subdomains += batch.len() as u64;
+        for (j, (_, _, s)) in batch.drain(..).enumerate() {
+            if pass >> j & 1 == 0 {
+                stats.phase2_failures += 1;
+                failed.push(s);
+            }
+        }
+    };
+    for d in domains {
+        let [r0, r1, r2] = domain_polynomial(g, offsets, d);
+        let dom_start = d.index * g.domain_size();
+        let dom_len = g.domain_len(d.index);
+        let mut x0 = 0u64;
+        while x0 < dom_len {
+            // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
+            let mut s0 = r0;
+            fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
+            fixed::add(
+                &mut s0,
+                &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
+            );
+            let mut s1 = r1;
+            fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
+            let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
+            fixed::add(&mut c0, &eps2);
+            let mut c1 = s1;
+            fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
+            let sub = FailedSubdomain {
                 start: dom_start + x0,
-                len,
+                len: n_sub.min(dom_len - x0),
                 s0,
                 s1,
                 s2: r2,
-            });
+            };
+            batch.push((fixed::neg_floor64(&c1), fixed::ceil64(&c0), sub));
+            if batch.len() == existence::LANES {
+                flush(&mut batch);
+            }
+            x0 += n_sub;
         }
-        x0 += n_sub;
     }
+    flush(&mut batch);
 }
 
 /// Phase 3 on one failed subdomain: every argument, exactly; returns candidate offsets.
@@ -461,9 +490,7 @@ fn search_generated_cpu_l<const L: usize>(
         .map(|chunk| {
             let mut st = Stats::default();
             let mut subs = Vec::new();
-            for d in chunk {
-                phase2_domain(g, test, &offsets, d, &mut st, &mut subs);
-            }
+            phase2_domains(g, test, &offsets, chunk, &mut st, &mut subs);
             (st, subs)
         })
         .reduce(
