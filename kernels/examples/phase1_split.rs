@@ -5,6 +5,7 @@ use tmd_kernels::fixed;
 use tmd_kernels::generation::{generate, GenConfig};
 use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::search::packet_state;
+use tmd_kernels::stripe::Stripes;
 use tmd_kernels::{Function, Precision};
 
 fn main() {
@@ -22,13 +23,30 @@ fn main() {
     )
     .unwrap();
     assert_eq!(g.limbs, 5);
-    let packets = 1024u64;
-    for mode in [0, 1, 4, 1, 4, 1, 4, 2] {
+    let packets = 4096u64;
+    for mode in [7, 0, 5, 6, 7, 0, 5, 6] {
         let c0 = cpu();
         let t = Instant::now();
         let mut fails = 0u64;
         for u in 0..packets {
-            let (mut wb, mut ws, mut wr) = packet_state::<5>(&g, u, 1024);
+            let (mut wb, mut ws, _) = packet_state::<5>(&g, u, 1024);
+            if mode == 7 {
+                fails += wb[0][0] & 1;
+                continue;
+            }
+            if mode >= 5 {
+                let mut st = Stripes::new(&wb, &ws).unwrap();
+                if mode == 6 {
+                    continue;
+                }
+                for _ in 0..1024 / 8 {
+                    let (mut a, mut b) = ([0u64; 8], [0u64; 8]);
+                    st.test_inputs(&mut a, &mut b);
+                    fails += (0..8).filter(|&l| a[l] ^ b[l] == 7).count() as u64;
+                    st.step();
+                }
+                continue;
+            }
             let mut lane = 0;
             let (mut la, mut lb) = ([0u64; 4], [0u64; 4]);
             let (mut va, mut vb) = ([0u64; LANES], [0u64; LANES]);
@@ -62,7 +80,8 @@ fn main() {
                     };
                     fails += !ok as u64;
                 }
-                for w in [&mut wb, &mut ws, &mut wr] {
+                // Only b and the slope, as phase 1 walks.
+                for w in [&mut wb, &mut ws] {
                     for l in 0..w.len() - 1 {
                         let n = w[l + 1];
                         fixed::add(&mut w[l], &n);

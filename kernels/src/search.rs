@@ -12,6 +12,7 @@ use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
 pub use crate::range::{search_units, RangeResult};
+use crate::stripe;
 use crate::trivial::{partition, Part, TrivialRun};
 use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
@@ -255,8 +256,8 @@ pub fn packet_state<const L: usize>(
 /// the slope are walked; `r2`, needed at the failing domains alone (about 1% of them), is
 /// evaluated there from the packet's start differences (`fixed::value_at_offset`): a quarter less
 /// walking per domain (issue 15). The regular test runs on `existence::LANES` domains at a time
-/// (vector lanes where the CPU has them, the same answers): the walk stores their `a`, `b` and
-/// words, and the failures are listed in domain order as before.
+/// (`stripe::phase1_lanes`: vector lanes where the CPU has them, the same answers and the same
+/// list in the same order).
 pub fn phase1_packet<const L: usize>(
     g: &Generated,
     test: Test,
@@ -276,25 +277,20 @@ pub fn phase1_packet<const L: usize>(
     };
     let mut i = i0;
     if test == Test::Regular {
-        let lanes = existence::LANES as u64;
-        let (mut a, mut b) = ([0u64; existence::LANES], [0u64; existence::LANES]);
-        let mut words = [([0u64; L], [0u64; L]); existence::LANES];
-        // Only the last domain of a piece may be shorter: groups of one length.
-        while i + lanes <= i1 && g.domain_len(i + lanes - 1) == g.domain_len(i) {
-            for j in 0..existence::LANES {
-                a[j] = fixed::neg_floor64(&ws[0]);
-                b[j] = fixed::ceil64(&wb[0]);
-                words[j] = (wb[0], ws[0]);
-                step(&mut wb);
-                step(&mut ws);
-            }
-            let pass = existence::regular_lanes(&a, &b, g.domain_len(i), g.e1);
-            for (j, &(bw, sw)) in words.iter().enumerate() {
-                if pass >> j & 1 == 0 {
-                    failed.push(fail(i + j as u64, bw, sw));
-                }
-            }
-            i += lanes;
+        i = stripe::phase1_lanes(g, i0, i1, &wb, &ws, |i, b, slope| {
+            failed.push(fail(i, b, slope))
+        });
+        if i > i0 && i < i1 {
+            // The unit-step tables at `i` for the last domains, exactly.
+            let at = |w: &[Word<L>], rho: &[Integer]| -> Vec<Word<L>> {
+                (0..w.len())
+                    .map(|r| {
+                        fixed::value_at_offset(&w[r..], i - i0)
+                            .unwrap_or_else(|| fixed::from_integer(&Generated::shift(rho, i)[r]))
+                    })
+                    .collect()
+            };
+            (wb, ws) = (at(&wb, &g.walk_b), at(&ws, &g.walk_slope));
         }
     }
     for i in i..i1 {
