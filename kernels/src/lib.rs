@@ -17,6 +17,7 @@ pub mod range;
 pub mod search;
 pub mod series;
 pub mod skip;
+pub mod stripe;
 pub mod trivial;
 pub mod verify;
 

@@ -1,17 +1,18 @@
 //! The search of one unit: shape splitting, generation, phases 1-3 on a back end, verification.
 //!
 //! The phases are written once, generic over the word width, as plain functions on fixed-size
-//! words (`phase1_packet`, `phase2_domain`, `phase3_subdomain`); the CPU back end runs them over
+//! words (`phase1_packet`, `phase2_domains`, `phase3_subdomain`); the CPU back end runs them over
 //! rayon, the CUDA back end mirrors them in `kernels/cuda/` and must give identical answers.
 
 use crate::exact::{exact_run, ExactRun};
-use crate::existence::Test;
+use crate::existence::{self, Test};
 use crate::fixed::{self, Word};
 use crate::format::{Format, Precision};
 use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
 use crate::plan::UnitSpec;
 pub use crate::range::{search_units, RangeResult};
+use crate::stripe;
 use crate::trivial::{partition, Part, TrivialRun};
 use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use rayon::prelude::*;
@@ -254,7 +255,9 @@ pub fn packet_state<const L: usize>(
 /// Phase 1 on one packet: walk the domains, run the test, collect the failures. Only `b` and
 /// the slope are walked; `r2`, needed at the failing domains alone (about 1% of them), is
 /// evaluated there from the packet's start differences (`fixed::value_at_offset`): a quarter less
-/// walking per domain (issue 15).
+/// walking per domain (issue 15). The regular test runs on `existence::LANES` domains at a time
+/// (`stripe::phase1_lanes`: vector lanes where the CPU has them, the same answers and the same
+/// list in the same order).
 pub fn phase1_packet<const L: usize>(
     g: &Generated,
     test: Test,
@@ -265,17 +268,36 @@ pub fn phase1_packet<const L: usize>(
     let (mut wb, mut ws, wr) = packet_state::<L>(g, u, packet_domains);
     let i0 = u * packet_domains;
     let i1 = (i0 + packet_domains).min(g.domains);
-    for i in i0..i1 {
+    let fail = |i: u64, b: Word<L>, slope: Word<L>| FailedDomain {
+        index: i,
+        b,
+        slope,
+        r2: fixed::value_at_offset(&wr, i - i0)
+            .unwrap_or_else(|| fixed::from_integer(&Generated::shift(&g.walk_r2, i)[0])),
+    };
+    let mut i = i0;
+    if test == Test::Regular {
+        i = stripe::phase1_lanes(g, i0, i1, &wb, &ws, |i, b, slope| {
+            failed.push(fail(i, b, slope))
+        });
+        if i > i0 && i < i1 {
+            // The unit-step tables at `i` for the last domains, exactly.
+            let at = |w: &[Word<L>], rho: &[Integer]| -> Vec<Word<L>> {
+                (0..w.len())
+                    .map(|r| {
+                        fixed::value_at_offset(&w[r..], i - i0)
+                            .unwrap_or_else(|| fixed::from_integer(&Generated::shift(rho, i)[r]))
+                    })
+                    .collect()
+            };
+            (wb, ws) = (at(&wb, &g.walk_b), at(&ws, &g.walk_slope));
+        }
+    }
+    for i in i..i1 {
         let a = fixed::neg_floor64(&ws[0]);
         let b = fixed::ceil64(&wb[0]);
         if !test.run(a, b, g.domain_len(i), g.e1) {
-            failed.push(FailedDomain {
-                index: i,
-                b: wb[0],
-                slope: ws[0],
-                r2: fixed::value_at_offset(&wr, i - i0)
-                    .unwrap_or_else(|| fixed::from_integer(&Generated::shift(&g.walk_r2, i)[0])),
-            });
+            failed.push(fail(i, wb[0], ws[0]));
         }
         step(&mut wb);
         step(&mut ws);
@@ -321,49 +343,78 @@ pub fn domain_polynomial<const L: usize>(
     [r0, r1, r2]
 }
 
-/// Phase 2 on one failed domain: the test on each subdomain with its own line.
-pub fn phase2_domain<const L: usize>(
+/// Phase 2 on failed domains: the test on each subdomain with its own line. The regular test
+/// runs on `existence::LANES` subdomains at a time (of one or more domains, in order); the
+/// failures are listed in domain and subdomain order as before.
+pub fn phase2_domains<const L: usize>(
     g: &Generated,
     test: Test,
     offsets: &LineOffsets<L>,
-    d: &FailedDomain<L>,
+    domains: &[FailedDomain<L>],
     stats: &mut Stats,
     failed: &mut Vec<FailedSubdomain<L>>,
 ) {
-    let [r0, r1, r2] = domain_polynomial(g, offsets, d);
     let eps2 = offsets.eps2;
     let n_sub = 1u64 << g.sub_bits;
-    let dom_start = d.index * g.domain_size();
-    let dom_len = g.domain_len(d.index);
-    let mut x0 = 0u64;
-    while x0 < dom_len {
-        // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
-        let mut s0 = r0;
-        fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
-        fixed::add(
-            &mut s0,
-            &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
-        );
-        let mut s1 = r1;
-        fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
-        let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
-        fixed::add(&mut c0, &eps2);
-        let mut c1 = s1;
-        fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
-        let len = n_sub.min(dom_len - x0);
-        stats.subdomains += 1;
-        if !test.run(fixed::neg_floor64(&c1), fixed::ceil64(&c0), len, g.e2) {
-            stats.phase2_failures += 1;
-            failed.push(FailedSubdomain {
+    // Subdomains waiting for the test, with their `a` and `b`.
+    let mut batch = Vec::with_capacity(existence::LANES);
+    let mut flush = |batch: &mut Vec<(u64, u64, FailedSubdomain<L>)>| {
+        let len = batch.first().map_or(0, |s| s.2.len);
+        let pass = if test == Test::Regular
+            && batch.len() == existence::LANES
+            && batch.iter().all(|s| s.2.len == len)
+        {
+            let a = std::array::from_fn(|j| batch[j].0);
+            let b = std::array::from_fn(|j| batch[j].1);
+            existence::regular_lanes(&a, &b, len, g.e2)
+        } else {
+            let run = |(j, s): (usize, &(u64, u64, FailedSubdomain<L>))| {
+                (test.run(s.0, s.1, s.2.len, g.e2) as u32) << j
+            };
+            batch.iter().enumerate().map(run).fold(0, |m, r| m | r)
+        };
+        stats.subdomains += batch.len() as u64;
+        for (j, (_, _, s)) in batch.drain(..).enumerate() {
+            if pass >> j & 1 == 0 {
+                stats.phase2_failures += 1;
+                failed.push(s);
+            }
+        }
+    };
+    for d in domains {
+        let [r0, r1, r2] = domain_polynomial(g, offsets, d);
+        let dom_start = d.index * g.domain_size();
+        let dom_len = g.domain_len(d.index);
+        let mut x0 = 0u64;
+        while x0 < dom_len {
+            // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
+            let mut s0 = r0;
+            fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
+            fixed::add(
+                &mut s0,
+                &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
+            );
+            let mut s1 = r1;
+            fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
+            let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
+            fixed::add(&mut c0, &eps2);
+            let mut c1 = s1;
+            fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
+            let sub = FailedSubdomain {
                 start: dom_start + x0,
-                len,
+                len: n_sub.min(dom_len - x0),
                 s0,
                 s1,
                 s2: r2,
-            });
+            };
+            batch.push((fixed::neg_floor64(&c1), fixed::ceil64(&c0), sub));
+            if batch.len() == existence::LANES {
+                flush(&mut batch);
+            }
+            x0 += n_sub;
         }
-        x0 += n_sub;
     }
+    flush(&mut batch);
 }
 
 /// Phase 3 on one failed subdomain: every argument, exactly; returns candidate offsets.
@@ -435,9 +486,7 @@ fn search_generated_cpu_l<const L: usize>(
         .map(|chunk| {
             let mut st = Stats::default();
             let mut subs = Vec::new();
-            for d in chunk {
-                phase2_domain(g, test, &offsets, d, &mut st, &mut subs);
-            }
+            phase2_domains(g, test, &offsets, chunk, &mut st, &mut subs);
             (st, subs)
         })
         .reduce(
