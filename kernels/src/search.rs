@@ -343,6 +343,30 @@ pub fn domain_polynomial<const L: usize>(
     [r0, r1, r2]
 }
 
+/// The subdomain of a failed domain (polynomial `[r0, r1, r2]`) that starts at offset `x0`: its
+/// start differences `s0`, `s1` (`P(x0 + y) = s0 + s1 y + r2 C(y, 2)`, for phase 3) and its own
+/// line's `a`, `b` for the existence test (threshold `g.e2`).
+pub fn subdomain_line<const L: usize>(
+    g: &Generated,
+    [r0, r1, r2]: &[Word<L>; 3],
+    eps2: &Word<L>,
+    x0: u64,
+) -> (Word<L>, Word<L>, u64, u64) {
+    let mut s0 = *r0;
+    fixed::add(&mut s0, &fixed::mul_small(r1, x0));
+    fixed::add(
+        &mut s0,
+        &fixed::mul_small(r2, x0 * x0.saturating_sub(1) / 2),
+    );
+    let mut s1 = *r1;
+    fixed::add(&mut s1, &fixed::mul_small(r2, x0));
+    let mut c0 = fixed::sub(&s0, &fixed::mul_small(r2, g.k0_sub));
+    fixed::add(&mut c0, eps2);
+    let mut c1 = s1;
+    fixed::add(&mut c1, &fixed::mul_small(r2, g.k1_sub));
+    (s0, s1, fixed::neg_floor64(&c1), fixed::ceil64(&c0))
+}
+
 /// Phase 2 on failed domains: the test on each subdomain with its own line. The regular test
 /// runs on `existence::LANES` subdomains at a time (of one or more domains, in order); the
 /// failures are listed in domain and subdomain order as before.
@@ -387,19 +411,7 @@ pub fn phase2_domains<const L: usize>(
         let dom_len = g.domain_len(d.index);
         let mut x0 = 0u64;
         while x0 < dom_len {
-            // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
-            let mut s0 = r0;
-            fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
-            fixed::add(
-                &mut s0,
-                &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
-            );
-            let mut s1 = r1;
-            fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
-            let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
-            fixed::add(&mut c0, &eps2);
-            let mut c1 = s1;
-            fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
+            let (s0, s1, a, b) = subdomain_line(g, &[r0, r1, r2], &eps2, x0);
             let sub = FailedSubdomain {
                 start: dom_start + x0,
                 len: n_sub.min(dom_len - x0),
@@ -407,7 +419,7 @@ pub fn phase2_domains<const L: usize>(
                 s1,
                 s2: r2,
             };
-            batch.push((fixed::neg_floor64(&c1), fixed::ceil64(&c0), sub));
+            batch.push((a, b, sub));
             if batch.len() == existence::LANES {
                 flush(&mut batch);
             }

@@ -7,8 +7,8 @@ use tmd_kernels::fixed::{self, Word};
 use tmd_kernels::generation::{generate, GenConfig, Generated};
 use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::search::{
-    domain_polynomial, packet_state, phase1_packet, phase2_domains, FailedDomain, LineOffsets,
-    Stats,
+    domain_polynomial, packet_state, phase1_packet, phase2_domains, subdomain_line, FailedDomain,
+    LineOffsets, Stats,
 };
 use tmd_kernels::{Function, Precision};
 
@@ -36,31 +36,22 @@ fn reference<const L: usize>(
     out
 }
 
-/// The failing subdomains of `d` as `(start, len, s0, s1)`, one test at a time.
+/// The failing subdomains of `d` as `(start, len, s0, s1)`, one test at a time (each
+/// subdomain's line from `search::subdomain_line`, as phase 2 builds it: what is compared is the
+/// lanes' test and the order of the list).
 fn reference2<const L: usize>(
     g: &Generated,
     d: &FailedDomain<L>,
 ) -> Vec<(u64, u64, Word<L>, Word<L>)> {
     let offsets = LineOffsets::<L>::new(g);
-    let [r0, r1, r2] = domain_polynomial(g, &offsets, d);
+    let r = domain_polynomial(g, &offsets, d);
     let n_sub = 1u64 << g.sub_bits;
     let len = g.domain_len(d.index);
     let mut out = Vec::new();
     for x0 in (0..len).step_by(n_sub as usize) {
-        let mut s0 = r0;
-        fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
-        fixed::add(
-            &mut s0,
-            &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
-        );
-        let mut s1 = r1;
-        fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
-        let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, g.k0_sub));
-        fixed::add(&mut c0, &offsets.eps2);
-        let mut c1 = s1;
-        fixed::add(&mut c1, &fixed::mul_small(&r2, g.k1_sub));
+        let (s0, s1, a, b) = subdomain_line(g, &r, &offsets.eps2, x0);
         let n = n_sub.min(len - x0);
-        if !existence::regular(fixed::neg_floor64(&c1), fixed::ceil64(&c0), n, g.e2) {
+        if !existence::regular(a, b, n, g.e2) {
             out.push((d.index * g.domain_size() + x0, n, s0, s1));
         }
     }
