@@ -8,8 +8,8 @@ use std::time::Instant;
 use tmd_kernels::existence::{regular_lanes, Test, LANES};
 use tmd_kernels::fixed;
 use tmd_kernels::generation::{generate, GenConfig};
+use tmd_kernels::phases::packet_state;
 use tmd_kernels::plan::UnitSpec;
-use tmd_kernels::search::packet_state;
 use tmd_kernels::stripe::Stripes;
 use tmd_kernels::{Function, Precision};
 

@@ -5,11 +5,12 @@
 use tmd_kernels::existence::{self, Test};
 use tmd_kernels::fixed::{self, Word};
 use tmd_kernels::generation::{generate, GenConfig, Generated};
-use tmd_kernels::plan::UnitSpec;
-use tmd_kernels::search::{
+use tmd_kernels::phases::{
     domain_polynomial, packet_state, phase1_packet, phase2_domains, subdomain_line, FailedDomain,
-    LineOffsets, Stats,
+    LineOffsets,
 };
+use tmd_kernels::plan::UnitSpec;
+use tmd_kernels::search::Stats;
 use tmd_kernels::{Function, Precision};
 
 /// The failures of packet `u` as `(index, b, slope, r2)`, domain by domain.
@@ -37,7 +38,7 @@ fn reference<const L: usize>(
 }
 
 /// The failing subdomains of `d` as `(start, len, s0, s1)`, one test at a time (each
-/// subdomain's line from `search::subdomain_line`, as phase 2 builds it: what is compared is the
+/// subdomain's line from `phases::subdomain_line`, as phase 2 builds it: what is compared is the
 /// lanes' test and the order of the list).
 fn reference2<const L: usize>(
     g: &Generated,

@@ -2,7 +2,8 @@
 //! identical to the CPU back end's (`search.rs`), in a bounded amount of device memory.
 //!
 //! Division of labour. The CPU generates the piece (exact integers through `rug`) and verifies
-//! the candidates with MPFR (`search_unit`); this module only replaces `search_generated_cpu`:
+//! the candidates with MPFR (`search_unit`); this module only replaces
+//! `phases::search_generated_cpu`:
 //! - upload the walked polynomials' `rho` (`walk_b`, `walk_slope`, `walk_r2`) as words mod
 //!   `2^F`, a few hundred bytes;
 //! - phase 1 (`tmd_phase1`): one thread per packet of domains computes its exact start state
@@ -754,7 +755,7 @@ impl Backend for Cuda {
             // slower.
             Err(CudaError::Unsupported(why)) => {
                 tracing::warn!(%why, "piece searched on the CPU");
-                Ok(crate::search::search_generated_cpu(g, test, packet_domains))
+                Ok(crate::phases::search_generated_cpu(g, test, packet_domains))
             }
             Err(e) => {
                 dev.health.note(&e);

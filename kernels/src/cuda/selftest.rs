@@ -267,7 +267,7 @@ fn pieces_reference() -> Vec<PieceReference> {
                     .map_err(|e| format!("generation: {e}"))
             })
             .map(|g| {
-                let cpu = crate::search::search_generated_cpu(&g, test, 1024);
+                let cpu = crate::phases::search_generated_cpu(&g, test, 1024);
                 (g, cpu)
             });
         PieceReference { name, test, piece }
