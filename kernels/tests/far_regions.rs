@@ -6,9 +6,11 @@
 //! (`1 - |tanh x| = 2/(e^(2|x|) + 1)`, `1 - |erf x| = erfc |x|`, `2 - erfc x = erfc |x|`,
 //! `1 + expm1 x = e^x`, ...), so no precision limit applies there.
 
+mod common;
+
+use common::{judge, Truth};
 use rug::float::{Constant, Round};
-use rug::{Float, Integer};
-use std::cmp::Ordering;
+use rug::Float;
 use std::collections::BTreeMap;
 use std::time::Instant;
 use tmd_kernels::existence::Test;
@@ -64,14 +66,6 @@ fn complement(f: Function, x: &Float) -> Option<(Float, i32)> {
     }
 }
 
-/// What the brute force finds: HR-cases (bits, kind), exact cases, skipped arguments.
-#[derive(Debug, Default)]
-struct Truth {
-    hard: BTreeMap<String, (u32, Kind)>,
-    exact: Vec<String>,
-    skipped: Vec<(String, SkipReason)>,
-}
-
 /// Every argument on the named format's grid (as `tests/formats.rs`), the far side through
 /// [`complement`] wherever the value lies within half a half-ulp of the limit.
 fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth {
@@ -100,45 +94,17 @@ fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth 
             }
             let mut y = Float::with_val(PREC, &xf);
             let ord = f.eval_round(&mut y, Round::Nearest);
-            if y.is_infinite() {
-                t.skipped.push((hex, SkipReason::Overflow));
-                continue;
-            }
-            if y.is_zero() {
-                if ord == Ordering::Equal {
-                    t.exact.push(hex);
-                } else {
-                    t.skipped.push((hex, SkipReason::Underflow));
-                }
-                continue;
-            }
-            let e_y = y.get_exp().unwrap() - 1;
-            if e_y > x.emax {
-                t.skipped.push((hex, SkipReason::Overflow));
-                continue;
-            }
-            let e_g = e_y.max(x.emin);
-            let mut g = Float::with_val(PREC, y.abs_ref());
-            g <<= pb - e_g;
-            if g < 0.5 {
-                t.skipped.push((hex, SkipReason::Underflow));
-                continue;
-            }
-            let mut n = g.clone().round().to_integer().unwrap();
-            if e_y == x.emax && n == Integer::from(1) << (pb as u32 + 1) {
-                n -= 1;
-            }
-            let d = Float::with_val(PREC, &g - &n).abs();
-            if d.is_zero() && ord == Ordering::Equal {
-                t.exact.push(hex);
-            } else if d <= threshold {
-                assert!(!d.is_zero(), "{f}({hex}): on a breakpoint, inexact");
-                let e = d.get_exp().unwrap();
-                let pow2 = d == Float::with_val(PREC, 1) << (e - 1);
-                let bits = if pow2 { 1 - e } else { -e } as u32;
-                let kind = if n.is_even() { Kind::Fp } else { Kind::Mid };
-                t.hard.insert(hex, (bits, kind));
-            }
+            judge(
+                &mut t,
+                f,
+                x,
+                pb,
+                &threshold,
+                hex,
+                a.significand == 0,
+                &y,
+                ord,
+            );
         }
     }
     t

@@ -4,8 +4,11 @@
 //! overflows (the polynomial path), negative ranges at binade edges; zero and subnormal
 //! arguments, exact cases at 0, trivial runs proven argument by argument.
 
+mod common;
+
+use common::{hardness, judge, Truth};
 use rug::float::Round;
-use rug::{Float, Integer};
+use rug::Float;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use tmd_kernels::existence::Test;
@@ -14,21 +17,6 @@ use tmd_kernels::plan::split_range_in;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
 use tmd_kernels::verify::{Kind, SkipReason};
 use tmd_kernels::Function;
-
-/// What the brute force finds: HR-cases (bits, kind), exact cases, skipped arguments.
-#[derive(Debug, Default)]
-struct Truth {
-    hard: BTreeMap<String, (u32, Kind)>,
-    exact: Vec<String>,
-    skipped: Vec<(String, SkipReason)>,
-}
-
-/// `floor(-log2 d)` for `0 < d < 1`, from the exponent of `d` (exact).
-fn hardness(d: &Float) -> u32 {
-    let e = d.get_exp().expect("d > 0");
-    let power_of_two = *d == Float::with_val(d.prec(), 1) << (e - 1);
-    (if power_of_two { 1 - e } else { -e }) as u32
-}
 
 /// Every argument through MPFR at 1024 bits, judged directly on the format's grid: the
 /// breakpoints of `y` are the multiples of `2^(max(e_y, emin) - p)`; `2^(emax+1)` is none;
@@ -59,51 +47,17 @@ fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth 
                     (y, ord) = eval(16384);
                 }
             }
-            // Beyond MPFR's own exponent range: an infinity is an overflow, an inexact zero an
-            // underflow (erfc(27306) is about 2^(-1.07e9)).
-            if y.is_infinite() {
-                // At 0 an exact infinity is a pole (log, rsqrt).
-                let pole = a.significand == 0 && ord == Ordering::Equal;
-                let reason = if pole {
-                    SkipReason::Pole
-                } else {
-                    SkipReason::Overflow
-                };
-                t.skipped.push((hex, reason));
-                continue;
-            }
-            if y.is_zero() {
-                if ord == Ordering::Equal {
-                    t.exact.push(hex);
-                } else {
-                    t.skipped.push((hex, SkipReason::Underflow));
-                }
-                continue;
-            }
-            let e_y = y.get_exp().unwrap() - 1;
-            if e_y > x.emax {
-                t.skipped.push((hex, SkipReason::Overflow));
-                continue;
-            }
-            let e_g = e_y.max(x.emin);
-            let mut g = Float::with_val(y.prec(), y.abs_ref());
-            g <<= pb - e_g;
-            if g < 0.5 {
-                t.skipped.push((hex, SkipReason::Underflow));
-                continue;
-            }
-            let mut n = g.clone().round().to_integer().unwrap();
-            if e_y == x.emax && n == Integer::from(1) << (pb as u32 + 1) {
-                n -= 1;
-            }
-            let d = Float::with_val(y.prec(), &g - &n).abs();
-            if d.is_zero() && ord == Ordering::Equal {
-                t.exact.push(hex);
-            } else if d <= threshold {
-                assert!(!d.is_zero(), "{f}({hex}) = {y}: on a breakpoint, inexact");
-                let kind = if n.is_even() { Kind::Fp } else { Kind::Mid };
-                t.hard.insert(hex, (hardness(&d), kind));
-            }
+            judge(
+                &mut t,
+                f,
+                x,
+                pb,
+                &threshold,
+                hex,
+                a.significand == 0,
+                &y,
+                ord,
+            );
         }
     }
     t
