@@ -122,6 +122,19 @@ pub fn to_integer<const L: usize>(w: &Word<L>) -> Integer {
     Integer::from_digits(&w[..], rug::integer::Order::Lsf)
 }
 
+/// A deterministic stream of 64-bit limbs for the tests of words (an LCG: Knuth's MMIX
+/// constants), so a failure reproduces.
+#[cfg(test)]
+pub(crate) fn test_limbs() -> impl FnMut() -> u64 {
+    let mut state = 0x5eed_u64;
+    move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,13 +142,7 @@ mod tests {
 
     #[test]
     fn value_at_offset_is_the_walked_value() {
-        let mut state = 0x5eed_u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state
-        };
+        let mut next = test_limbs();
         for n in [1usize, 2, 5, 9, 13] {
             let start: Vec<Word<3>> = (0..n).map(|_| [next(), next(), next()]).collect();
             let mut w = start.clone();

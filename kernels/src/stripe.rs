@@ -247,13 +247,7 @@ mod tests {
 
     #[test]
     fn the_stripes_walk_the_unit_step_words() {
-        let mut state = 0x5eed_u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state
-        };
+        let mut next = fixed::test_limbs();
         for len in 1..=9 {
             let wb: Vec<Word<3>> = (0..len).map(|_| [next(), next(), next()]).collect();
             let ws: Vec<Word<3>> = (0..len).map(|_| [next(), next(), next()]).collect();
