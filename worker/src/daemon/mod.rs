@@ -153,10 +153,16 @@ async fn open_state(settings: &Settings) -> Result<StateDir> {
 }
 
 async fn daemon(settings: Settings) -> Result<()> {
-    let state = open_state(&settings).await?;
-    info!(server = %settings.server, state_dir = %state.root().display(), name = %settings.name, "tmd-worker starting");
+    // Signals are taken in hand first: a SIGTERM while the state directory is still held by a
+    // predecessor (a restart right after a crash) must end this process cleanly, not kill it.
     let shared = Arc::new(Shared::new());
     spawn_signal_handler(shared.clone());
+    let state = open_state(&settings).await?;
+    if shared.finishing() {
+        info!("asked to stop before starting; nothing was taken");
+        return Ok(());
+    }
+    info!(server = %settings.server, state_dir = %state.root().display(), name = %settings.name, "tmd-worker starting");
     spawn_status(shared.clone(), settings.status_every);
 
     // The back end (a GPU's opening and self-test) starts now and is awaited by the pipeline
@@ -261,16 +267,18 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
     }
 }
 
+/// Listens for SIGTERM and Ctrl-C. The SIGTERM handler is installed before this returns (not
+/// in the spawned task), so no signal in between falls to the default action.
 fn spawn_signal_handler(shared: Arc<Shared>) {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    error!(error = %e, "cannot listen for SIGTERM");
-                    return;
-                }
-            };
+        let mut term = match term {
+            Ok(s) => s,
+            Err(e) => {
+                error!(error = %e, "cannot listen for SIGTERM");
+                return;
+            }
+        };
         let mut count = 0;
         loop {
             tokio::select! {
