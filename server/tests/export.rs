@@ -35,13 +35,15 @@ async fn json_export(app: &TestApp, id: i64, query: &str) -> Vec<ExportedHrCase>
     resp.json().await.unwrap()
 }
 
-/// The (x, bits, neg_log2_d, kind, rounded) of each CSV row, header checked.
+/// The (x, bits, neg_log2_d, kind, rounded) of each CSV row, header checked: RFC 4180, every
+/// line a record ending in CRLF, none a comment.
 fn parse_csv(text: &str) -> Vec<(String, u32, f64, HrKind, String)> {
-    let mut lines = text.lines();
+    assert!(text.is_empty() || text.ends_with("\r\n"), "{text:?}");
+    let mut lines = text.split_terminator("\r\n");
     assert_eq!(lines.next(), Some("x,bits,neg_log2_d,kind,rounded"));
     lines
-        .filter(|l| !l.starts_with('#'))
         .map(|l| {
+            assert!(!l.contains(['\n', '\r']), "{l:?}");
             let f: Vec<&str> = l.split(',').collect();
             assert_eq!(f.len(), 5, "{l}");
             (
@@ -209,15 +211,21 @@ async fn bad_exports_get_the_error_envelope() {
         vec![],
         "no case yet: an empty array"
     );
-    let csv = text(&app, &format!("/api/v1/campaigns/{id}/hr-cases?format=csv")).await;
-    let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some("x,bits,neg_log2_d,kind,rounded"));
-    let format = lines.next().unwrap();
-    assert!(
-        format.starts_with("# format binary32: ") && format.contains("subnormal"),
-        "{csv}"
+    let resp = get(&app, &format!("/api/v1/campaigns/{id}/hr-cases?format=csv")).await;
+    let headers = resp.headers().clone();
+    let csv = resp.text().await.unwrap();
+    assert_eq!(
+        csv, "x,bits,neg_log2_d,kind,rounded\r\n",
+        "no case: the header row alone"
     );
-    assert_eq!(lines.next(), None, "no case, nothing skipped: {csv}");
+    // What the rows are judged as travels in the headers, not in the rows.
+    let judged = headers["x-tmd-judged-as"].to_str().unwrap();
+    assert!(
+        judged.starts_with("binary32: ") && judged.contains("subnormal"),
+        "{judged}"
+    );
+    assert_eq!(headers["x-tmd-skipped-runs"], "0");
+    assert_eq!(headers["x-tmd-skipped-arguments"], "0");
     let empty = text(
         &app,
         &format!("/api/v1/campaigns/{id}/hr-cases?shape=object"),

@@ -218,31 +218,51 @@ async fn campaign_equals_search(spec: Spec) -> Found {
         .iter()
         .all(|s| !s["rule"].as_str().unwrap().is_empty()));
 
-    // And in the csv and wc exports, as comment lines with their reason.
-    for export in ["csv", "wc"] {
-        let text = reqwest::Client::new()
-            .get(format!(
-                "{url}/api/v1/campaigns/{campaign}/hr-cases?format={export}"
-            ))
-            .bearer_auth(tmd_tests::ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        for r in &got_runs {
-            let line = format!(
-                "# skipped [{}, {}] ({} arguments): {}: ",
-                r.0, r.1, r.2, r.3
-            );
-            assert!(text.contains(&line), "{export}: {line} in\n{text}");
+    // In the wc export as comment lines with their reason; the csv export is RFC 4180 (no
+    // line but its header and its cases) and says the format and the skipped count in its
+    // headers.
+    let export = |format: &'static str| {
+        let url = url.clone();
+        async move {
+            reqwest::Client::new()
+                .get(format!(
+                    "{url}/api/v1/campaigns/{campaign}/hr-cases?format={format}"
+                ))
+                .bearer_auth(tmd_tests::ADMIN_TOKEN)
+                .send()
+                .await
+                .unwrap()
         }
-        assert!(
-            text.contains(&format!("# format {}", spec.format)),
-            "{text}"
+    };
+    let wc = export("wc").await.text().await.unwrap();
+    for r in &got_runs {
+        let line = format!(
+            "# skipped [{}, {}] ({} arguments): {}: ",
+            r.0, r.1, r.2, r.3
         );
+        assert!(wc.contains(&line), "wc: {line} in\n{wc}");
     }
+    assert!(wc.contains(&format!("# format {}", spec.format)), "{wc}");
+    let csv = export("csv").await;
+    let judged = csv.headers()["x-tmd-judged-as"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(judged.starts_with(spec.format), "{judged}");
+    assert_eq!(
+        csv.headers()["x-tmd-skipped-runs"].to_str().unwrap(),
+        got_runs.len().to_string()
+    );
+    let skipped: u64 = got_runs.iter().map(|r| r.2).sum();
+    assert_eq!(
+        csv.headers()["x-tmd-skipped-arguments"].to_str().unwrap(),
+        skipped.to_string()
+    );
+    let csv = csv.text().await.unwrap();
+    assert!(
+        csv.split_terminator("\r\n").all(|l| !l.starts_with('#')),
+        "{csv}"
+    );
     drop(worker);
     drop(server);
     db.drop_db().await;

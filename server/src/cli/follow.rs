@@ -119,6 +119,13 @@ pub async fn run_export(api: &ApiArgs, a: &ExportArgs) -> anyhow::Result<()> {
     let mut resp = viewer
         .get(&format!("/campaigns/{}/hr-cases?{}", a.id, query.join("&")))
         .await?;
+    if a.format == "csv" {
+        // The csv holds cases alone; what they are judged as, and what was skipped, is said
+        // here (the json and wc exports carry it themselves).
+        for line in described(resp.headers()) {
+            eprintln!("{line}");
+        }
+    }
     let mut out: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -142,6 +149,26 @@ pub async fn run_export(api: &ApiArgs, a: &ExportArgs) -> anyhow::Result<()> {
         }
     }
     copied
+}
+
+/// The export's headers for people: the format the cases are judged on and the skipped
+/// arguments, each line prefixed `tmd:`.
+fn described(h: &reqwest::header::HeaderMap) -> Vec<String> {
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("?");
+    use crate::views::export as x;
+    vec![
+        format!(
+            "tmd: {} in {} (at least {} bits)",
+            get(x::HEADER_FUNCTION),
+            get(x::HEADER_JUDGED_AS),
+            get(x::HEADER_MIN_BITS)
+        ),
+        format!(
+            "tmd: {} arguments skipped in {} runs (listed by --format json or wc, and in the progress)",
+            get(x::HEADER_SKIPPED_ARGUMENTS),
+            get(x::HEADER_SKIPPED_RUNS)
+        ),
+    ]
 }
 
 /// Runs `campaign watch`: redraws progress every `--interval` seconds until the campaign is

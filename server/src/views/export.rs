@@ -13,7 +13,7 @@ use crate::store::export::{self as store_export, HrFilter, HrOrder};
 use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, State};
-use axum::http::header;
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -176,12 +176,14 @@ impl ExportQuery {
 }
 
 /// Lists a campaign's verified HR-cases, streamed: `json` (an array of objects; with
-/// `shape=object` an `HrCasesDocument`, version 1, holding the skipped runs too), `csv`
-/// (header `x,bits,neg_log2_d,kind,rounded`, then `#` comment lines: the format and each run
-/// of skipped arguments with its reason) or `wc` (a `#` comment header with the format and the
-/// skipped runs, then one C99 hex argument per line, as CORE-MATH's worst-case files). All
-/// formats list the same cases in the same order; the skipped runs are also in the
-/// campaign's progress.
+/// `shape=object` an `HrCasesDocument`, version 1, holding the skipped runs too), `csv` (RFC
+/// 4180: the header `x,bits,neg_log2_d,kind,rounded`, then one row per case, CRLF line ends,
+/// nothing else) or `wc` (a `#` comment header with the format and the skipped runs, then one
+/// C99 hex argument per line, as CORE-MATH's worst-case files). All formats list the same
+/// cases in the same order. Every answer says in its headers what the campaign is judged as
+/// (`X-Tmd-Function`, `X-Tmd-Judged-As`, `X-Tmd-Min-Bits`) and how much was skipped
+/// (`X-Tmd-Skipped-Runs`, `X-Tmd-Skipped-Arguments`); the runs themselves are in the json
+/// object, the wc header and the campaign's progress.
 #[utoipa::path(get, path = "/campaigns/{id}/hr-cases", tag = "campaigns",
     security(("admin" = [])),
     params(("id" = i64, Path, description = "campaign id"), ExportQuery),
@@ -189,7 +191,13 @@ impl ExportQuery {
         (status = 200, description = "the HR-cases, in the format asked for", content(
             (JsonExport = "application/json"),
             (String = "text/csv"),
-            (String = "text/plain"))),
+            (String = "text/plain")),
+            headers(
+                ("x-tmd-function" = String, description = "the campaign's function"),
+                ("x-tmd-judged-as" = String, description = "the format and how results are judged on it"),
+                ("x-tmd-min-bits" = u32, description = "the campaign's search threshold"),
+                ("x-tmd-skipped-runs" = u64, description = "runs of arguments of done units that were skipped (overflow, pole, trivial, exact, ...)"),
+                ("x-tmd-skipped-arguments" = u64, description = "arguments in those runs"))),
         (status = 400, body = ApiError), (status = 401, body = ApiError),
         (status = 404, body = ApiError)))]
 async fn hr_cases(
@@ -200,7 +208,10 @@ async fn hr_cases(
 ) -> Result<Response> {
     let spec = q.spec(id)?;
     let campaign = store::get_campaign(&s.pool, id).await?;
-    Ok(stream(s.pool.clone(), campaign, spec))
+    // The skipped runs are few (a run covers many arguments): read before the cases, and
+    // before the status line, so a failure here is a JSON error like any other.
+    let skipped = store_export::skipped_runs(&s.pool, campaign.id, None).await?;
+    Ok(stream(s.pool.clone(), campaign, skipped, spec))
 }
 
 /// Bytes gathered before a chunk goes to the client: large enough to amortise the channel
@@ -208,19 +219,16 @@ async fn hr_cases(
 const CHUNK_BYTES: usize = 64 * 1024;
 
 /// The streamed response of an export.
-fn stream(pool: PgPool, campaign: Campaign, spec: ExportSpec) -> Response {
+fn stream(
+    pool: PgPool,
+    campaign: Campaign,
+    skipped: Vec<SkippedRun>,
+    spec: ExportSpec,
+) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     let format = spec.format;
+    let headers = described_in_headers(&campaign, &skipped);
     tokio::spawn(async move {
-        // The skipped runs are few (a run covers many arguments): read before the cases.
-        let skipped = match store_export::skipped_runs(&pool, campaign.id, None).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(campaign.id = campaign.id, error = %e, "export failed");
-                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                return;
-            }
-        };
         let mut rows = store_export::hr_cases(&pool, &spec.filter);
         let mut buf = Vec::with_capacity(CHUNK_BYTES + 1024);
         write_prefix(&mut buf, &campaign, &spec);
@@ -255,12 +263,54 @@ fn stream(pool: PgPool, campaign: Campaign, spec: ExportSpec) -> Response {
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
-    (
+    let mut response = (
         [(header::CONTENT_TYPE, format.content_type())],
         Body::from_stream(body),
     )
-        .into_response()
+        .into_response();
+    response.headers_mut().extend(headers);
+    response
 }
+
+/// What every export is judged as, in HTTP headers too: the csv rows hold cases alone (RFC
+/// 4180, so every csv reader takes them), and a client of any format learns the format and
+/// how much was skipped without parsing the body. The runs themselves are in the json
+/// object export (`shape=object`) and the campaign's progress.
+fn described_in_headers(c: &Campaign, skipped: &[SkippedRun]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    // A header value is visible ASCII: anything else (a name's accents) becomes '?'.
+    let ascii = |s: &str| -> HeaderValue {
+        let text: String = s
+            .chars()
+            .map(|ch| {
+                if ch == ' ' || ch.is_ascii_graphic() {
+                    ch
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("?"))
+    };
+    h.insert(HEADER_FUNCTION, ascii(&c.function));
+    h.insert(HEADER_JUDGED_AS, ascii(&c.judged_as));
+    h.insert(HEADER_MIN_BITS, HeaderValue::from(c.min_bits));
+    h.insert(HEADER_SKIPPED_RUNS, HeaderValue::from(skipped.len() as u64));
+    let arguments: u64 = skipped.iter().map(|r| r.count).sum();
+    h.insert(HEADER_SKIPPED_ARGUMENTS, HeaderValue::from(arguments));
+    h
+}
+
+/// The function of an export's campaign.
+pub const HEADER_FUNCTION: &str = "x-tmd-function";
+/// The campaign's format and how it is judged (`Campaign::judged_as`).
+pub const HEADER_JUDGED_AS: &str = "x-tmd-judged-as";
+/// The campaign's search threshold (identical bits after the rounding bit).
+pub const HEADER_MIN_BITS: &str = "x-tmd-min-bits";
+/// How many runs of arguments of the campaign's done units were skipped (overflow, pole,
+/// trivial, exact, ...), and how many arguments they hold.
+pub const HEADER_SKIPPED_RUNS: &str = "x-tmd-skipped-runs";
+pub const HEADER_SKIPPED_ARGUMENTS: &str = "x-tmd-skipped-arguments";
 
 /// The name of a campaign's format as people write it: the named format, or the precision
 /// with its unbounded exponent.
@@ -286,7 +336,10 @@ fn write_skipped(buf: &mut Vec<u8>, format: Format, skipped: &[SkippedRun]) {
             buf.extend_from_slice(b",\"cases\":[");
             return;
         }
-        Format::Csv | Format::Wc => {}
+        // RFC 4180: a csv holds its header and its rows, nothing else (the runs are in the
+        // response's headers and the json object export).
+        Format::Csv => return,
+        Format::Wc => {}
     }
     for s in skipped {
         let _ = writeln!(
@@ -329,10 +382,7 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
             buf.extend_from_slice(&text.as_bytes()[..text.len() - 1]);
             buf.push(b',');
         }
-        Format::Csv => {
-            buf.extend_from_slice(b"x,bits,neg_log2_d,kind,rounded\n");
-            let _ = writeln!(buf, "# format {}", comment_safe(&c.judged_as));
-        }
+        Format::Csv => buf.extend_from_slice(CSV_HEADER),
         Format::Wc => {
             let f = &spec.filter;
             let _ = writeln!(
@@ -370,6 +420,9 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
     }
 }
 
+/// The csv export's header row; rows end in CRLF, as RFC 4180 says.
+const CSV_HEADER: &[u8] = b"x,bits,neg_log2_d,kind,rounded\r\n";
+
 fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\"")).into()
@@ -387,9 +440,9 @@ fn write_row(buf: &mut Vec<u8>, format: Format, case: &ExportedHrCase, first: bo
             let _ = serde_json::to_writer(&mut *buf, case);
         }
         Format::Csv => {
-            let _ = writeln!(
+            let _ = write!(
                 buf,
-                "{},{},{},{},{}",
+                "{},{},{},{},{}\r\n",
                 csv_field(&case.x),
                 case.bits,
                 case.neg_log2_d,
@@ -499,7 +552,7 @@ mod tests {
         write_row(&mut csv, Format::Csv, &case, true);
         assert_eq!(
             String::from_utf8(csv).unwrap(),
-            "-0x1.8p+0,21,45.25,mid,0x1.2p-2\n"
+            "-0x1.8p+0,21,45.25,mid,0x1.2p-2\r\n"
         );
         let mut wc = Vec::new();
         write_row(&mut wc, Format::Wc, &case, true);

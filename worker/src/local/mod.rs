@@ -6,6 +6,7 @@ pub use bench::{bench, BenchArgs};
 
 use crate::journal::{self, Journal};
 use crate::state::replace_file;
+use crate::tally::Tally;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -60,7 +61,8 @@ pub enum Output {
     Table,
     /// The whole result as one JSON object.
     Json,
-    /// One HR-case per line: x,bits,neg_log2_d,kind,rounded.
+    /// RFC 4180 csv: a header row, then one HR-case per row (x,bits,neg_log2_d,kind,rounded),
+    /// CRLF line ends; the format and the skipped runs are printed on stderr.
     Csv,
     /// One hex argument per line, as CORE-MATH's worst-case files.
     Wc,
@@ -304,10 +306,9 @@ struct Described<'a> {
 /// The first lines of a csv or wc output.
 fn write_stream_header(out: &mut dyn Write, kind: Output, d: &Described) -> Result<()> {
     match kind {
-        Output::Csv => {
-            writeln!(out, "x,bits,neg_log2_d,kind,rounded")?;
-            writeln!(out, "# format {}", d.cfg.format().describe())?;
-        }
+        // RFC 4180: the header row and the cases, nothing else (the format and the skipped
+        // runs go to stderr: `describe_csv`).
+        Output::Csv => write!(out, "x,bits,neg_log2_d,kind,rounded\r\n")?,
         Output::Wc => {
             writeln!(
                 out,
@@ -325,13 +326,13 @@ fn write_stream_header(out: &mut dyn Write, kind: Output, d: &Described) -> Resu
     Ok(())
 }
 
-/// Skipped arguments as comment lines of a csv or wc output (never silent).
+/// Skipped arguments as comment lines of a wc output (a csv output's are on stderr).
 fn write_stream_skipped<'a>(
     out: &mut dyn Write,
     kind: Output,
     skipped: impl IntoIterator<Item = &'a Skipped>,
 ) -> Result<()> {
-    if matches!(kind, Output::Csv | Output::Wc) {
+    if matches!(kind, Output::Wc) {
         for s in skipped {
             writeln!(out, "{}", skipped_line("# skipped", s))?;
         }
@@ -359,9 +360,9 @@ fn write_stream_cases<'a>(
 ) -> Result<()> {
     for c in cases {
         match kind {
-            Output::Csv => writeln!(
+            Output::Csv => write!(
                 out,
-                "{},{},{},{},{}",
+                "{},{},{},{},{}\r\n",
                 c.x,
                 c.bits,
                 c.neg_log2_d,
@@ -380,7 +381,9 @@ struct Sink {
     journal: Option<Journal>,
     /// The csv or wc output file, appended per unit.
     stream: Option<std::fs::File>,
-    results: Vec<UnitResult>,
+    /// The finished units added up (not kept one by one: a binade of binary80 is millions).
+    tally: Tally,
+    format: Format,
     progress: Progress,
 }
 
@@ -421,11 +424,15 @@ impl Sink {
             f.write_all(&ready.stream)?;
             f.flush()?;
         }
+        self.progress.unit_done(r.hr_cases.len() as u64);
+        self.tally.add(r);
         if let (Some(j), Some(line)) = (&mut self.journal, &ready.journal) {
             j.record_line(line)?;
+            if j.wants_compaction() {
+                self.tally.finish_in(self.format);
+                j.compact(&self.tally)?;
+            }
         }
-        self.progress.unit_done(r.hr_cases.len() as u64);
-        self.results.push(r);
         Ok(())
     }
 }
@@ -462,14 +469,14 @@ pub fn search(a: SearchArgs) -> Result<()> {
         domain_bits: a.engine.domain_bits,
     };
     let (journal, done) = match &a.output_file {
-        None => (None, Vec::new()),
+        None => (None, Tally::default()),
         Some(path) => {
             let jpath = journal::path_for(path);
             if a.resume {
                 let (j, done) = Journal::resume(&jpath, &header)?;
                 eprintln!(
                     "tmd: resuming: {} of {} units already done ({})",
-                    done.len(),
+                    done.units,
                     units.len(),
                     jpath.display()
                 );
@@ -482,11 +489,11 @@ pub fn search(a: SearchArgs) -> Result<()> {
                         jpath.display()
                     );
                 }
-                (Some(Journal::create(&jpath, &header)?), Vec::new())
+                (Some(Journal::create(&jpath, &header)?), Tally::default())
             }
         }
     };
-    let todo = journal::remaining(&units, &done);
+    let todo = done.remaining(&units);
     let stream = match (&a.output_file, a.output) {
         (Some(path), Output::Csv | Output::Wc) => {
             // Rebuilt from the journal: whatever a crash left after its last unit goes.
@@ -495,10 +502,8 @@ pub fn search(a: SearchArgs) -> Result<()> {
             // Formatted in memory and written at once (the file is unbuffered; see `Ready`).
             let mut bytes = Vec::new();
             write_stream_header(&mut bytes, a.output, &described)?;
-            for r in &done {
-                write_stream_cases(&mut bytes, a.output, &r.hr_cases)?;
-                write_stream_skipped(&mut bytes, a.output, &r.skipped)?;
-            }
+            write_stream_cases(&mut bytes, a.output, &done.result.hr_cases)?;
+            write_stream_skipped(&mut bytes, a.output, &done.result.skipped)?;
             f.write_all(&bytes)?;
             f.flush()?;
             Some(f)
@@ -507,12 +512,13 @@ pub fn search(a: SearchArgs) -> Result<()> {
     };
     let engine = a.engine.backend()?;
     let backend = engine.backend();
-    let hr_so_far = done.iter().map(|r| r.hr_cases.len() as u64).sum();
+    let hr_so_far = done.result.hr_cases.len() as u64;
     let sink = Mutex::new(Sink {
         journal,
         stream,
-        progress: Progress::new(units.len() as u64, done.len() as u64, hr_so_far, a.quiet),
-        results: done,
+        progress: Progress::new(units.len() as u64, done.units, hr_so_far, a.quiet),
+        tally: done,
+        format: cfg.format(),
     });
     let start = Instant::now();
     let (has_stream, has_journal) = {
@@ -535,7 +541,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         if let Some(path) = &a.output_file {
             eprintln!(
                 "tmd: the search stopped; {} of {} units are kept in {}: fix the cause and                  run the same command with --resume",
-                sink.results.len(),
+                sink.tally.units,
                 units.len(),
                 journal::path_for(path).display()
             );
@@ -543,8 +549,12 @@ pub fn search(a: SearchArgs) -> Result<()> {
         return Err(e);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let result = RangeResult::from_units_in(sink.results, cfg.format());
+    sink.tally.finish_in(cfg.format());
+    let result = sink.tally.result;
     let text = render(a.output, &described, &result, &engine, elapsed)?;
+    if a.output == Output::Csv {
+        describe_csv(&described, &result);
+    }
     match &a.output_file {
         Some(path) => {
             replace_file(path, &text, false)
@@ -563,6 +573,15 @@ pub fn search(a: SearchArgs) -> Result<()> {
         eprintln!("tmd: {line}");
     }
     Ok(())
+}
+
+/// What a csv output's rows are judged as, and the arguments it skipped, on stderr: the csv
+/// itself holds its header and its cases alone, so that every csv reader takes it whole.
+fn describe_csv(d: &Described, result: &RangeResult) {
+    eprintln!("tmd: format {}", d.cfg.format().describe());
+    for s in &result.skipped {
+        eprintln!("{}", skipped_line("tmd: skipped", s));
+    }
 }
 
 fn skipped_arguments(r: &RangeResult) -> u64 {
