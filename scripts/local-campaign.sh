@@ -26,7 +26,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 bash scripts/setup.sh >&2
 say "building tmd-server and tmd-worker (release)"
-cargo build --release -q -p tmd-server -p tmd-worker
+# The same build as the test command's (scripts/test.sh): one set of features, built once.
+cargo build --release -q --workspace --bins
 BIN=target/release
 mkdir -p "$DIR"
 
