@@ -124,8 +124,21 @@ impl Error {
 fn is_unavailable(e: &sqlx::Error) -> bool {
     matches!(
         e,
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
+        sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::WorkerCrashed
     ) || is_transient(e)
+        || matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| is_unavailable_state(&c)))
+}
+
+/// SQLSTATEs that say the server is going away or not there yet, not that the request is
+/// wrong: a restart of PostgreSQL answers every pooled connection with 57P01 (terminating
+/// connection due to administrator command), a crash with 57P02, a server still starting
+/// with 57P03; class 08 is a broken connection, 53300 too many connections. Each heals by
+/// waiting, so each is a 503 with Retry-After and part of the outage's one log line.
+fn is_unavailable_state(code: &str) -> bool {
+    matches!(code, "57P01" | "57P02" | "57P03" | "53300") || code.starts_with("08")
 }
 
 /// A deadlock or serialization failure: the transaction was rolled back and may simply be run

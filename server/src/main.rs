@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
+use std::io::IsTerminal;
 use std::io::Write;
 use std::process::ExitCode;
 use tmd_server::cli::{self, Cli, Command};
@@ -42,9 +43,12 @@ fn log_filter(spec: &str) -> EnvFilter {
 
 async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Colours only on a terminal: a log file or journald would keep the escape codes.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(log_filter(&cli.log))
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
     match &cli.command {
         Command::Serve(args) => {

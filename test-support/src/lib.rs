@@ -200,51 +200,107 @@ fn start_own_cluster(dir: &Path) -> Result<u16, String> {
             }
         }
     }
-    let data = dir.join("data");
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let as_root = is_root();
-    if as_root {
-        // initdb refuses to run as root; the cluster belongs to `postgres`.
-        run(Command::new("chown").arg("-R").arg("postgres").arg(dir))?;
-    }
-    let tool = |name: &str| -> Command {
-        let bin = pg_bin(name);
-        if as_root {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(bin);
-            c
-        } else {
-            Command::new(bin)
-        }
-    };
-    if !data.join("PG_VERSION").exists() {
-        run(tool("initdb")
-            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "-D"])
-            .arg(&data))?;
-    }
-    let port = free_port()?;
-    let options = format!(
-        "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections=300 -c fsync=off",
-        dir.display()
-    );
-    run(tool("pg_ctl")
-        .arg("-D")
-        .arg(&data)
-        .arg("-l")
-        .arg(dir.join("log"))
-        .args(["-o", &options, "-w", "start"]))?;
-    let start = Instant::now();
-    while !reachable(port) {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err(format!(
-                "cluster in {} did not open port {port}",
-                dir.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let cluster = PrivateCluster::init(dir)?;
+    cluster.start()?;
+    let port = cluster.port;
+    // The shared cluster outlives this process: later test processes reuse it.
+    std::mem::forget(cluster);
     std::fs::write(&port_file, port.to_string()).map_err(|e| e.to_string())?;
     Ok(port)
+}
+
+/// A PostgreSQL cluster of a test's own, in a folder of its own, that the test may stop and
+/// start (a restart under a running coordinator); stopped when dropped. `initdb` runs as
+/// `postgres` when the tests run as root.
+pub struct PrivateCluster {
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl PrivateCluster {
+    /// Creates the cluster in `dir` (its data in `dir/data`) on a free port, not started.
+    pub fn init(dir: &Path) -> Result<PrivateCluster, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        if is_root() {
+            // initdb refuses to run as root; the cluster belongs to `postgres`.
+            run(Command::new("chown").arg("-R").arg("postgres").arg(dir))?;
+        }
+        let data = dir.join("data");
+        if !data.join("PG_VERSION").exists() {
+            run(pg_tool("initdb")
+                .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "-D"])
+                .arg(&data))?;
+        }
+        Ok(PrivateCluster {
+            dir: dir.to_path_buf(),
+            port: free_port()?,
+        })
+    }
+
+    /// The URL of database `db` on this cluster.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Starts the cluster and waits until it takes connections.
+    pub fn start(&self) -> Result<(), String> {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c max_connections=300 -c fsync=off",
+            self.port,
+            self.dir.display()
+        );
+        run(pg_tool("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .args(["-o", &options, "-w", "start"]))?;
+        let start = Instant::now();
+        while !reachable(self.port) {
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(format!(
+                    "cluster in {} did not open port {}",
+                    self.dir.display(),
+                    self.port
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Stops the cluster as an operator's restart does (`pg_ctl stop -m fast`: every
+    /// connection is told 57P01, "terminating connection due to administrator command").
+    pub fn stop(&self) -> Result<(), String> {
+        PrivateCluster::stop_in(&self.dir)
+    }
+
+    /// [`PrivateCluster::stop`] of the cluster in `dir` (from another thread).
+    pub fn stop_in(dir: &Path) -> Result<(), String> {
+        run(pg_tool("pg_ctl")
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-m", "fast", "-w", "stop"]))
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A PostgreSQL tool, run as `postgres` when the tests run as root.
+fn pg_tool(name: &str) -> Command {
+    let bin = pg_bin(name);
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    }
 }
 
 fn is_root() -> bool {

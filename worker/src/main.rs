@@ -7,6 +7,7 @@ mod journal;
 mod local;
 mod misbehave;
 mod state;
+mod tally;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -52,7 +53,8 @@ fn main() -> Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // Colours only on a terminal: a log file or journald would keep the escape codes.
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     match cli.command {
         Command::Search(a) => local::search(a),
