@@ -191,6 +191,14 @@ impl Worker {
         self.spawn();
     }
 
+    /// SIGKILL, then a new process pointed at `server` (another replica, say), with the same
+    /// state directory and flags.
+    pub fn restart_at(&mut self, server: &str) {
+        self.kill();
+        self.server = server.to_string();
+        self.spawn();
+    }
+
     /// SIGKILL and a new process at once, without waiting for the old one to be gone: the
     /// restart a supervisor does, which may find the state directory still locked.
     pub fn kill_and_restart_at_once(&mut self) {

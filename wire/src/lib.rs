@@ -384,6 +384,15 @@ pub struct WorkerRegistered {
     pub token: String,
 }
 
+/// `GET /api/v1/workers/me`: who the worker's token says it is. A worker pointed at another
+/// URL asks this before registering again: a replica of its coordinator (same database)
+/// knows it, and the worker keeps its identity, its leases and its spooled results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct WorkerIdentity {
+    pub worker_id: i64,
+}
+
 /// `GET /api/v1/workers` (admin): one worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

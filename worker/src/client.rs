@@ -10,7 +10,7 @@ use std::time::Duration;
 use tmd_wire::{
     ApiError, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, RegisterWorker,
     ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitResult,
-    WorkerRegistered,
+    WorkerIdentity, WorkerRegistered,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -142,13 +142,24 @@ impl Client {
         body: &B,
     ) -> Result<R, ClientError> {
         let url = format!("{}/api/v1{path}", self.base);
+        self.send(path, &url, self.http.post(&url).json(body)).await
+    }
+
+    async fn get<R: DeserializeOwned>(&self, path: &str) -> Result<R, ClientError> {
+        let url = format!("{}/api/v1{path}", self.base);
+        self.send(path, &url, self.http.get(&url)).await
+    }
+
+    /// Sends a request of this API and sorts its answer (see [`ClientError`]).
+    async fn send<R: DeserializeOwned>(
+        &self,
+        path: &str,
+        url: &str,
+        req: reqwest::RequestBuilder,
+    ) -> Result<R, ClientError> {
         // Every request says what this worker understands: a server leases a named format's
         // campaign only to a worker that runs the engine in it.
-        let mut req = self
-            .http
-            .post(&url)
-            .header(tmd_wire::FEATURES_HEADER, tmd_wire::FEATURE_FORMATS)
-            .json(body);
+        let mut req = req.header(tmd_wire::FEATURES_HEADER, tmd_wire::FEATURE_FORMATS);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -247,6 +258,11 @@ impl Client {
             },
         )
         .await
+    }
+
+    /// Who this client's token says the worker is (`GET /workers/me`).
+    pub async fn identity(&self) -> Result<WorkerIdentity, ClientError> {
+        self.get("/workers/me").await
     }
 
     pub async fn lease(&self, seconds: Option<u32>) -> Result<LeaseResponse, ClientError> {

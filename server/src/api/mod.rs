@@ -24,7 +24,7 @@ use std::time::Instant;
 use tmd_wire::{
     ApiError, Campaign, CampaignProgress, CampaignState, CreateCampaign, CreateEnrollmentToken,
     EnrollmentToken, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, QuarantineWorker,
-    RegisterWorker, ReleaseLease, ReleaseResponse, WorkerInfo, WorkerRegistered,
+    RegisterWorker, ReleaseLease, ReleaseResponse, WorkerIdentity, WorkerInfo, WorkerRegistered,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -110,6 +110,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(cancel_campaign))
         .routes(routes!(create_enrollment_token))
         .routes(routes!(register_worker))
+        .routes(routes!(worker_identity))
         .routes(routes!(list_workers))
         .routes(routes!(get_worker))
         .routes(routes!(quarantine_worker))
@@ -398,6 +399,14 @@ async fn register_worker(
         StatusCode::CREATED,
         Json(WorkerRegistered { worker_id, token }),
     ))
+}
+
+/// Who the worker's token says it is: how a worker pointed at another replica of its
+/// coordinator learns that it need not register again.
+#[utoipa::path(get, path = "/workers/me", tag = "workers", security(("worker" = [])),
+    responses((status = 200, body = WorkerIdentity), (status = 401, body = ApiError)))]
+async fn worker_identity(w: Worker) -> Json<WorkerIdentity> {
+    Json(WorkerIdentity { worker_id: w.id })
 }
 
 /// Lists workers with last seen, measured speed, units done, owner, record and quarantine.

@@ -26,6 +26,7 @@ pub use settings::{RunArgs, Settings};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tmd_wire::codes;
 use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
@@ -209,9 +210,20 @@ async fn daemon(settings: Settings) -> Result<()> {
     };
     let outcome = pipeline.run(resumed, opening).await;
     let (requests, posted) = watch.counts();
-    let left = held.state.spool()?.len();
-    if left > 0 {
-        warn!(results = left, state_dir = %held.state.root().display(), "results not yet accepted stay in the spool and are posted at the next start");
+    // Said after the run, never instead of its outcome: a state directory that failed is the
+    // pipeline's error to report, not this count's.
+    match held.state.spool() {
+        Ok(spool) => {
+            let accepted = watch.unrecorded().min(spool.len() as u64);
+            let waiting = spool.len() as u64 - accepted;
+            if waiting > 0 {
+                warn!(results = waiting, state_dir = %held.state.root().display(), "results the server has not accepted yet stay in the spool and are posted at the next start");
+            }
+            if accepted > 0 {
+                warn!(results = accepted, state_dir = %held.state.root().display(), "results the server accepted stay in the spool (their units could not be written down as done); the next start posts them again and they are answered replayed");
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot read the spool"),
     }
     info!(
         units = shared.units_done.load(Ordering::SeqCst),
@@ -233,7 +245,30 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
         if c.server == settings.server {
             return Ok(Some(anonymous.with_token(c.token)));
         }
-        warn!(old = %c.server, new = %settings.server, "credentials are for another server; registering again");
+        let Some(known) = known_at(&anonymous, &c, shared).await? else {
+            return Ok(None);
+        };
+        if known {
+            // Another replica of the same coordinator (one database): the same worker, with
+            // its leases and its spooled results.
+            info!(worker.id = c.worker_id, old = %c.server, new = %settings.server, "the server knows this worker: keeping its identity, leases and spooled results");
+            state.save_credentials(&Credentials {
+                server: settings.server.clone(),
+                ..c.clone()
+            })?;
+            return Ok(Some(anonymous.with_token(c.token)));
+        }
+        let (leases, spooled) = (state.leases()?.len(), state.spool()?.len());
+        if leases + spooled > 0 {
+            bail!(
+                "{} does not know this worker (registered at {}), and the state directory {} holds                  {leases} leases and {spooled} results not yet accepted there: point --server back                  at {} (or at another replica on its database) until they are posted, or give this                  worker another --state-dir",
+                settings.server,
+                c.server,
+                state.root().display(),
+                c.server
+            );
+        }
+        warn!(old = %c.server, new = %settings.server, "the server does not know this worker; registering again");
     }
     let Some(enrollment) = settings.enrollment_token.as_deref() else {
         bail!("this worker is not registered yet: pass --token with an enrollment token from the admin (`tmd-server token create`)");
@@ -263,6 +298,34 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
             }
             Err(ClientError::Misconfigured(m)) => bail!("cannot register: {m}"),
             Err(e) => bail!("registration refused: {e}"),
+        }
+    }
+}
+
+/// Whether the server of `anonymous` knows the worker of credentials `c` (made at another
+/// URL): `Some(true)` when its token names the same worker there, `Some(false)` when the token
+/// is unknown, `None` when asked to stop while waiting for the server.
+async fn known_at(anonymous: &Client, c: &Credentials, shared: &Shared) -> Result<Option<bool>> {
+    let client = anonymous.with_token(c.token.clone());
+    let mut backoff = Backoff::new();
+    loop {
+        match client.identity().await {
+            Ok(me) => return Ok(Some(me.worker_id == c.worker_id)),
+            // Unknown token (an older coordinator without `GET /workers/me` answers so too:
+            // its admin-only `/workers/{id}`).
+            Err(e) if e.code() == Some(codes::UNAUTHORIZED) => return Ok(Some(false)),
+            Err(ClientError::Unavailable {
+                message,
+                retry_after,
+            }) => {
+                let wait = backoff.next(retry_after);
+                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable; waiting to ask whether it knows this worker");
+                shared.sleep(wait).await;
+                if shared.finishing() {
+                    return Ok(None);
+                }
+            }
+            Err(e) => bail!("cannot ask {} whether it knows this worker: {e}", c.server),
         }
     }
 }

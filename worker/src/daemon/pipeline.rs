@@ -202,6 +202,8 @@ enum Stop {
     Engine(String),
     /// A device's context was lost.
     DeviceLost(String),
+    /// The state directory failed (deleted, disk full): a result could not be spooled.
+    State(String),
 }
 
 async fn join_lease(
@@ -437,7 +439,15 @@ impl<C: Coordinator> Pipeline<C> {
                                 stop = Some(Stop::DeviceLost(why));
                             }
                         }
-                        Outcome::SpoolFailed(e) => bail!("cannot spool the result of unit {}: {e}", c.unit_id),
+                        Outcome::SpoolFailed(e) => {
+                            // Nothing computed from now on could survive a crash: stop, post
+                            // what is queued, and give every unit in hand back (this one too),
+                            // instead of leaving them to the lease's expiry.
+                            if !matches!(stop, Some(Stop::State(_))) {
+                                error!(unit.id = c.unit_id, error = %e, "cannot spool a result: stopping, and giving back every unit in hand");
+                                stop = Some(Stop::State(format!("cannot spool the result of unit {}: {e}", c.unit_id)));
+                            }
+                        }
                     }
                 }
                 // A lease closed: at the end of the work the next request waits for it.
@@ -467,8 +477,28 @@ impl<C: Coordinator> Pipeline<C> {
                             match resp.lease {
                                 Some(lease) => {
                                     info!(lease.id = lease.lease_id, campaign.id = lease.task.campaign_id, units = lease.units.len(), function = %lease.task.function, "leased");
-                                    let a = self.activate(LeaseState { lease, done: BTreeSet::new() })?;
-                                    leases.push(a);
+                                    let (id, fencing_token) = (lease.lease_id, lease.fencing_token);
+                                    match self.activate(LeaseState { lease, done: BTreeSet::new() }) {
+                                        Ok(a) => leases.push(a),
+                                        Err(e) => {
+                                            // Not taken in hand: given back at once rather than
+                                            // left to expire.
+                                            // A state error says its cause itself.
+                                            let why = one_line(&match e.downcast_ref::<crate::state::StateError>() {
+                                                Some(s) => s.to_string(),
+                                                None => format!("{e:#}"),
+                                            });
+                                            error!(lease.id = id, error = %why, "cannot take the lease in hand: giving it back");
+                                            let body = ReleaseLease { fencing_token, failed_units: Vec::new(), reason: Some(format!("worker stopping: {why}")) };
+                                            if let Err(r) = self.coord.release(id, &body).await {
+                                                warn!(lease.id = id, error = %r, "could not release the lease; it will expire on the server");
+                                            }
+                                            if e.downcast_ref::<crate::state::StateError>().is_none() {
+                                                return Err(e);
+                                            }
+                                            stop.get_or_insert(Stop::State(why));
+                                        }
+                                    }
                                 }
                                 None => {
                                     // Leases still closing hold units the server counts
@@ -531,6 +561,9 @@ impl<C: Coordinator> Pipeline<C> {
             Some(Stop::Quarantined(m)) => Err(Quarantined(m).into()),
             Some(Stop::DeviceLost(m)) => Err(DeviceLost(m).into()),
             Some(Stop::Engine(m)) => Err(anyhow!("the back end did not start: {m}")),
+            Some(Stop::State(m)) => Err(anyhow!(
+                "{m}; the units in hand were given back (fix the state directory, then restart)"
+            )),
             _ => Ok(()),
         }
     }
@@ -584,6 +617,10 @@ fn close_reason(a: &Active, stop: Option<&Stop>) -> String {
         "worker stopping: its unit limit is reached".into()
     } else if let Some(Stop::DeviceLost(why)) = stop {
         one_line(&format!("worker stopping: its GPU is lost ({why})"))
+    } else if let Some(Stop::State(why)) = stop {
+        one_line(&format!(
+            "worker stopping: its state directory failed ({why})"
+        ))
     } else if let Some(Stop::Engine(why)) = stop {
         one_line(&format!(
             "worker stopping: its back end did not start ({why})"

@@ -111,6 +111,9 @@ struct Book {
     unacceptable: HashMap<i64, Vec<i64>>,
     requests: u64,
     posted: u64,
+    /// Results the server took whose unit could not be written down as done (the state
+    /// directory failed): they stay in the spool.
+    unrecorded: u64,
 }
 
 struct Inner {
@@ -159,6 +162,12 @@ impl PostWatch {
     pub fn counts(&self) -> (u64, u64) {
         let b = self.0.book();
         (b.requests, b.posted)
+    }
+
+    /// Results the server took that stay in the spool (their units could not be written down
+    /// as done).
+    pub fn unrecorded(&self) -> u64 {
+        self.0.book().unrecorded
     }
 }
 
@@ -269,22 +278,26 @@ async fn post_loop<C: Coordinator>(
                 }
             }
             // Written down as finished first, then out of the spool: a crash in between
-            // posts them again and gets `replayed`.
-            let mut gone = Vec::new();
-            if held.mark_done(&settled) {
+            // posts them again and gets `replayed`. Where the state directory cannot be
+            // written (deleted, disk full) they stay in the spool, but the server has them:
+            // they are settled all the same, not posted again and again, and a next start
+            // that finds them gets `replayed`.
+            let recorded = held.mark_done(&settled);
+            if recorded {
                 for &(l, u) in &settled {
                     if let Err(err) = held.state.spool_remove(l, u) {
                         error!(error = %err, "cannot remove a posted result from the spool");
                     }
                 }
-                gone = settled;
-            } else {
-                failed = true;
             }
+            let gone = settled;
             {
                 let mut book = inner.book();
                 book.requests += round.requests;
                 book.posted += gone.len() as u64;
+                if !recorded {
+                    book.unrecorded += gone.len() as u64;
+                }
                 for &(l, _) in &gone {
                     if let Some(n) = book.unsettled.get_mut(&l) {
                         *n = n.saturating_sub(1);
