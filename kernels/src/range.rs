@@ -52,14 +52,52 @@ impl RangeResult {
     /// As [`RangeResult::from_units`] in format `fmt`, whose grid says which skipped runs of
     /// neighbouring units touch: those are merged (a trivial run keeps the fewest bits).
     pub fn from_units_in(units: impl IntoIterator<Item = UnitResult>, fmt: Format) -> RangeResult {
-        let mut out = RangeResult::sum_units(units, fmt.precision);
-        let p = fmt.precision.bits();
+        let mut out = RangeResult::empty();
+        for r in units {
+            out.add(r);
+        }
+        out.finish_in(fmt)
+    }
+
+    /// Nothing searched yet.
+    pub fn empty() -> RangeResult {
+        RangeResult {
+            arguments: 0,
+            stats: Stats::default(),
+            hr_cases: Vec::new(),
+            exact_cases: Vec::new(),
+            skipped: Vec::new(),
+            timings: Timings::default(),
+        }
+    }
+
+    /// Adds one unit's result as it comes (its cases and runs appended in arrival order:
+    /// [`RangeResult::finish_in`] puts them in argument order). A long search keeps this
+    /// instead of every unit's result: its memory is the cases', not the units'.
+    pub fn add(&mut self, r: UnitResult) {
+        self.arguments += r.unit.count;
+        self.stats.add(&r.stats);
+        self.timings.add(&r.timings);
+        self.hr_cases.extend(r.hr_cases);
+        self.exact_cases.extend(r.exact_cases);
+        self.skipped.extend(r.skipped);
+    }
+
+    /// The cases and skipped runs sorted by the value of their argument in format `fmt`,
+    /// and the runs that touch on its grid merged (a trivial run keeps the fewest bits).
+    /// Finishing a finished result changes nothing, so a result may be finished, added to
+    /// and finished again.
+    pub fn finish_in(mut self, fmt: Format) -> RangeResult {
+        let p = fmt.precision;
+        sort_by_argument(&mut self.hr_cases, p, |c| &c.x);
+        sort_by_argument(&mut self.exact_cases, p, |c| &c.x);
+        sort_by_argument(&mut self.skipped, p, |c| &c.first);
         let value = |x: &str| {
-            crate::format::parse_number(x, p, rug::float::Round::Nearest)
+            crate::format::parse_number(x, p.bits(), rug::float::Round::Nearest)
                 .expect("our own output parses")
         };
-        let mut merged: Vec<Skipped> = Vec::with_capacity(out.skipped.len());
-        for s in out.skipped.drain(..) {
+        let mut merged: Vec<Skipped> = Vec::with_capacity(self.skipped.len());
+        for s in self.skipped.drain(..) {
             if let Some(last) = merged.last_mut() {
                 let like = |r: &Skipped| r.trivial.as_ref().map(|t| t.like.clone());
                 if last.reason == s.reason
@@ -77,31 +115,8 @@ impl RangeResult {
             }
             merged.push(s);
         }
-        out.skipped = merged;
-        out
-    }
-
-    fn sum_units(units: impl IntoIterator<Item = UnitResult>, p: Precision) -> RangeResult {
-        let mut out = RangeResult {
-            arguments: 0,
-            stats: Stats::default(),
-            hr_cases: Vec::new(),
-            exact_cases: Vec::new(),
-            skipped: Vec::new(),
-            timings: Timings::default(),
-        };
-        for r in units {
-            out.arguments += r.unit.count;
-            out.stats.add(&r.stats);
-            out.timings.add(&r.timings);
-            out.hr_cases.extend(r.hr_cases);
-            out.exact_cases.extend(r.exact_cases);
-            out.skipped.extend(r.skipped);
-        }
-        sort_by_argument(&mut out.hr_cases, p, |c| &c.x);
-        sort_by_argument(&mut out.exact_cases, p, |c| &c.x);
-        sort_by_argument(&mut out.skipped, p, |c| &c.first);
-        out
+        self.skipped = merged;
+        self
     }
 }
 

@@ -1,19 +1,26 @@
-//! The journal of a local `search` written to a file: one JSON line per finished unit, so that
-//! an interrupted search keeps what it found and `--resume` goes on where it stopped.
+//! The journal of a local `search` written to a file, so that an interrupted search keeps
+//! what it found and `--resume` goes on where it stopped.
 //!
 //! The first line says what is searched (function, format, threshold, range, engine sizes); a
 //! resume with other settings is refused rather than mixing two searches in one file. Each
 //! later line is a whole unit's result, written with one `write` and flushed: a crash leaves at
 //! most a torn last line, which a resume cuts off (that unit is simply computed again).
+//!
+//! A unit's line is a few hundred bytes (its counters and timings), which for millions of
+//! units would be gigabytes: so the journal is compacted as it grows. Once the lines appended
+//! since the last compaction outweigh what it wrote (and at least [`COMPACT_AFTER`] bytes), the
+//! file is replaced, in one rename, by the header and one line holding the [`Tally`] of every
+//! unit so far: the done units as runs, the cases, the summed counters. Its size is that of
+//! the cases plus a few bytes per run of units, and each byte is rewritten a bounded number
+//! of times.
 
+use crate::tally::{Tally, TallyRecord};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::search::UnitResult;
 
 /// What a journal's search is; two searches are the same when these are equal.
@@ -34,8 +41,19 @@ pub struct Header {
     pub domain_bits: u32,
 }
 
-/// The journal's version: a file of another version is refused.
-pub const VERSION: u32 = 1;
+/// The journal's version: version 2 adds the compacted line (a version-1 reader would take
+/// it for a torn line and cut it off, so it is refused there); version 1 is still read.
+pub const VERSION: u32 = 2;
+
+/// Bytes of unit lines after which a compaction may start (it starts when they also outweigh
+/// the last compacted line).
+pub const COMPACT_AFTER: u64 = 1 << 20;
+
+/// The compacted line: every unit finished before the compaction.
+#[derive(Serialize, Deserialize)]
+struct CompactedLine {
+    compacted: TallyRecord,
+}
 
 /// The journal beside an output file: `cases.csv` -> `cases.csv.journal`.
 pub fn path_for(output: &Path) -> PathBuf {
@@ -48,7 +66,11 @@ pub fn path_for(output: &Path) -> PathBuf {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    header: Header,
     last_sync: Instant,
+    /// Bytes of unit lines since the last compaction, and the size of its line.
+    appended: u64,
+    compacted: u64,
 }
 
 impl Journal {
@@ -59,20 +81,21 @@ impl Journal {
             .create_new(true)
             .open(path)
             .with_context(|| format!("creating the journal {}", path.display()))?;
-        let mut line = serde_json::to_string(header)?;
-        line.push('\n');
-        file.write_all(line.as_bytes())?;
+        file.write_all(header_line(header)?.as_bytes())?;
         file.sync_data()?;
         Ok(Journal {
             file,
             path: path.to_path_buf(),
+            header: header.clone(),
             last_sync: Instant::now(),
+            appended: 0,
+            compacted: 0,
         })
     }
 
     /// Opens the journal at `path` to go on with the search `header` describes: its finished
     /// units, and the journal ready for more (a torn last line cut off).
-    pub fn resume(path: &Path, header: &Header) -> Result<(Journal, Vec<UnitResult>)> {
+    pub fn resume(path: &Path, header: &Header) -> Result<(Journal, Tally)> {
         let file = File::open(path).with_context(|| {
             format!(
                 "cannot resume: no journal {} (was the search started with this --output-file?)",
@@ -84,14 +107,18 @@ impl Journal {
         reader.read_line(&mut first)?;
         let found: Header = serde_json::from_str(first.trim_end())
             .with_context(|| format!("{} is not a tmd search journal", path.display()))?;
-        if found.tmd_search_journal != VERSION {
+        if !(1..=VERSION).contains(&found.tmd_search_journal) {
             bail!(
                 "{} is a journal of version {}; this tmd-worker reads version {VERSION}",
                 path.display(),
                 found.tmd_search_journal
             );
         }
-        if &found != header {
+        let same = Header {
+            tmd_search_journal: header.tmd_search_journal,
+            ..found.clone()
+        };
+        if &same != header {
             bail!(
                 "cannot resume: {} holds another search ({} {} ({} bits), k={}, [{}, {}), test {}); \
                  start this one with another --output-file",
@@ -106,8 +133,8 @@ impl Journal {
             );
         }
         let mut good_len = first.len() as u64;
-        let mut units = Vec::new();
-        let mut seen = HashSet::new();
+        let mut tally = Tally::default();
+        let (mut appended, mut compacted) = (0, 0);
         let mut line = String::new();
         loop {
             line.clear();
@@ -119,12 +146,21 @@ impl Journal {
             let Some(body) = line.strip_suffix('\n') else {
                 break;
             };
+            if good_len == first.len() as u64 {
+                // Only the line after the header can be a compaction, written whole by
+                // a rename: one that does not parse is damage, not a torn end.
+                if let Ok(c) = serde_json::from_str::<CompactedLine>(body) {
+                    tally = Tally::from_record(c.compacted);
+                    compacted = n as u64;
+                    good_len += n as u64;
+                    continue;
+                }
+            }
             let Ok(r) = serde_json::from_str::<UnitResult>(body) else {
                 break;
             };
-            if seen.insert(r.unit) {
-                units.push(r);
-            }
+            tally.add(r);
+            appended += n as u64;
             good_len += n as u64;
         }
         let file = OpenOptions::new().write(true).open(path)?;
@@ -132,11 +168,41 @@ impl Journal {
         let mut journal = Journal {
             file,
             path: path.to_path_buf(),
+            header: header.clone(),
             last_sync: Instant::now(),
+            appended,
+            compacted,
         };
         use std::io::Seek;
         journal.file.seek(std::io::SeekFrom::End(0))?;
-        Ok((journal, units))
+        Ok((journal, tally))
+    }
+
+    /// Whether the unit lines since the last compaction outweigh it: time to compact.
+    pub fn wants_compaction(&self) -> bool {
+        self.appended >= COMPACT_AFTER.max(self.compacted)
+    }
+
+    /// Replaces the journal by its header and one line holding `tally`, which must hold every
+    /// unit recorded so far (finished: cases sorted, runs merged). One rename: a crash leaves
+    /// the old journal or the new one, each whole.
+    pub fn compact(&mut self, tally: &Tally) -> Result<()> {
+        let mut line = serde_json::to_string(&CompactedLine {
+            compacted: tally.record(),
+        })?;
+        line.push('\n');
+        let mut text = header_line(&self.header)?;
+        text.push_str(&line);
+        crate::state::replace_file(&self.path, text.as_bytes(), false)
+            .with_context(|| format!("compacting the journal {}", self.path.display()))?;
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .with_context(|| format!("reopening the journal {}", self.path.display()))?;
+        self.appended = 0;
+        self.compacted = line.len() as u64;
+        self.last_sync = Instant::now();
+        Ok(())
     }
 
     /// Records a finished unit (the tests' shorthand for `record_line(&line(r)?)`).
@@ -152,6 +218,7 @@ impl Journal {
             .write_all(line.as_bytes())
             .and_then(|_| self.file.flush())
             .with_context(|| format!("writing the journal {}", self.path.display()))?;
+        self.appended += line.len() as u64;
         if self.last_sync.elapsed() >= Duration::from_secs(1) {
             self.file.sync_data()?;
             self.last_sync = Instant::now();
@@ -172,15 +239,16 @@ pub fn line(r: &UnitResult) -> Result<String> {
     Ok(line)
 }
 
-/// The units of `all` that `done` does not hold, in order.
-pub fn remaining(all: &[UnitSpec], done: &[UnitResult]) -> Vec<UnitSpec> {
-    let done: HashSet<UnitSpec> = done.iter().map(|r| r.unit).collect();
-    all.iter().copied().filter(|u| !done.contains(u)).collect()
+fn header_line(header: &Header) -> Result<String> {
+    let mut line = serde_json::to_string(header)?;
+    line.push('\n');
+    Ok(line)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tmd_kernels::plan::UnitSpec;
     use tmd_kernels::search::{Stats, Timings};
     use tmd_kernels::verify::{HrCase, Kind};
 
@@ -241,15 +309,18 @@ mod tests {
         drop(f);
 
         let (mut j, done) = Journal::resume(&path, &header()).unwrap();
-        assert_eq!(done, vec![unit(1 << 23), unit((1 << 23) + (1 << 16))]);
+        let mut want = Tally::default();
+        want.add(unit(1 << 23));
+        want.add(unit((1 << 23) + (1 << 16)));
+        assert_eq!(done, want);
         j.record(&unit((1 << 23) + (2 << 16))).unwrap();
         drop(j);
         let (_, done) = Journal::resume(&path, &header()).unwrap();
-        assert_eq!(done.len(), 3);
-        assert_eq!(done[2], unit((1 << 23) + (2 << 16)));
+        assert_eq!(done.units, 3);
+        assert_eq!(done.result.hr_cases.len(), 3);
 
         let all: Vec<UnitSpec> = (0..4).map(|k| unit((1 << 23) + (k << 16)).unit).collect();
-        assert_eq!(remaining(&all, &done), vec![all[3]]);
+        assert_eq!(done.remaining(&all), vec![all[3]]);
 
         // Another search is refused, and so is overwriting.
         let mut other = header();
@@ -257,6 +328,54 @@ mod tests {
         let e = Journal::resume(&path, &other).err().unwrap().to_string();
         assert!(e.contains("holds another search"), "{e}");
         assert!(Journal::create(&path, &header()).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Thousands of units: the journal is compacted as it grows, stays a small multiple of
+    /// its cases' size, and a resume after a compaction (and a torn line after it) finds
+    /// every unit.
+    #[test]
+    fn a_long_journal_is_compacted_and_resumes_whole() {
+        let dir = std::env::temp_dir().join(format!("tmd-journal-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cases.wc.journal");
+        let _ = std::fs::remove_file(&path);
+        // Arguments up to 2^31 significands: judged in binary64, where they are exact.
+        let fmt = tmd_kernels::format::Format::named("binary64").unwrap();
+        let mut j = Journal::create(&path, &header()).unwrap();
+        let mut tally = Tally::default();
+        let n = 20_000u64;
+        let mut compactions = 0;
+        for k in 0..n {
+            let r = unit((1 << 23) + (k << 16));
+            j.record(&r).unwrap();
+            tally.add(r);
+            if j.wants_compaction() {
+                tally.finish_in(fmt);
+                j.compact(&tally).unwrap();
+                compactions += 1;
+            }
+        }
+        let unit_line = line(&unit(1 << 23)).unwrap().len() as u64;
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(compactions >= 2, "{compactions}");
+        assert!(
+            size < n * unit_line / 3,
+            "{size} bytes for {n} units of {unit_line}-byte lines"
+        );
+        drop(j);
+        let torn = serde_json::to_string(&unit(1 << 30)).unwrap();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&torn.as_bytes()[..10]).unwrap();
+        drop(f);
+        let (_, mut back) = Journal::resume(&path, &header()).unwrap();
+        assert_eq!(back.units, n);
+        assert_eq!(back.result.hr_cases.len(), n as usize);
+        back.finish_in(fmt);
+        tally.finish_in(fmt);
+        assert_eq!(back.result, tally.result);
+        let all: Vec<UnitSpec> = (0..n).map(|k| unit((1 << 23) + (k << 16)).unit).collect();
+        assert!(back.remaining(&all).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
