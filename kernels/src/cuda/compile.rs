@@ -4,9 +4,11 @@
 use super::{CudaError, SOURCE};
 use cudarc::nvrtc;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Phase-1 blocks per multiprocessor the register allocation must allow (tuned on an H200).
 const PHASE1_MIN_BLOCKS: u64 = 2;
@@ -135,6 +137,24 @@ fn compile_with(
     let options = compile_options(limbs, degree, arch);
     let version = nvrtc_version()?;
     let key = cache_key(&options, version);
+    // One compilation of a module per process: the lock of its key is held while it compiles,
+    // so the devices of one process and the warm-up ahead of the engine (`warm_up`) wait for
+    // each other's result instead of compiling it again.
+    let cell = in_process()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.clone())
+        .or_default()
+        .clone();
+    let mut held = cell.lock().unwrap_or_else(|e| e.into_inner());
+    if read {
+        if let Some(image) = held.as_ref() {
+            return Ok(Compiled {
+                image: image.to_vec(),
+                cached: true,
+            });
+        }
+    }
     let path = cache_dir().map(|d| d.join(format!("{key}.bin")));
     if let Some(image) = path.as_deref().filter(|_| read).and_then(read_cached) {
         return Ok(Compiled {
@@ -143,13 +163,39 @@ fn compile_with(
         });
     }
     let image = compile_uncached(&options)?;
-    if let Some(p) = &path {
-        write_cached(p, &image);
-    }
+    // Kept in memory only where the disk cache cannot hold it.
+    *held = match &path {
+        Some(p) if write_cached(p, &image) => None,
+        _ => Some(Arc::new(image.clone())),
+    };
     Ok(Compiled {
         image,
         cached: false,
     })
+}
+
+/// A module's entry in [`in_process`]: its image where the disk cache could not take it.
+type Cell = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
+
+/// The modules this process compiles or has compiled, by cache key.
+fn in_process() -> &'static Mutex<HashMap<String, Cell>> {
+    static MODULES: OnceLock<Mutex<HashMap<String, Cell>>> = OnceLock::new();
+    MODULES.get_or_init(Mutex::default)
+}
+
+/// Compiles the modules `modules` (limbs, degree) for each architecture of `arches` into this
+/// process and the disk cache, in parallel on the engine's threads, without a device: the
+/// daemon's first lease names them while its GPU opens and self-tests, and its first unit
+/// then finds its module ready instead of compiling it (about 5 s of a fresh machine's start,
+/// issue 27). A device that loads a module meanwhile waits for this compilation.
+pub fn warm_up(arches: &[String], modules: &[(usize, usize)]) -> Result<(), CudaError> {
+    use rayon::prelude::*;
+    let jobs: Vec<(&str, usize, usize)> = arches
+        .iter()
+        .flat_map(|a| modules.iter().map(move |&(l, d)| (a.as_str(), l, d)))
+        .collect();
+    jobs.par_iter()
+        .try_for_each(|&(arch, limbs, degree)| compile(limbs, degree, arch).map(drop))
 }
 
 /// A cached image: the file holds the SHA-256 of the image, then the image. `None` when the
@@ -165,10 +211,10 @@ pub fn read_cached(path: &Path) -> Option<Vec<u8>> {
 }
 
 /// Writes `image` to the cache file `path` (created with its folder), through a temporary file
-/// renamed into place; a failure is logged and costs only a later compilation.
-pub fn write_cached(path: &Path, image: &[u8]) {
+/// renamed into place; a failure is logged (`false`) and costs only a later compilation.
+pub fn write_cached(path: &Path, image: &[u8]) -> bool {
     let Some(dir) = path.parent() else {
-        return;
+        return false;
     };
     // Unique per write, not only per process: the modules are compiled in parallel, and the
     // devices of one process compile the same module at once (their self-tests run side by
@@ -182,10 +228,11 @@ pub fn write_cached(path: &Path, image: &[u8]) {
     let written = std::fs::create_dir_all(dir)
         .and_then(|_| std::fs::write(&tmp, &file))
         .and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
+    if let Err(e) = &written {
         tracing::warn!(path = %path.display(), error = %e, "cannot cache a compiled kernel");
         let _ = std::fs::remove_file(&tmp);
     }
+    written.is_ok()
 }
 
 /// Compiles with NVRTC, bypassing the cache: a cubin when `options` name a real architecture
@@ -374,7 +421,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tmd-cache-test-{}", std::process::id()));
         let path = dir.join("k.bin");
         let image: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
-        write_cached(&path, &image);
+        assert!(write_cached(&path, &image));
         assert_eq!(read_cached(&path), Some(image.clone()));
         // A flipped bit anywhere, a torn write, an empty file: not an image.
         let file = std::fs::read(&path).unwrap();

@@ -67,7 +67,7 @@ mod selftest;
 
 pub use compile::{
     cache_key, compile, compile_options, compile_uncached, defines_kernel, nvrtc_available,
-    nvrtc_version, recompile, Compiled,
+    nvrtc_version, recompile, warm_up, Compiled,
 };
 pub use health::is_sticky;
 use health::Health;
@@ -161,6 +161,29 @@ pub fn device_count() -> Result<usize, CudaError> {
         return Err(CudaError::NoDriver);
     }
     Ok(CudaContext::device_count()? as usize)
+}
+
+/// The real architecture (`sm_XY`) of device `ordinal`, which its modules are compiled for,
+/// read without opening a context (which takes a few tenths of a second).
+pub fn device_arch(ordinal: usize) -> Result<String, CudaError> {
+    use cudarc::driver::{result, sys::CUdevice_attribute as A};
+    if !driver_available() {
+        return Err(CudaError::NoDriver);
+    }
+    result::init()?;
+    let count = result::device::get_count()? as usize;
+    if ordinal >= count {
+        return Err(CudaError::NoDevice { ordinal, count });
+    }
+    let dev = result::device::get(ordinal as i32)?;
+    // SAFETY: `dev` comes from cuDeviceGet above.
+    let (major, minor) = unsafe {
+        (
+            result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        )
+    };
+    Ok(format!("sm_{major}{minor}"))
 }
 
 /// Whether `libcuda` can be loaded.

@@ -16,7 +16,8 @@
 
 use super::coordinator::Coordinator;
 use super::engine::{
-    compute_unit, engine_unit, failure_reason, one_line, to_wire, SharedBackend, UnitFailure,
+    compute_unit, engine_unit, failure_reason, one_line, to_wire, warm_up, SharedBackend,
+    UnitFailure,
 };
 use super::post::{Held, PostWatch, Poster};
 use super::settings::Settings;
@@ -468,6 +469,10 @@ impl<C: Coordinator> Pipeline<C> {
                                 Some(lease) => {
                                     info!(lease.id = lease.lease_id, campaign.id = lease.task.campaign_id, units = lease.units.len(), function = %lease.task.function, "leased");
                                     let a = self.activate(LeaseState { lease, done: BTreeSet::new() })?;
+                                    if backend.is_none() && opening.is_some() {
+                                        let first: Vec<_> = a.queue.iter().take(self.slots).map(engine_unit).collect();
+                                        warm_up(&self.settings, &a.cfg, &first);
+                                    }
                                     leases.push(a);
                                 }
                                 None => {
