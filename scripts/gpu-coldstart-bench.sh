@@ -90,4 +90,4 @@ done
 say "selftest from empty caches, then warm"
 for w in "${workers[@]}"; do fresh "${w%%=*}"; selftest "${w%%=*}" "${w#*=}" cold; done
 for w in "${workers[@]}"; do selftest "${w%%=*}" "${w#*=}" warm; done
-column -t "$DIR/runs.tsv"
+cat "$DIR/runs.tsv"

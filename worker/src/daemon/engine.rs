@@ -87,14 +87,10 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
 /// the last of `units` are planned: neighbours share their modules, and a unit whose module is
 /// missing compiles it when it runs.
 pub fn warm_up(settings: &Settings, cfg: &SearchConfig, units: &[EngineUnit]) {
-    if settings.backend == BackendArg::Cpu || !cuda::driver_available() {
+    if settings.backend == BackendArg::Cpu {
         return;
     }
-    let devices = if settings.devices.is_empty() {
-        (0..cuda::device_count().unwrap_or(0)).collect()
-    } else {
-        settings.devices.clone()
-    };
+    let listed = settings.devices.clone();
     let picked: Vec<EngineUnit> = units
         .first()
         .into_iter()
@@ -105,7 +101,16 @@ pub fn warm_up(settings: &Settings, cfg: &SearchConfig, units: &[EngineUnit]) {
     let spawned = std::thread::Builder::new()
         .name("gpu-warm-up".into())
         .spawn(move || {
+            // Here, not on the caller's thread: the driver's first call can take a while.
+            if !cuda::driver_available() {
+                return;
+            }
             let t = std::time::Instant::now();
+            let devices = if listed.is_empty() {
+                (0..cuda::device_count().unwrap_or(0)).collect()
+            } else {
+                listed
+            };
             let mut arches: Vec<String> =
                 devices.iter().filter_map(|&d| cuda::device_arch(d).ok()).collect();
             arches.sort();
