@@ -79,15 +79,20 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
     }
 }
 
-/// Compiles, on a thread of its own, the GPU modules that the first `units` of a lease need,
-/// while the back end opens and self-tests (issue 27): on a fresh machine the first unit then
-/// finds its module ready instead of compiling it after the self-test, about 5 s. Nothing runs
-/// on a device and nothing is trusted from it: the unit still waits for the self-test, and a
-/// failure here is only logged (the unit meets it again and reports it). Only the first and
+/// Compiles, on a thread of its own, the GPU modules that the first `units` of the process's
+/// first lease need, while the back end opens and self-tests (issue 27): on a fresh machine
+/// the first unit then finds its module ready instead of compiling it after the self-test,
+/// about 5 s. Later calls do nothing (a later lease's modules compile as its units run). Nothing
+/// runs on a device and nothing is trusted from it: the units still wait for the self-test, and
+/// a failure here is only logged (the unit meets it again and reports it). Only the first and
 /// the last of `units` are planned: neighbours share their modules, and a unit whose module is
-/// missing compiles it when it runs.
+/// missing compiles it when it runs (a device waits for a compilation already under way).
 pub fn warm_up(settings: &Settings, cfg: &SearchConfig, units: &[EngineUnit]) {
-    if settings.backend == BackendArg::Cpu {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if settings.backend == BackendArg::Cpu
+        || units.is_empty()
+        || DONE.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
         return;
     }
     let listed = settings.devices.clone();

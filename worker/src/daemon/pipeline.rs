@@ -264,7 +264,10 @@ impl<C: Coordinator> Pipeline<C> {
             .iter()
             .filter(|u| !finished.contains(&u.unit_id))
             .cloned()
-            .collect();
+            .collect::<VecDeque<_>>();
+        // The first lease's GPU modules compile while the GPU opens and self-tests.
+        let first: Vec<_> = queue.iter().take(self.slots).map(engine_unit).collect();
+        warm_up(&self.settings, &cfg, &first);
         Ok(Active {
             lease,
             cfg,
@@ -469,10 +472,6 @@ impl<C: Coordinator> Pipeline<C> {
                                 Some(lease) => {
                                     info!(lease.id = lease.lease_id, campaign.id = lease.task.campaign_id, units = lease.units.len(), function = %lease.task.function, "leased");
                                     let a = self.activate(LeaseState { lease, done: BTreeSet::new() })?;
-                                    if backend.is_none() && opening.is_some() {
-                                        let first: Vec<_> = a.queue.iter().take(self.slots).map(engine_unit).collect();
-                                        warm_up(&self.settings, &a.cfg, &first);
-                                    }
                                     leases.push(a);
                                 }
                                 None => {
