@@ -280,34 +280,16 @@ impl Backend for Cpu {
     }
 }
 
-/// Searches one unit on `backend`: splits it where needed, generates, runs the phases, verifies.
-pub fn search_unit(
+/// The pieces of `unit` and how each is searched, in argument order: trivial runs and clear
+/// pieces first (`trivial::partition`, the same cut the coordinator checks a result's runs
+/// with), the rest generated, split where generation asks. Counts the clear arguments and the
+/// generation's time.
+fn plan_pieces(
     cfg: &SearchConfig,
     unit: UnitSpec,
-    backend: &dyn Backend,
-) -> Result<UnitResult, SearchError> {
-    let mut stats = Stats {
-        units: 1,
-        ..Stats::default()
-    };
-    let mut timings = Timings::default();
-    let mut hr_cases = Vec::new();
-    let mut exact_cases = Vec::new();
-    // A unit where every argument is exact (sinpi, cospi, tanpi, exp2 far from 0): one run, by
-    // the rule `skip.rs` recomputes (`exact.rs`).
-    if let Some(run) = exact_run(cfg.function, cfg.format(), unit) {
-        return Ok(UnitResult {
-            unit,
-            stats,
-            hr_cases,
-            exact_cases,
-            skipped: vec![run],
-            timings,
-        });
-    }
-    let mut skipped = Runs::default();
-    // Trivial runs and clear pieces first (`trivial::partition`, the same cut the coordinator
-    // checks a result's runs with); the rest is searched.
+    stats: &mut Stats,
+    timings: &mut Timings,
+) -> Vec<(UnitSpec, PiecePlan)> {
     let parts = if cfg.trivial_regions {
         partition(cfg.function, cfg.format(), cfg.min_bits, unit, split)
     } else {
@@ -356,6 +338,56 @@ pub fn search_unit(
             }
         }
     }
+    pieces
+}
+
+/// The kernel modules, as (limbs, degree), that the generated pieces of `unit` need: what a GPU
+/// must have compiled before the unit runs. The daemon compiles them while its GPU self-tests
+/// (`cuda::warm_up`), so that a fresh machine's first unit does not wait for its own module.
+pub fn piece_modules(cfg: &SearchConfig, unit: UnitSpec) -> Vec<(usize, usize)> {
+    if exact_run(cfg.function, cfg.format(), unit).is_some() {
+        return Vec::new();
+    }
+    let mut modules: Vec<(usize, usize)> =
+        plan_pieces(cfg, unit, &mut Stats::default(), &mut Timings::default())
+            .into_iter()
+            .filter_map(|(_, plan)| match plan {
+                PiecePlan::Generated(g) => Some((g.limbs, g.degree)),
+                _ => None,
+            })
+            .collect();
+    modules.sort_unstable();
+    modules.dedup();
+    modules
+}
+
+/// Searches one unit on `backend`: splits it where needed, generates, runs the phases, verifies.
+pub fn search_unit(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    backend: &dyn Backend,
+) -> Result<UnitResult, SearchError> {
+    let mut stats = Stats {
+        units: 1,
+        ..Stats::default()
+    };
+    let mut timings = Timings::default();
+    let mut hr_cases = Vec::new();
+    let mut exact_cases = Vec::new();
+    // A unit where every argument is exact (sinpi, cospi, tanpi, exp2 far from 0): one run, by
+    // the rule `skip.rs` recomputes (`exact.rs`).
+    if let Some(run) = exact_run(cfg.function, cfg.format(), unit) {
+        return Ok(UnitResult {
+            unit,
+            stats,
+            hr_cases,
+            exact_cases,
+            skipped: vec![run],
+            timings,
+        });
+    }
+    let mut skipped = Runs::default();
+    let pieces = plan_pieces(cfg, unit, &mut stats, &mut timings);
     for (piece, plan) in pieces {
         let at = piece.first - unit.first;
         match plan {

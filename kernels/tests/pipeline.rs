@@ -156,3 +156,58 @@ fn output_binade_crossings_and_exact_cases() {
     compare(Function::Log, 20, "0x1.fp-1", "0x1.1p+0", 15, 14);
     compare(Function::Cbrt, 20, "0x1p+3", "0x1.2p+3", 15, 16);
 }
+
+/// What the daemon compiles ahead of its first units (`piece_modules`, issue 27) is exactly
+/// what their pieces then ask a back end for: one unit piece, units that split, trivial runs
+/// and an exact run.
+#[test]
+fn piece_modules_are_the_modules_a_unit_runs() {
+    use std::sync::Mutex;
+    use tmd_kernels::generation::Generated;
+    use tmd_kernels::search::{piece_modules, search_unit, Backend, PieceOutcome, SearchError};
+
+    /// The CPU back end, noting each piece's (limbs, degree).
+    struct Noting(Mutex<Vec<(usize, usize)>>);
+    impl Backend for Noting {
+        fn search_piece(
+            &self,
+            g: &Generated,
+            test: Test,
+            packet_domains: u64,
+        ) -> Result<PieceOutcome, SearchError> {
+            self.0.lock().unwrap().push((g.limbs, g.degree));
+            Cpu.search_piece(g, test, packet_domains)
+        }
+        fn name(&self) -> String {
+            "noting".into()
+        }
+    }
+
+    let cases = [
+        (Function::Exp, 24, "0x1p+0", "0x1.2p+0", 16, 18),
+        (Function::Sin, 24, "0x1p+0", "0x1p+1", 16, 23),
+        (Function::Log, 20, "0x1p-1", "0x1p+0", 14, 19),
+        (Function::Exp, 24, "0x1p-30", "0x1p-24", 16, 22),
+        (Function::Exp2, 24, "0x1p+24", "0x1.1p+24", 16, 20),
+    ];
+    let mut generated = 0;
+    for (f, bits, from, to, k, unit_bits) in cases {
+        let p = Precision::new(bits).unwrap();
+        let cfg = SearchConfig::new(f, p, k);
+        for u in split_range(f, p, from, to, Some(unit_bits)).unwrap() {
+            let noting = Noting(Mutex::new(Vec::new()));
+            search_unit(&cfg, u, &noting).unwrap();
+            let mut seen = noting.0.into_inner().unwrap();
+            seen.sort_unstable();
+            seen.dedup();
+            generated += seen.len();
+            assert_eq!(
+                piece_modules(&cfg, u),
+                seen,
+                "{} {from}..{to} {u:?}",
+                f.name()
+            );
+        }
+    }
+    assert!(generated > 0, "no case generated a piece");
+}

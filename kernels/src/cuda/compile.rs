@@ -1,10 +1,14 @@
-//! NVRTC: the kernels' compile options in one place, compilation at run time for the device's
-//! own architecture, and the on-disk cache of compiled modules.
+//! NVRTC: the kernels' compile options in one place, compilation at run time to a cubin for the
+//! device's own architecture, and the on-disk cache of compiled modules.
 
 use super::{CudaError, SOURCE};
-use cudarc::nvrtc::{CompileError, CompileOptions};
+use cudarc::nvrtc;
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Phase-1 blocks per multiprocessor the register allocation must allow (tuned on an H200).
 const PHASE1_MIN_BLOCKS: u64 = 2;
@@ -102,63 +106,202 @@ fn cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tmd/kernels"))
 }
 
-/// Compiles the module for `limbs` and `degree` to PTX for `arch` (`compute_90`, ...), from
-/// the disk cache when it holds it. The cache is an optimisation: failures to read or write it
-/// only cost a compilation.
-pub fn compile(limbs: usize, degree: usize, arch: &str) -> Result<String, CudaError> {
+/// A compiled module: its image (a cubin for a real architecture `sm_XY`, PTX text for a
+/// virtual one `compute_XY`) and whether it came from the disk cache.
+pub struct Compiled {
+    pub image: Vec<u8>,
+    pub cached: bool,
+}
+
+/// Compiles the module for `limbs` and `degree` for `arch` (`sm_90`, ...), from the disk cache
+/// when it holds it. The cache is an optimisation: failures to read or write it only cost a
+/// compilation. A cubin, not PTX, so that loading it is a copy: PTX is compiled again by the
+/// driver at each load, 1.2-3 s per module wherever the driver's own cache is cold (a fresh
+/// machine), which made most of a cold start (issue 27).
+pub fn compile(limbs: usize, degree: usize, arch: &str) -> Result<Compiled, CudaError> {
+    compile_with(limbs, degree, arch, true)
+}
+
+/// [`compile`] without reading the cache (which it fills): for a cached image the driver
+/// refused.
+pub fn recompile(limbs: usize, degree: usize, arch: &str) -> Result<Compiled, CudaError> {
+    compile_with(limbs, degree, arch, false)
+}
+
+fn compile_with(
+    limbs: usize,
+    degree: usize,
+    arch: &str,
+    read: bool,
+) -> Result<Compiled, CudaError> {
     let options = compile_options(limbs, degree, arch);
     let version = nvrtc_version()?;
     let key = cache_key(&options, version);
-    let path = cache_dir().map(|d| d.join(format!("{key}.ptx")));
-    if let Some(p) = &path {
-        if let Ok(ptx) = std::fs::read_to_string(p) {
-            if ptx.contains(".entry tmd_phase1") {
-                return Ok(ptx);
-            }
+    // One compilation of a module per process: the lock of its key is held while it compiles,
+    // so the devices of one process and the warm-up ahead of the engine (`warm_up`) wait for
+    // each other's result instead of compiling it again.
+    let cell = in_process()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.clone())
+        .or_default()
+        .clone();
+    let mut held = cell.lock().unwrap_or_else(|e| e.into_inner());
+    if read {
+        if let Some(image) = held.as_ref() {
+            return Ok(Compiled {
+                image: image.to_vec(),
+                cached: true,
+            });
         }
     }
-    let ptx = compile_uncached(&options)?;
-    if let Some(p) = &path {
-        if let Some(dir) = p.parent() {
-            // Unique per write, not only per process: the devices of one process compile the
-            // same module at once (their self-tests run side by side), and two writers of one
-            // temporary file could rename a half-written one into place.
-            static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let tmp = dir.join(format!("{key}.{}.{n}.tmp", std::process::id()));
-            let written = std::fs::create_dir_all(dir)
-                .and_then(|_| std::fs::write(&tmp, &ptx))
-                .and_then(|_| std::fs::rename(&tmp, p));
-            if let Err(e) = written {
-                tracing::warn!(path = %p.display(), error = %e, "cannot cache a compiled kernel");
-                let _ = std::fs::remove_file(&tmp);
-            }
-        }
+    let path = cache_dir().map(|d| d.join(format!("{key}.bin")));
+    if let Some(image) = path.as_deref().filter(|_| read).and_then(read_cached) {
+        return Ok(Compiled {
+            image,
+            cached: true,
+        });
     }
-    Ok(ptx)
+    let image = compile_uncached(&options)?;
+    // Kept in memory only where the disk cache cannot hold it.
+    *held = match &path {
+        Some(p) if write_cached(p, &image) => None,
+        _ => Some(Arc::new(image.clone())),
+    };
+    Ok(Compiled {
+        image,
+        cached: false,
+    })
 }
 
-/// Compiles with NVRTC, bypassing the cache.
-pub fn compile_uncached(options: &[String]) -> Result<String, CudaError> {
+/// A module's entry in [`in_process`]: its image where the disk cache could not take it.
+type Cell = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
+
+/// The modules this process compiles or has compiled, by cache key.
+fn in_process() -> &'static Mutex<HashMap<String, Cell>> {
+    static MODULES: OnceLock<Mutex<HashMap<String, Cell>>> = OnceLock::new();
+    MODULES.get_or_init(Mutex::default)
+}
+
+/// Compiles the modules `modules` (limbs, degree) for each architecture of `arches` into this
+/// process and the disk cache, in parallel on the engine's threads, without a device: the
+/// daemon's first lease names them while its GPU opens and self-tests, and its first unit
+/// then finds its module ready instead of compiling it (about 5 s of a fresh machine's start,
+/// issue 27). A device that loads a module meanwhile waits for this compilation.
+pub fn warm_up(arches: &[String], modules: &[(usize, usize)]) -> Result<(), CudaError> {
+    use rayon::prelude::*;
+    let jobs: Vec<(&str, usize, usize)> = arches
+        .iter()
+        .flat_map(|a| modules.iter().map(move |&(l, d)| (a.as_str(), l, d)))
+        .collect();
+    jobs.par_iter()
+        .try_for_each(|&(arch, limbs, degree)| compile(limbs, degree, arch).map(drop))
+}
+
+/// A cached image: the file holds the SHA-256 of the image, then the image. `None` when the
+/// file is missing, short or does not match its digest (a torn or damaged write): a damaged
+/// cubin could load and compute wrong answers, so it is never taken on trust.
+pub fn read_cached(path: &Path) -> Option<Vec<u8>> {
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.len() <= 32 {
+        return None;
+    }
+    let (digest, image) = bytes.split_at(32);
+    (Sha256::digest(image).as_slice() == digest).then(|| image.to_vec())
+}
+
+/// Writes `image` to the cache file `path` (created with its folder), through a temporary file
+/// renamed into place; a failure is logged (`false`) and costs only a later compilation.
+pub fn write_cached(path: &Path, image: &[u8]) -> bool {
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    // Unique per write, not only per process: the modules are compiled in parallel, and the
+    // devices of one process compile the same module at once (their self-tests run side by
+    // side); two writers of one temporary file could rename a half-written one into place.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
+    let mut file = Sha256::digest(image).to_vec();
+    file.extend_from_slice(image);
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&tmp, &file))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = &written {
+        tracing::warn!(path = %path.display(), error = %e, "cannot cache a compiled kernel");
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.is_ok()
+}
+
+/// Compiles with NVRTC, bypassing the cache: a cubin when `options` name a real architecture
+/// (`--gpu-architecture=sm_XY`), else PTX text (NUL-terminated, as the driver loads it).
+/// NVRTC needs no GPU for either.
+pub fn compile_uncached(options: &[String]) -> Result<Vec<u8>, CudaError> {
     if !nvrtc_available() {
         return Err(CudaError::NoNvrtc);
     }
-    let opts = CompileOptions {
-        options: options.to_vec(),
-        name: Some("tmd.cu".to_string()),
-        ..Default::default()
+    let cubin = options
+        .iter()
+        .any(|o| o.starts_with("--gpu-architecture=sm_"));
+    let fail = |log: String| CudaError::Compile {
+        options: options.join(" "),
+        log,
     };
-    match cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts) {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(CompileError::CompileError { log, .. }) => Err(CudaError::Compile {
-            options: options.join(" "),
-            log: log.to_string_lossy().into_owned(),
-        }),
-        Err(e) => Err(CudaError::Compile {
-            options: options.join(" "),
-            log: e.to_string(),
-        }),
+    let source = CString::new(SOURCE).map_err(|e| fail(e.to_string()))?;
+    let prog = nvrtc::result::create_program(&source, Some(c"tmd.cu"))
+        .map_err(|e| fail(format!("nvrtcCreateProgram: {e:?}")))?;
+    let prog = Program(prog);
+    // SAFETY: `prog.0` was created above and is destroyed only when `prog` drops, after every
+    // call below; the log, PTX and cubin buffers are sized by NVRTC's own size calls.
+    unsafe {
+        if let Err(e) = nvrtc::result::compile_program(prog.0, options) {
+            let log = nvrtc::result::get_program_log(prog.0)
+                .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                .unwrap_or_else(|_| format!("{e:?}"));
+            return Err(fail(log));
+        }
+        if !cubin {
+            let ptx =
+                nvrtc::result::get_ptx(prog.0).map_err(|e| fail(format!("nvrtcGetPTX: {e:?}")))?;
+            return Ok(ptx.into_iter().map(|c| c as u8).collect());
+        }
+        let mut size = 0usize;
+        nvrtc::sys::nvrtcGetCUBINSize(prog.0, &mut size)
+            .result()
+            .map_err(|e| fail(format!("nvrtcGetCUBINSize: {e:?}")))?;
+        let mut image = vec![0u8; size];
+        nvrtc::sys::nvrtcGetCUBIN(prog.0, image.as_mut_ptr().cast())
+            .result()
+            .map_err(|e| fail(format!("nvrtcGetCUBIN: {e:?}")))?;
+        Ok(image)
     }
+}
+
+/// An NVRTC program, destroyed on drop.
+struct Program(nvrtc::sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: created by nvrtcCreateProgram and destroyed only here.
+        let _ = unsafe { nvrtc::result::destroy_program(self.0) };
+    }
+}
+
+/// Whether a compiled image defines the kernel `name`: an `.entry` of PTX, or in a cubin the
+/// name NUL-terminated in a string table, after a NUL (the symbol) or a dot (its section,
+/// `.text.NAME`, where the table shares one string between both).
+pub fn defines_kernel(image: &[u8], name: &str) -> bool {
+    if !image.starts_with(b"\x7fELF") {
+        let want = format!(".entry {name}(");
+        return image.windows(want.len()).any(|w| w == want.as_bytes());
+    }
+    let want = [name.as_bytes(), b"\0"].concat();
+    image
+        .windows(want.len())
+        .enumerate()
+        .any(|(i, w)| w == want.as_slice() && i > 0 && matches!(image[i - 1], 0 | b'.'))
 }
 
 #[cfg(test)]
@@ -177,18 +320,50 @@ mod tests {
         assert_ne!(k, cache_key(&compile_options(5, 6, "compute_80"), (13, 0)));
     }
 
-    /// CI has no GPU: every module must still compile through NVRTC. With
-    /// `TMD_REQUIRE_NVRTC=1` a missing NVRTC is a failure, otherwise the test says why it
-    /// skips.
+    /// The kernels every module defines.
+    const ENTRIES: [&str; 11] = [
+        "tmd_phase1",
+        "tmd_phase1_top",
+        "tmd_phase1_exact",
+        "tmd_phase1_words",
+        "tmd_phase2",
+        "tmd_phase3",
+        "tmd_selftest_mul",
+        "tmd_selftest_div",
+        "tmd_selftest_words",
+        "tmd_selftest_binomial",
+        "tmd_selftest_tests",
+    ];
+
+    /// `Err` with why, when NVRTC cannot be loaded and the test may skip; a panic when
+    /// `TMD_REQUIRE_NVRTC=1` (CI).
+    fn nvrtc_or_skip() -> Result<(), ()> {
+        if nvrtc_available() {
+            return Ok(());
+        }
+        let required = std::env::var("TMD_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "TMD_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)"
+        );
+        eprintln!("skipping: libnvrtc cannot be loaded (set TMD_REQUIRE_NVRTC=1 to fail)");
+        Err(())
+    }
+
+    /// What is missing from an image: the kernels it does not define.
+    fn missing(image: &[u8]) -> Vec<&'static str> {
+        ENTRIES
+            .into_iter()
+            .filter(|e| !defines_kernel(image, e))
+            .collect()
+    }
+
+    /// CI has no GPU: every module must still compile through NVRTC (to PTX, the front end
+    /// where the source's errors show). With `TMD_REQUIRE_NVRTC=1` a missing NVRTC is a
+    /// failure, otherwise the test says why it skips.
     #[test]
     fn every_kernel_compiles_with_nvrtc() {
-        if !nvrtc_available() {
-            let required = std::env::var("TMD_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "TMD_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded (LD_LIBRARY_PATH?)"
-            );
-            eprintln!("skipping: libnvrtc cannot be loaded (set TMD_REQUIRE_NVRTC=1 to fail)");
+        if nvrtc_or_skip().is_err() {
             return;
         }
         let version = nvrtc_version().expect("version");
@@ -203,21 +378,7 @@ mod tests {
             .filter_map(
                 |&(l, d)| match compile_uncached(&compile_options(l, d, "compute_90")) {
                     Ok(ptx) => {
-                        let entries = [
-                            "tmd_phase1",
-                            "tmd_phase1_top",
-                            "tmd_phase1_exact",
-                            "tmd_phase1_words",
-                            "tmd_phase2",
-                            "tmd_phase3",
-                            "tmd_selftest_tests",
-                            "tmd_selftest_words",
-                        ];
-                        let missing: Vec<&str> = entries
-                            .iter()
-                            .copied()
-                            .filter(|e| !ptx.contains(&format!(".entry {e}")))
-                            .collect();
+                        let missing = missing(&ptx);
                         (!missing.is_empty()).then(|| format!("L={l} deg={d}: no {missing:?}"))
                     }
                     Err(e) => Some(format!("L={l} deg={d}: {e}")),
@@ -225,5 +386,68 @@ mod tests {
             )
             .collect();
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// What the daemon loads: a cubin for a real architecture, made by NVRTC with no GPU here
+    /// (sm_90, the H100's), at the widest and the narrowest words.
+    #[test]
+    fn a_module_compiles_to_a_cubin_without_a_gpu() {
+        if nvrtc_or_skip().is_err() {
+            return;
+        }
+        let jobs = [(1usize, 2usize), (8, 2)];
+        let images: Vec<_> = std::thread::scope(|s| {
+            let runs: Vec<_> = jobs
+                .iter()
+                .map(|&(l, d)| s.spawn(move || compile_uncached(&compile_options(l, d, "sm_90"))))
+                .collect();
+            runs.into_iter()
+                .map(|r| r.join().expect("no panic"))
+                .collect()
+        });
+        for ((l, d), image) in jobs.iter().zip(images) {
+            let image = image.unwrap_or_else(|e| panic!("L={l} deg={d}: {e}"));
+            assert!(
+                image.starts_with(b"\x7fELF"),
+                "L={l} deg={d}: not an ELF cubin"
+            );
+            assert_eq!(missing(&image), Vec::<&str>::new(), "L={l} deg={d}");
+            assert!(!defines_kernel(&image, "tmd_phase4"));
+        }
+    }
+
+    #[test]
+    fn the_cache_refuses_a_damaged_image() {
+        let dir = std::env::temp_dir().join(format!("tmd-cache-test-{}", std::process::id()));
+        let path = dir.join("k.bin");
+        let image: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert!(write_cached(&path, &image));
+        assert_eq!(read_cached(&path), Some(image.clone()));
+        // A flipped bit anywhere, a torn write, an empty file: not an image.
+        let file = std::fs::read(&path).unwrap();
+        for at in [0, 31, 32, 1000, file.len() - 1] {
+            let mut bad = file.clone();
+            bad[at] ^= 4;
+            std::fs::write(&path, &bad).unwrap();
+            assert_eq!(read_cached(&path), None, "bit flipped at {at}");
+        }
+        for len in [0, 20, 32, file.len() - 1] {
+            std::fs::write(&path, &file[..len]).unwrap();
+            assert_eq!(read_cached(&path), None, "cut at {len}");
+        }
+        assert_eq!(read_cached(&dir.join("absent.bin")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn kernels_are_found_by_their_whole_names() {
+        let ptx = b".visible .entry tmd_phase1_top(\n.param";
+        assert!(defines_kernel(ptx, "tmd_phase1_top"));
+        assert!(!defines_kernel(ptx, "tmd_phase1"));
+        let elf = b"\x7fELF\0\0.text.tmd_phase1_top\0tmd_phase2\0";
+        assert!(defines_kernel(elf, "tmd_phase1_top"));
+        assert!(defines_kernel(elf, "tmd_phase2"));
+        assert!(!defines_kernel(elf, "tmd_phase1"));
+        assert!(!defines_kernel(elf, "phase2"));
     }
 }

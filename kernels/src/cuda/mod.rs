@@ -47,9 +47,11 @@
 //! piece of this against the CPU on the device before it is trusted.
 //!
 //! Kernels are compiled at run time by NVRTC (`compile.rs`), one module per (limbs `L`,
-//! degree) so that the walked differences stay in registers, for the device's own architecture
-//! (`compute_XY`, PTX the driver finishes), and cached on disk keyed by the SHA-256 of the
-//! source, the options and the NVRTC version. A missing `libcuda` or `libnvrtc` is an error
+//! degree) so that the walked differences stay in registers, to a cubin for the device's own
+//! architecture (`sm_XY`: loading it is a copy, where PTX made the driver compile every module
+//! again on a fresh machine), and cached on disk keyed by the SHA-256 of the source, the options
+//! and the NVRTC version. Different modules compile at once (the self-test asks for all of its
+//! own together, `Device::prepare`). A missing `libcuda` or `libnvrtc` is an error
 //! ([`CudaError::NoDriver`], [`CudaError::NoNvrtc`]), never a panic.
 //!
 //! Concurrency: each `search_piece` call takes a slot (and its stream) on the next device
@@ -64,7 +66,8 @@ mod piece;
 mod selftest;
 
 pub use compile::{
-    cache_key, compile, compile_options, compile_uncached, nvrtc_available, nvrtc_version,
+    cache_key, compile, compile_options, compile_uncached, defines_kernel, nvrtc_available,
+    nvrtc_version, recompile, warm_up, Compiled,
 };
 pub use health::is_sticky;
 use health::Health;
@@ -158,6 +161,29 @@ pub fn device_count() -> Result<usize, CudaError> {
         return Err(CudaError::NoDriver);
     }
     Ok(CudaContext::device_count()? as usize)
+}
+
+/// The real architecture (`sm_XY`) of device `ordinal`, which its modules are compiled for,
+/// read without opening a context (which takes a few tenths of a second).
+pub fn device_arch(ordinal: usize) -> Result<String, CudaError> {
+    use cudarc::driver::{result, sys::CUdevice_attribute as A};
+    if !driver_available() {
+        return Err(CudaError::NoDriver);
+    }
+    result::init()?;
+    let count = result::device::get_count()? as usize;
+    if ordinal >= count {
+        return Err(CudaError::NoDevice { ordinal, count });
+    }
+    let dev = result::device::get(ordinal as i32)?;
+    // SAFETY: `dev` comes from cuDeviceGet above.
+    let (major, minor) = unsafe {
+        (
+            result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        )
+    };
+    Ok(format!("sm_{major}{minor}"))
 }
 
 /// Whether `libcuda` can be loaded.
@@ -471,13 +497,17 @@ pub struct DeviceMemory {
     pub peak: u64,
 }
 
+/// A module of a device, made once: its lock is held while it compiles.
+type ModuleCell = Arc<Mutex<Option<Arc<Module>>>>;
+
 /// One GPU: its context, its architecture, its modules (compiled on first use) and its slots.
 struct Device {
     ordinal: usize,
     name: String,
+    /// `sm_XY`, the real architecture its modules are compiled for.
     arch: String,
     ctx: Arc<CudaContext>,
-    modules: Mutex<HashMap<(usize, usize), Arc<Module>>>,
+    modules: Mutex<HashMap<(usize, usize), ModuleCell>>,
     free_at_open: u64,
     total: u64,
     budget: u64,
@@ -517,7 +547,7 @@ impl Device {
         Ok(Device {
             ordinal,
             name: ctx.name()?,
-            arch: format!("compute_{major}{minor}"),
+            arch: format!("sm_{major}{minor}"),
             ctx,
             modules: Mutex::new(HashMap::new()),
             free_at_open: free,
@@ -535,25 +565,58 @@ impl Device {
     }
 
     fn module(&self, limbs: usize, degree: usize) -> Result<Arc<Module>, CudaError> {
-        // Held while compiling: two threads never compile the same module twice.
-        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = modules.get(&(limbs, degree)) {
+        // The map's lock only finds the module's own, which is held while it compiles: two
+        // threads never compile the same module twice, and different modules compile at once.
+        let cell = self
+            .modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((limbs, degree))
+            .or_default()
+            .clone();
+        let mut cell = cell.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cell.as_ref() {
             return Ok(m.clone());
         }
+        let m = Arc::new(self.build_module(limbs, degree)?);
+        *cell = Some(m.clone());
+        Ok(m)
+    }
+
+    /// Compiles (or takes from the disk cache) and loads the modules of `keys` (limbs,
+    /// degree), on the engine's threads at once: NVRTC runs on the host's cores, and one module
+    /// after another made most of a fresh machine's start (issue 27).
+    fn prepare(&self, keys: &[(usize, usize)]) -> Result<(), CudaError> {
+        use rayon::prelude::*;
+        keys.par_iter()
+            .try_for_each(|&(limbs, degree)| self.module(limbs, degree).map(drop))
+    }
+
+    fn build_module(&self, limbs: usize, degree: usize) -> Result<Module, CudaError> {
         let t = Instant::now();
-        let ptx = compile(limbs, degree, &self.arch)?;
-        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let compiled = compile(limbs, degree, &self.arch)?;
+        let (cached, compile_ms) = (compiled.cached, t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        let module = self.ctx.load_module(Ptx::from_src(ptx))?;
+        let module = match self.ctx.load_module(Ptx::from_binary(compiled.image)) {
+            // A cached image the driver refuses (a driver update, a cache copied from another
+            // machine) is compiled again, never a reason to refuse the device.
+            Err(e) if cached => {
+                tracing::warn!(device = self.ordinal, limbs, degree, error = %e, "the driver refused a cached kernel module; compiling it again");
+                let fresh = recompile(limbs, degree, &self.arch)?;
+                self.ctx.load_module(Ptx::from_binary(fresh.image))?
+            }
+            other => other?,
+        };
         tracing::info!(
             device = self.ordinal,
             limbs,
             degree,
+            cached,
             compile_ms,
             load_ms = t.elapsed().as_secs_f64() * 1e3,
             "kernel module ready"
         );
-        let m = Arc::new(Module {
+        Ok(Module {
             phase1: module.load_function("tmd_phase1")?,
             phase1_top: module.load_function("tmd_phase1_top")?,
             phase1_exact: module.load_function("tmd_phase1_exact")?,
@@ -565,9 +628,7 @@ impl Device {
             words: module.load_function("tmd_selftest_words")?,
             binomial: module.load_function("tmd_selftest_binomial")?,
             tests: module.load_function("tmd_selftest_tests")?,
-        });
-        modules.insert((limbs, degree), m.clone());
-        Ok(m)
+        })
     }
 }
 
@@ -801,7 +862,7 @@ impl Backend for Cuda {
                     "{} {} ({}, {} of GPU memory)",
                     d.ordinal,
                     d.name,
-                    d.arch.replace("compute_", "sm_"),
+                    d.arch,
                     human_bytes(d.budget)
                 )
             })

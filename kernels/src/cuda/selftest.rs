@@ -275,6 +275,29 @@ fn pieces_reference() -> Vec<PieceReference> {
     .collect()
 }
 
+/// Every module the self-test uses, compiled (or taken from the disk cache) and loaded at once
+/// before its first check: the words' widths at degree 2 from the start, while the CPU
+/// computes the reference, then the whole pieces' modules, which the reference's generation
+/// names. One after another, the dozen modules took most of a fresh machine's 41 s start
+/// (issue 27).
+fn prepare(dev: &Device, reference: &OnceLock<Reference>) -> Result<(), CudaError> {
+    std::thread::scope(|s| {
+        let words = s.spawn(|| dev.prepare(&(1..=8).map(|limbs| (limbs, 2)).collect::<Vec<_>>()));
+        let pieces: Vec<(usize, usize)> = reference
+            .get_or_init(Reference::compute)
+            .pieces
+            .iter()
+            .filter_map(|p| p.piece.as_ref().ok())
+            .map(|(g, _)| (g.limbs, g.degree))
+            .collect();
+        let pieces = dev.prepare(&pieces);
+        let words = words
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        words.and(pieces)
+    })
+}
+
 /// The self-test of `dev`, one of `cuda`'s devices, against `reference` (computed here if no
 /// one has yet). Memory: the whole pieces run in the device's own slots, within its budget
 /// (`--gpu-memory`); the known-answer checks before them hold at most about 6 MiB at a time
@@ -286,6 +309,7 @@ pub(super) fn run(
     reference: &OnceLock<Reference>,
 ) -> Result<Report, CudaError> {
     let device = dev.ordinal;
+    prepare(dev, reference)?;
     let stream = dev.ctx.new_stream()?;
     let mut checks = Vec::new();
     let mut rng = Rng(0x7d2016 + device as u64);

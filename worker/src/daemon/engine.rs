@@ -79,6 +79,63 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
     }
 }
 
+/// Compiles, on a thread of its own, the GPU modules that the first `units` of the process's
+/// first lease need, while the back end opens and self-tests (issue 27): on a fresh machine
+/// the first unit then finds its module ready instead of compiling it after the self-test,
+/// about 5 s. Later calls do nothing (a later lease's modules compile as its units run). Nothing
+/// runs on a device and nothing is trusted from it: the units still wait for the self-test, and
+/// a failure here is only logged (the unit meets it again and reports it). Only the first and
+/// the last of `units` are planned: neighbours share their modules, and a unit whose module is
+/// missing compiles it when it runs (a device waits for a compilation already under way).
+pub fn warm_up(settings: &Settings, cfg: &SearchConfig, units: &[EngineUnit]) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if settings.backend == BackendArg::Cpu
+        || units.is_empty()
+        || DONE.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return;
+    }
+    let listed = settings.devices.clone();
+    let picked: Vec<EngineUnit> = units
+        .first()
+        .into_iter()
+        .chain(units.last())
+        .copied()
+        .collect();
+    let cfg = *cfg;
+    let spawned = std::thread::Builder::new()
+        .name("gpu-warm-up".into())
+        .spawn(move || {
+            // Here, not on the caller's thread: the driver's first call can take a while.
+            if !cuda::driver_available() {
+                return;
+            }
+            let t = std::time::Instant::now();
+            let devices = if listed.is_empty() {
+                (0..cuda::device_count().unwrap_or(0)).collect()
+            } else {
+                listed
+            };
+            let mut arches: Vec<String> =
+                devices.iter().filter_map(|&d| cuda::device_arch(d).ok()).collect();
+            arches.sort();
+            arches.dedup();
+            let mut modules: Vec<(usize, usize)> = picked
+                .iter()
+                .flat_map(|&u| tmd_kernels::search::piece_modules(&cfg, u))
+                .collect();
+            modules.sort_unstable();
+            modules.dedup();
+            match cuda::warm_up(&arches, &modules) {
+                Ok(()) => info!(?modules, ?arches, seconds = t.elapsed().as_secs_f64(), "the first lease's GPU modules are compiled"),
+                Err(e) => warn!(error = %e, "compiling the first lease's GPU modules ahead failed; each unit compiles its own"),
+            }
+        });
+    if let Err(e) = spawned {
+        warn!(error = %e, "cannot start the GPU modules' warm-up");
+    }
+}
+
 /// Device `d` opened with `budget` when it passes the self-test; `None` (logged) when it
 /// cannot be opened or fails any check.
 fn open_and_test(d: usize, budget: MemoryBudget, reference: &OnceLock<Reference>) -> Option<Cuda> {

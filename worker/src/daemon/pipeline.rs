@@ -16,7 +16,8 @@
 
 use super::coordinator::Coordinator;
 use super::engine::{
-    compute_unit, engine_unit, failure_reason, one_line, to_wire, SharedBackend, UnitFailure,
+    compute_unit, engine_unit, failure_reason, one_line, to_wire, warm_up, SharedBackend,
+    UnitFailure,
 };
 use super::post::{Held, PostWatch, Poster};
 use super::settings::Settings;
@@ -265,7 +266,10 @@ impl<C: Coordinator> Pipeline<C> {
             .iter()
             .filter(|u| !finished.contains(&u.unit_id))
             .cloned()
-            .collect();
+            .collect::<VecDeque<_>>();
+        // The first lease's GPU modules compile while the GPU opens and self-tests.
+        let first: Vec<_> = queue.iter().take(self.slots).map(engine_unit).collect();
+        warm_up(&self.settings, &cfg, &first);
         Ok(Active {
             lease,
             cfg,
