@@ -115,6 +115,20 @@ mod tests {
             }
         }
         assert_eq!(shared, 24);
+        // The search's skipped runs (tanpi's poles, from copied verdicts) are the ones the
+        // coordinator recomputes argument by argument.
+        use crate::search::{search_unit, Cpu, SearchConfig};
+        let unit = UnitSpec {
+            negative: true,
+            exponent: 19,
+            first: 0x80_1230,
+            count: 4096,
+        };
+        let cfg = SearchConfig::in_format(Function::Tanpi, b32, 8);
+        let searched = search_unit(&cfg, unit, &Cpu).unwrap();
+        assert_eq!(searched.skipped.len(), 256);
+        let recomputed = crate::skip::skipped_runs(Function::Tanpi, b32, 8, unit).unwrap();
+        assert_eq!(searched.skipped, recomputed);
         // Sin is not periodic on a dyadic grid; fine grids have too many classes.
         let piece = UnitSpec {
             negative: false,
