@@ -12,6 +12,7 @@ pub mod format;
 pub mod function;
 pub mod generation;
 pub mod monotone;
+pub mod periodic;
 pub mod phases;
 pub mod plan;
 pub mod range;

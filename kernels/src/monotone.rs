@@ -13,7 +13,7 @@ use crate::format::{float_to_hex, Format};
 use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::series::Series;
-use crate::trivial::TrivialRun;
+use crate::trivial::{bits_within, TrivialRun};
 use rug::float::Round;
 use rug::ops::NegAssign;
 use rug::Float;
@@ -210,8 +210,8 @@ pub fn judge(
         if let Reference::Residual { negative } = reference {
             // Within 2^-k of x itself: a trivial run (the edge of trivial.rs's region).
             let big = lo.clone().abs().max(&hi.clone().abs());
-            if big < eps && !big.is_zero() {
-                let bits = -big.get_exp().expect("nonzero");
+            if big <= eps && !big.is_zero() {
+                let bits = bits_within(&big);
                 return Decision::Trivial(TrivialRun {
                     like: if *negative { "-x" } else { "x" }.into(),
                     bits: bits as u32,
@@ -282,8 +282,8 @@ fn near_constant(
         return None;
     }
     bound <<= pb - e_lo;
-    // bound < 2^E' (its exponent): d < 2^-bits.
-    let bits = -bound.get_exp().expect("nonzero");
+    // d <= bound <= 2^-bits (inclusive: a bound of exactly 2^-k is a run of k bits).
+    let bits = bits_within(&bound);
     (bits >= min_bits.max(1) as i32).then(|| TrivialRun {
         like: float_to_hex(c),
         bits: bits as u32,

@@ -8,6 +8,7 @@ use crate::existence::Test;
 use crate::format::{Format, Precision};
 use crate::function::Function;
 use crate::generation::{generate, GenConfig, GenError, Generated};
+use crate::periodic::{self, classes};
 use crate::plan::UnitSpec;
 pub use crate::range::{search_units, RangeResult};
 use crate::trivial::{partition, Part, TrivialRun};
@@ -311,7 +312,9 @@ fn plan_pieces(
         let mut stack = vec![part];
         // Depth-first, left to right: pieces come out in argument order.
         while let Some(piece) = stack.pop() {
-            if piece.count <= EXHAUSTIVE_MAX {
+            // Sinpi, cospi, tanpi on coarse grids: a few values, each judged once.
+            let periodic = classes(cfg.function, cfg.format(), piece).is_some();
+            if piece.count <= EXHAUSTIVE_MAX || periodic {
                 pieces.push((piece, PiecePlan::Exhaustive));
                 continue;
             }
@@ -328,8 +331,14 @@ fn plan_pieces(
                 }
                 // Every argument is a candidate: MPFR decides each one (no generation would pay).
                 Err(GenError::Threshold) => pieces.push((piece, PiecePlan::Exhaustive)),
+                // Curvature: halves may fit where the piece does not (erfc near 9 in binary32,
+                // where every argument judged by MPFR costs about 0.5 ms).
                 Err(
-                    GenError::Shape | GenError::Degree(_) | GenError::Width | GenError::Ball(_),
+                    GenError::Shape
+                    | GenError::Degree(_)
+                    | GenError::Width
+                    | GenError::Ball(_)
+                    | GenError::Curvature,
                 ) => {
                     let (left, right) = split(piece);
                     stack.push(right);
@@ -519,21 +528,26 @@ pub(crate) fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
 /// What the exhaustive search of a piece found: cases, exact cases, skipped offsets.
 type Exhaustive = (Vec<HrCase>, Vec<ExactCase>, Vec<(u64, SkipReason)>);
 
-/// Every argument of the piece through MPFR.
+/// Every argument of the piece through MPFR (for a periodic function on a coarse grid, one
+/// argument of each class, `periodic.rs`).
 fn exhaustive(cfg: &SearchConfig, piece: UnitSpec) -> Result<Exhaustive, SearchError> {
-    let verdicts: Vec<Result<Verdict, VerifyError>> = (0..piece.count)
-        .into_par_iter()
-        .map(|o| classify_in(cfg.function, cfg.format(), &piece.argument(o), cfg.min_bits))
-        .collect();
+    let (f, fmt, k) = (cfg.function, cfg.format(), cfg.min_bits);
+    let verdicts: Vec<(u64, Verdict)> = match classes(f, fmt, piece) {
+        Some(l) => periodic::verdicts(f, fmt, k, piece, l)?,
+        None => (0..piece.count)
+            .into_par_iter()
+            .map(|o| Ok((o, classify_in(f, fmt, &piece.argument(o), k)?)))
+            .collect::<Result<_, VerifyError>>()?,
+    };
     let mut hr = Vec::new();
     let mut exact = Vec::new();
     let mut skipped = Vec::new();
-    for (o, v) in verdicts.into_iter().enumerate() {
-        match v? {
+    for (o, v) in verdicts {
+        match v {
             Verdict::Hard(c) => hr.push(c),
             Verdict::Exact(e) => exact.push(e),
             Verdict::NotHard { .. } => {}
-            Verdict::Skipped(r) => skipped.push((o as u64, r)),
+            Verdict::Skipped(r) => skipped.push((o, r)),
         }
     }
     Ok((hr, exact, skipped))

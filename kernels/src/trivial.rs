@@ -41,8 +41,23 @@ const PREC: u32 = 320;
 pub struct TrivialRun {
     /// `g(x)`: `x`, `-x`, or the constant (`f(0)`, or the limit far from 0) in C99 hex.
     pub like: String,
-    /// Every argument of the run has `d < 2^-bits` (at least `bits` identical bits).
+    /// Every argument of the run has `d <= 2^-bits` (at least `bits` identical bits).
     pub bits: u32,
+}
+
+/// `floor(-log2 bound)` for `bound > 0`: the largest `K` with `bound <= 2^-K`, so every `d <=
+/// bound` has at least `K` identical bits. A bound exactly `2^-K` gives `K`, not `K - 1`: the
+/// threshold is inclusive (`d <= 2^-k` is an HR-case), and exp2m1 at `x = -(k + p + 1)` has
+/// `d = 2^-k` exactly, the first argument of a run (issue 29).
+pub(crate) fn bits_within(bound: &Float) -> i32 {
+    let e = bound.get_exp().expect("bound > 0");
+    // bound in [2^(e-1), 2^e).
+    let power_of_two = *bound == Float::with_val(8, 1) << (e - 1);
+    if power_of_two {
+        1 - e
+    } else {
+        -e
+    }
 }
 
 impl TrivialRun {
@@ -52,7 +67,7 @@ impl TrivialRun {
         format!(
             "f(x) rounds like {g}: |f(x) - {g}| bounded on the run by ball arithmetic \
              (docs/error-analysis.md §10) or by enclosures of a monotone f at the run's ends \
-             (§12), so d < 2^-{b} half-ulps: every x is an HR-case near \
+             (§12), so d <= 2^-{b} half-ulps: every x is an HR-case near \
              {g} with at least {b} identical bits after the rounding bit, or exact",
             b = self.bits
         )
@@ -204,9 +219,9 @@ impl Rule {
         if !on_grid {
             return None;
         }
-        // d <= |f(x) - g(x)| 2^(p - e_g) <= B 2^(p - e_lo) < 2^get_exp.
+        // d <= |f(x) - g(x)| 2^(p - e_g) <= B 2^(p - e_lo).
         let d = bound << (pb - e_lo);
-        let bits = -d.get_exp().expect("positive");
+        let bits = bits_within(&d);
         (bits >= min_bits.max(1) as i32).then(|| TrivialRun {
             like: self.like_text(),
             bits: bits as u32,

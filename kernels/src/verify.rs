@@ -36,7 +36,8 @@ pub struct HrCase {
     pub x: String,
     /// Identical bits after the rounding bit: `floor(-log2 d)`.
     pub bits: u32,
-    /// `-log2 d`, to four decimals.
+    /// `-log2 d` truncated to four decimals, never above the truth (a lower bound, within
+    /// `10^-4` of it).
     pub neg_log2_d: f64,
     pub kind: Kind,
     /// `f(x)` rounded to nearest in the format, C99 hex.
@@ -220,7 +221,10 @@ pub fn classify_float_in(
         };
         let mut g = Float::with_val(prec, y.abs_ref());
         g <<= pb as i32 - e_g;
-        let mut n = Float::with_val(prec, g.round_ref());
+        // Ties (d = 1/2, G exactly between a number and a midpoint: exp2m1(13) = 8191 in
+        // binary16) go to the even integer, the floating-point number: the kind is `fp`
+        // (docs/error-analysis.md §7). A tie is exact (a dyadic value), so `g` is then exact.
+        let mut n = Float::with_val(prec, g.round_even_ref());
         if let Some(r) = fmt.exponents {
             // 2^(emax+1) is no number of the format: near it, the nearest breakpoint is the
             // midpoint above the largest finite number.
@@ -298,12 +302,17 @@ pub fn classify_float_in(
                 let bits = if d.is_zero() { u32::MAX } else { bits_of(&d) };
                 return Ok(Verdict::NotHard { bits });
             }
-            if d_hi <= threshold && d_lo.is_sign_positive() && !d_lo.is_zero() {
+            // -log2 d is printed from d_hi (a lower bound), so y must be close enough that
+            // the bound loses at most 2^-30 relative: about 1.4e-9 in -log2 d, far below the
+            // four decimals printed (issue 29: log2p1(2^109) in bfloat16 printed 106.4713
+            // above the true 106.471234 from the midpoint of a d known to 2^-13 relative).
+            let sharp = exact || prec >= MAX_PREC || Float::with_val(64, &d_lo >> 30u32) >= err;
+            if d_hi <= threshold && d_lo.is_sign_positive() && !d_lo.is_zero() && sharp {
                 let (b_lo, b_hi) = (bits_of(&d_hi), bits_of(&d_lo));
                 if b_lo == b_hi {
                     let n_int = n.to_integer().expect("finite");
                     let kind = if n_int.is_even() { Kind::Fp } else { Kind::Mid };
-                    let neg_log2_d = truncated_neg_log2(&d, b_lo);
+                    let neg_log2_d = truncated_neg_log2(&d_hi, b_lo);
                     let rounded = match fmt.exponents {
                         None => float_to_hex(&f.eval(x, pb).0),
                         Some(r) => rounded_on_grid(&y, &g, &n_int, e_g, pb, r.emax),
@@ -354,10 +363,13 @@ fn rounded_on_grid(y: &Float, g: &Float, n: &rug::Integer, e_g: i32, pb: u32, em
     float_to_hex(&v)
 }
 
-/// `-log2 d` truncated to four decimals, in `[bits, bits + 1)` where `bits = floor(-log2 d)`:
-/// a lower bound of `-log2 d` (log2 rounded upwards, then negated) times 10^4, floored. So
-/// `floor(neg_log2_d) == bits` always (rounding to nearest printed 46.0 beside bits 45).
-fn truncated_neg_log2(d: &Float, bits: u32) -> f64 {
+/// `-log2 d_hi` truncated to four decimals, in `[bits, bits + 1)` where `bits = floor(-log2
+/// d)`: `d_hi >= d` is the computed `d` plus its error bound, so `-log2 d_hi` (log2 rounded
+/// upwards, then negated) times 10^4, floored, is a lower bound of `-log2 d` times 10^4: the
+/// printed decimals never exceed the truth. And `floor(neg_log2_d) == bits` always (rounding to
+/// nearest printed 46.0 beside bits 45).
+fn truncated_neg_log2(d_hi: &Float, bits: u32) -> f64 {
+    let d = d_hi;
     let log2_up = Float::with_val_round(d.prec(), d.log2_ref(), Round::Up).0;
     let neg = -log2_up;
     let scaled = Float::with_val_round(d.prec() + 16, &neg * 10_000u32, Round::Down).0;
@@ -462,6 +474,33 @@ mod tests {
         assert!(verify_case(Function::Log, p, 40, "-0x1p+0").is_err());
         assert!(verify_case(Function::Exp, p, 40, "0x1.00000000000001p+0").is_err());
         assert!(verify_case(Function::Exp, p, 40, "zz").is_err());
+    }
+
+    /// Issue 29 item 4: `d = 1/2` exactly (an exact `y` halfway between a floating-point
+    /// number and a midpoint) is a case of kind `fp` by convention (docs/error-analysis.md §7),
+    /// with `bits` 1 and `neg_log2_d` 1.
+    #[test]
+    fn ties_at_one_half_are_fp() {
+        let b16 = Format::named("binary16").unwrap();
+        let bf16 = Format::named("bfloat16").unwrap();
+        for (f, fmt, x, rounded) in [
+            // 2^-26 on binary16's subnormal grid: G = 1/2, between 0 and 2^-25.
+            (Function::Exp2, b16, "-0x1.ap+4", "0x0p+0"),
+            // 8191: G = 4095.5; 1 - 2^-13: G = 4095.5 on the grid of [1/2, 1).
+            (Function::Exp2m1, b16, "0x1.ap+3", "0x1p+13"),
+            (Function::Exp2m1, b16, "-0x1.ap+3", "-0x1p+0"),
+            // 999 in bfloat16: G = 499.5.
+            (Function::Exp10m1, bf16, "0x1.8p+1", "0x1.f4p+9"),
+        ] {
+            match verify_case_in(f, fmt, 1, x).unwrap() {
+                Verdict::Hard(c) => {
+                    assert_eq!((c.bits, c.kind), (1, Kind::Fp), "{f}({x}): {c:?}");
+                    assert_eq!(c.neg_log2_d, 1.0, "{f}({x})");
+                    assert_eq!(c.rounded, rounded, "{f}({x})");
+                }
+                v => panic!("{f}({x}): {v:?}"),
+            }
+        }
     }
 
     /// Issue 14 item 5: `bits` is `floor(-log2 d)` and `neg_log2_d` is truncated, never

@@ -322,3 +322,49 @@ fn binary64_far_regions_finish() {
         assert!(t.elapsed().as_secs() < 60, "{f}: {:?}", t.elapsed());
     }
 }
+
+/// Issue 29: exp2m1 at `x = -(k + p + 1)` has `d = 2^-k` exactly (`2^x - 1` is dyadic), and
+/// every argument beyond it `d < 2^-k`. A unit that starts there is one trivial run of `k`
+/// bits (the bound `2^-k` is inclusive), not `2^U` HR-cases listed one by one (binary32: 262,144
+/// of them; binary64 aborted on a 1.9 GB list), in binary16, bfloat16 and binary32 against the
+/// brute force over every argument, the coordinator's runs equal to the search's.
+#[test]
+fn a_unit_that_starts_on_a_runs_edge_is_a_run() {
+    for (format, from, to, k, unit_bits) in [
+        // Edges at -(7 + 11 + 1) = -19, -(5 + 8 + 1) = -14, -(16 + 24 + 1) = -41: units of one
+        // unit of x each, so the second unit starts on the edge.
+        ("binary16", "-0x1.4p+4", "-0x1.2p+4", 7, 6),
+        ("bfloat16", "-0x1.ep+3", "-0x1.ap+3", 5, 4),
+        ("binary32", "-0x1.5p+5", "-0x1.4p+5", 16, 18),
+    ] {
+        let r = compare(Function::Exp2m1, format, from, to, k, unit_bits);
+        assert!(
+            r.hr_cases.is_empty(),
+            "{format}: {} cases",
+            r.hr_cases.len()
+        );
+        let runs: Vec<_> = r
+            .skipped
+            .iter()
+            .filter_map(|s| s.trivial.as_ref())
+            .collect();
+        assert!(
+            runs.len() == 1 && runs[0].bits == k && runs[0].like == "-0x1p+0",
+            "{format}: {runs:?}"
+        );
+        assert!(
+            r.stats.phase3_arguments + r.stats.exhaustive_arguments == 0,
+            "{format}: {:?}",
+            r.stats
+        );
+    }
+    // binary64 with default units (2^40 arguments): one run through x = -94, the rest clear.
+    let fmt: Format = "binary64".parse().unwrap();
+    let units = split_range_in(Function::Exp2m1, fmt, "-0x1.79p+6", "-0x1.77p+6", None).unwrap();
+    let cfg = SearchConfig::in_format(Function::Exp2m1, fmt, 40);
+    let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
+    assert!(r.hr_cases.is_empty(), "{} cases", r.hr_cases.len());
+    let runs = trivial_runs(&r);
+    assert_eq!(runs, [("-0x1p+0", (1 << 44) + 1)]);
+    assert_eq!(r.stats.clear_arguments, r.arguments - runs[0].1);
+}

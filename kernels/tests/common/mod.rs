@@ -71,7 +71,8 @@ pub fn judge(
         t.skipped.push((hex, SkipReason::Underflow));
         return;
     }
-    let mut n = g.clone().round().to_integer().unwrap();
+    // Ties (d = 1/2) to the even integer, the floating-point number (error-analysis §7).
+    let mut n = g.clone().round_even().to_integer().unwrap();
     if e_y == x.emax && n == Integer::from(1) << (pb as u32 + 1) {
         n -= 1;
     }

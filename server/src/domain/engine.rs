@@ -734,6 +734,27 @@ mod tests {
             .is_empty());
     }
 
+    /// Issue 29: a tie at `d = 1/2` (exp2(-26) = 2^-26 in binary16, halfway between 0 and the
+    /// midpoint 2^-25) is stored as `fp`, the convention of the engine's verification
+    /// (docs/error-analysis.md §7), whatever the worker said.
+    #[test]
+    fn ties_at_one_half_are_stored_as_fp() {
+        let b16 = Format::named("binary16").unwrap();
+        let unit = half_unit(true, 4, 0x680, 1);
+        let case = HrCase {
+            x: "-0x1.ap+4".into(),
+            bits: 1,
+            neg_log2_d: 1.0,
+            kind: HrKind::Mid,
+            rounded: "0x0p+0".into(),
+        };
+        let v = verify_result("exp2", b16, 1, &unit, &[case], &[]).unwrap();
+        assert_eq!(
+            (v[0].bits, v[0].kind, v[0].neg_log2_d),
+            (1, HrKind::Fp, 1.0)
+        );
+    }
+
     #[test]
     fn subnormal_results_are_verified_on_the_subnormal_grid() {
         // Issue 14's example: exp(-0x1.8feebp+6) is about 16.3 bits hard on binary32's
