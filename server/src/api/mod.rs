@@ -206,6 +206,7 @@ async fn create_campaign(
             adaptive: new.adaptive,
             audit_rate: new.audit_rate,
             trust_after: new.trust_after,
+            trust_all_workers: new.trust_all_workers,
             priority: new.priority,
             units: &plan.units,
         },
@@ -350,9 +351,14 @@ async fn create_enrollment_token(
         Some(req.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS)),
         note,
         owner,
+        req.trusted.unwrap_or(false),
     )
     .await?;
-    tracing::info!(token.id = t.id, "enrollment token created");
+    tracing::info!(
+        token.id = t.id,
+        trusted = req.trusted.unwrap_or(false),
+        "enrollment token created"
+    );
     Ok((StatusCode::CREATED, Json(t)))
 }
 
@@ -514,6 +520,7 @@ async fn request_lease(
         worker.id,
         formats,
         policy.ttl_seconds.min(policy.max_lease_seconds),
+        policy.max_owner_share,
         |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held),
     )
     .await?;
@@ -634,20 +641,20 @@ async fn release_lease(
     )
     .await?;
     Metrics::add(&s.metrics.leases_released, 1);
-    Metrics::add(&s.metrics.units_quarantined, u64::from(r.quarantined));
+    Metrics::add(&s.metrics.units_quarantined, u64::from(r.response.quarantined));
     tracing::info!(
         worker.id = worker.id,
         lease.id = id,
-        units.returned = r.returned,
-        units.quarantined = r.quarantined,
+        units.returned = r.response.returned,
+        units.quarantined = r.response.quarantined,
         reason = req.reason.as_deref().unwrap_or(""),
         "lease released"
     );
-    if !req.failed_units.is_empty() {
-        // Failures count against the worker that reports them.
+    if !req.failed_units.is_empty() || r.idle {
+        // Failures, and leases given back untouched, count against the worker.
         enforce(&s, Some(&[worker.id])).await?;
     }
-    Ok(Json(r))
+    Ok(Json(r.response))
 }
 
 // ---------------------------------------------------------------------------------------------
