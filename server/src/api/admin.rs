@@ -4,9 +4,9 @@
 
 use crate::api::auth::Admin;
 use crate::api::{ApiJson, ApiPath};
+use crate::domain::engine;
 use crate::error::{Error, Result};
 use crate::store;
-use crate::domain::engine;
 use crate::store::admin as store_admin;
 use crate::store::known as store_known;
 use crate::AppState;

@@ -147,7 +147,23 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".to_string());
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    // JSON answers carry secrets (tokens at creation) and live data: never sniffed as
+    // something else, never cached by a browser or a proxy.
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    if headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"))
+    {
+        headers.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+    }
     let seconds = start.elapsed().as_secs_f64();
     let status = response.status().as_u16();
     state.metrics.observe(method, &route, status, seconds);
@@ -641,7 +657,10 @@ async fn release_lease(
     )
     .await?;
     Metrics::add(&s.metrics.leases_released, 1);
-    Metrics::add(&s.metrics.units_quarantined, u64::from(r.response.quarantined));
+    Metrics::add(
+        &s.metrics.units_quarantined,
+        u64::from(r.response.quarantined),
+    );
     tracing::info!(
         worker.id = worker.id,
         lease.id = id,
@@ -679,10 +698,11 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str> {
     Ok("ready")
 }
 
-/// Prometheus metrics (text exposition format).
-#[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text", body = String)))]
-async fn metrics(State(s): State<AppState>) -> Result<Response> {
+/// Prometheus metrics (text exposition format), for the admin token or `--metrics-token`.
+#[utoipa::path(get, path = "/metrics", tag = "operations", security(("admin" = [])),
+    responses((status = 200, description = "Prometheus text", body = String),
+              (status = 401, body = ApiError)))]
+async fn metrics(State(s): State<AppState>, _: auth::MetricsReader) -> Result<Response> {
     // Concurrent scrapes wait for one query; the counts are at most a few seconds old.
     let mut cached = s.metrics.unit_counts.lock().await;
     let fresh = cached.as_ref().is_some_and(|(at, _)| {

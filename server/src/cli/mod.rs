@@ -115,6 +115,10 @@ pub struct ServeArgs {
     /// A file holding the admin token (its first line).
     #[arg(long, env = "TMD_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<std::path::PathBuf>,
+    /// A token that may read `/metrics` and nothing else (for Prometheus); the admin token
+    /// may read it too. Without either, `/metrics` is refused.
+    #[arg(long, env = "TMD_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
     #[arg(long, env = "TMD_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
@@ -289,6 +293,10 @@ impl ServeArgs {
         if let Some(t) = &token {
             check_admin_token(t)?;
             c = c.with_admin_token(t);
+        }
+        if let Some(t) = &self.metrics_token {
+            check_admin_token(t).context("--metrics-token")?;
+            c.metrics_token_hash = Some(crate::api::auth::hash_token(t));
         }
         Ok(c)
     }

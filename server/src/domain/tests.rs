@@ -455,7 +455,10 @@ fn invisible_characters_are_refused_in_texts_people_read() {
         let e = check_text("name", bad, 200).unwrap_err();
         assert!(e.to_string().contains("invisible"), "{bad:?}: {e}");
     }
-    assert_eq!(check_text("name", " Zoë's GPU 4090 ", 200).unwrap(), "Zoë's GPU 4090");
+    assert_eq!(
+        check_text("name", " Zoë's GPU 4090 ", 200).unwrap(),
+        "Zoë's GPU 4090"
+    );
     assert_eq!(check_text("owner", "東京大学", 200).unwrap(), "東京大学");
 }
 

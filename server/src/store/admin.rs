@@ -73,7 +73,8 @@ impl From<TokenRow> for EnrollmentTokenInfo {
     }
 }
 
-const TOKEN_QUERY: &str = "SELECT t.id, t.note, t.owner, t.trusted, t.uses_left, t.expires_at, t.created_at, \
+const TOKEN_QUERY: &str =
+    "SELECT t.id, t.note, t.owner, t.trusted, t.uses_left, t.expires_at, t.created_at, \
      t.revoked_at, count(w.id) AS workers, \
      count(w.id) FILTER (WHERE w.quarantined_at IS NOT NULL) AS quarantined_workers \
      FROM enrollment_tokens t LEFT JOIN workers w ON w.enrollment_token_id = t.id";

@@ -120,12 +120,11 @@ pub async fn load(pool: &PgPool, campaign_id: i64, cases: &[Known]) -> Result<Lo
         .execute(&mut *tx)
         .await?;
     // Only units with results have anything to judge again.
-    let judged: Vec<(i64,)> = sqlx::query_as(
-        "SELECT DISTINCT unit_id FROM results WHERE unit_id = ANY($1) AND NOT void",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await?;
+    let judged: Vec<(i64,)> =
+        sqlx::query_as("SELECT DISTINCT unit_id FROM results WHERE unit_id = ANY($1) AND NOT void")
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
     let judged: std::collections::HashSet<i64> = judged.into_iter().map(|(u,)| u).collect();
     touched.retain(|u| judged.contains(&u.id));
     let (changes, reopened) = store_trust::resettle(&mut tx, &touched).await?;

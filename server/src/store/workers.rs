@@ -135,7 +135,8 @@ pub async fn get_worker(pool: &PgPool, id: i64) -> Result<WorkerInfo> {
         .ok_or_else(|| Error::NotFound(format!("no worker {id}")))
 }
 
-const WORKER_COLUMNS: &str = "id, name, created_at, last_seen, speed, units_done, owner, trusted, valid, \
+const WORKER_COLUMNS: &str =
+    "id, name, created_at, last_seen, speed, units_done, owner, trusted, valid, \
      invalid, forged, leases_total, leases_expired, streak, units_failed AS failed_units, \
      refuted, leases_idle, \
      quarantined_at, quarantine_reason, revoked_at";

@@ -108,6 +108,7 @@ impl TestApp {
     pub async fn metrics(&self) -> String {
         self.http
             .get(self.url("/metrics"))
+            .bearer_auth(ADMIN)
             .send()
             .await
             .unwrap()
