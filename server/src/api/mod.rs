@@ -363,11 +363,13 @@ async fn create_enrollment_token(
         &s.pool,
         &token,
         &auth::hash_token(&token),
-        Some(req.uses.unwrap_or(DEFAULT_TOKEN_USES)),
-        Some(req.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS)),
-        note,
-        owner,
-        req.trusted.unwrap_or(false),
+        &store::TokenTerms {
+            uses: Some(req.uses.unwrap_or(DEFAULT_TOKEN_USES)),
+            expires_in_seconds: Some(req.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS)),
+            note,
+            owner,
+            trusted: req.trusted.unwrap_or(false),
+        },
     )
     .await?;
     tracing::info!(

@@ -1,17 +1,31 @@
 //! Storage of enrollment tokens and workers: registration, authentication, their records.
 
 use super::*;
+/// What an enrollment token allows, as the admin asked (defaults already applied).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenTerms<'a> {
+    pub uses: Option<u32>,
+    pub expires_in_seconds: Option<u64>,
+    pub note: Option<&'a str>,
+    pub owner: Option<&'a str>,
+    /// Its workers are the operator's own machines.
+    pub trusted: bool,
+}
+
 /// Records a new enrollment token (its hash only).
 pub async fn create_enrollment_token(
     pool: &PgPool,
     token: &str,
     token_hash: &[u8],
-    uses: Option<u32>,
-    expires_in_seconds: Option<u64>,
-    note: Option<&str>,
-    owner: Option<&str>,
-    trusted: bool,
+    terms: &TokenTerms<'_>,
 ) -> Result<EnrollmentToken> {
+    let TokenTerms {
+        uses,
+        expires_in_seconds,
+        note,
+        owner,
+        trusted,
+    } = *terms;
     let (id, expires_at): (i64, Option<DateTime<Utc>>) = sqlx::query_as(
         "INSERT INTO enrollment_tokens (token_hash, uses_left, expires_at, note, owner, trusted) \
          VALUES ($1, $2, now() + make_interval(secs => $3::float8), $4, $5, $6) \
