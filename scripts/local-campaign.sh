@@ -81,7 +81,7 @@ say "campaign: $FUNCTION $FORMAT on [$FROM, $TO), at least $MIN_BITS identical b
 CAMPAIGN=$("$BIN/tmd-server" campaign create --function "$FUNCTION" --format "$FORMAT" \
   --min-bits "$MIN_BITS" --from "$FROM" --to "$TO" --unit-bits "$UNIT_BITS" --name local-demo \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-TOKEN=$("$BIN/tmd-server" token create --note local-demo \
+TOKEN=$("$BIN/tmd-server" token create --trusted --note local-demo \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 
 say "starting a worker (log: $DIR/worker.log)"

@@ -45,7 +45,7 @@ start_coordinator() {
   export TMD_ADMIN_TOKEN="$ADMIN_TOKEN"
   CAMPAIGN=$("$BIN/tmd-server" campaign create "${RANGE[@]}" --server "$SERVER" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  TOKEN=$("$BIN/tmd-server" token create --server "$SERVER" \
+  TOKEN=$("$BIN/tmd-server" token create --trusted --server "$SERVER" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 }
 

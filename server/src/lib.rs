@@ -44,6 +44,8 @@ pub use domain::LeasePolicy;
 pub struct Config {
     /// SHA-256 of the admin token; admin routes are refused when absent.
     pub admin_token_hash: Option<[u8; 32]>,
+    /// SHA-256 of a token that may read `/metrics` (and nothing else); the admin token may too.
+    pub metrics_token_hash: Option<[u8; 32]>,
     pub policy: LeasePolicy,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
@@ -78,6 +80,10 @@ impl std::fmt::Debug for Config {
                 "admin_token_hash",
                 &self.admin_token_hash.map(|_| "<redacted>"),
             )
+            .field(
+                "metrics_token_hash",
+                &self.metrics_token_hash.map(|_| "<redacted>"),
+            )
             .field("policy", &self.policy)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_cases_per_result", &self.max_cases_per_result)
@@ -99,6 +105,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             admin_token_hash: None,
+            metrics_token_hash: None,
             policy: LeasePolicy::default(),
             max_body_bytes: 1 << 20,
             max_cases_per_result: 10_000,

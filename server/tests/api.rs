@@ -80,6 +80,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/enrollment-tokens", "get"),
         ("/api/v1/enrollment-tokens/{id}/revoke", "post"),
         ("/api/v1/workers/{id}/revoke", "post"),
+        // Known cases (tests in trust_default.rs).
+        ("/api/v1/campaigns/{id}/known-cases", "post"),
     ];
     for (path, method) in expected {
         assert!(
@@ -89,7 +91,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        27,
+        28,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

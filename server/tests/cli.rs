@@ -73,6 +73,38 @@ async fn admin_commands_drive_a_running_server() {
     assert!(ok, "{err}");
     let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["progress"]["pending"]["units"], 2);
+    // A volunteer campaign by default: two results from different owners.
+    assert_eq!(shown["campaign"]["replication"], 2, "{shown}");
+    assert_eq!(shown["campaign"]["trust_all_workers"], false, "{shown}");
+
+    // Known cases from a .wc file: each verified, only HR-cases inside a unit kept.
+    let wc = std::env::temp_dir().join(format!("tmd-cli-ringers-{}.wc", std::process::id()));
+    std::fs::write(
+        &wc,
+        "# exp binary32\n0x1p+0  # exp(1): not hard\n0x1.8p+5\n",
+    )
+    .unwrap();
+    let (ok, out, err) = run(with(
+        &["campaign"],
+        &["ringers", &id, "--file", wc.to_str().unwrap()],
+    ))
+    .await;
+    std::fs::remove_file(&wc).unwrap();
+    assert!(ok, "{err}");
+    let loaded: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            &loaded["submitted"],
+            &loaded["loaded"],
+            &loaded["refused_total"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(0),
+            &serde_json::json!(2)
+        ),
+        "{loaded}"
+    );
 
     for (action, state) in [
         ("pause", "paused"),

@@ -138,18 +138,27 @@ async fn failure_reports_need_several_workers_and_admins_can_requeue() {
 }
 
 /// Item 1: leases given back untouched do not count, so they cannot dilute the fraction of a
-/// worker's leases that expired.
+/// worker's leases that expired. Issue 24: they count as idle instead, and a worker that only
+/// takes leases and gives them back untouched loses its standing at the fifth.
 #[tokio::test]
 async fn lease_release_cycles_do_not_dilute_the_expired_fraction() {
     let app = TestApp::new().await;
     campaign(&app, 8).await;
     let (id, w) = app.worker("diluter").await;
-    for _ in 0..10 {
+    for _ in 0..5 {
         let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
         w.release(&lease, &[]).await.unwrap();
     }
     let info = worker_info(&app, id).await;
     assert_eq!(info["reputation"]["leases_total"], 0, "{info}");
+    assert_eq!(info["reputation"]["leases_idle"], 5, "{info}");
+    assert!(
+        info["quarantine_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("without computing")),
+        "{info}"
+    );
+    assert_eq!(code_of(w.lease(Some(1)).await), "worker_quarantined");
 }
 
 /// Item 2: one empty result with `elapsed` 1e-9 (or 5e-324) used to make a worker infinitely

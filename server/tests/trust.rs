@@ -270,7 +270,11 @@ async fn a_worker_whose_leases_keep_expiring_is_quarantined() {
 async fn bad_policies_are_refused_with_the_field_named() {
     let app = TestApp::new().await;
     for (policy, field) in [
-        (json!({"adaptive": true}), "replication"),
+        (
+            json!({"adaptive": true, "trust_all_workers": true}),
+            "replication",
+        ),
+        (json!({"replication": 1}), "trust_all_workers"),
         (
             json!({"replication": 2, "adaptive": true, "audit_rate": 0}),
             "audit_rate",

@@ -407,7 +407,7 @@ pub fn create_exp_campaign(server: &str) -> (i64, String) {
     args.extend(EXP_BINARY64_24_UNITS);
     let c = admin(server, &args);
     assert_eq!(c["units_total"], EXP_BINARY64_UNITS, "{c}");
-    let t = admin(server, &["token", "create"]);
+    let t = admin(server, &["token", "create", "--trusted"]);
     (
         c["id"].as_i64().unwrap(),
         t["token"].as_str().unwrap().to_string(),

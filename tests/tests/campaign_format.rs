@@ -132,7 +132,7 @@ async fn campaign_equals_search(spec: Spec) -> Found {
     }
     let judged = if bare { "unbounded" } else { "subnormal" };
     assert!(c["judged_as"].as_str().unwrap().contains(judged), "{c}");
-    let token = admin(&url, &["token", "create"])["token"]
+    let token = admin(&url, &["token", "create", "--trusted"])["token"]
         .as_str()
         .unwrap()
         .to_string();

@@ -34,7 +34,7 @@ async fn a_worker_releases_the_units_the_server_refuses() {
         ],
     );
     let campaign = c["id"].as_i64().unwrap();
-    let token = admin(&url, &["token", "create"])["token"]
+    let token = admin(&url, &["token", "create", "--trusted"])["token"]
         .as_str()
         .unwrap()
         .to_string();
@@ -148,7 +148,7 @@ async fn a_campaign_runs_over_https_with_a_private_ca() {
         ],
     );
     let campaign = c["id"].as_i64().unwrap();
-    let token = admin(&url, &["token", "create", "--ca-cert", &ca])["token"]
+    let token = admin(&url, &["token", "create", "--trusted", "--ca-cert", &ca])["token"]
         .as_str()
         .unwrap()
         .to_string();

@@ -65,7 +65,7 @@ async fn the_progress_loop_reports_success_when_the_worker_exits_after_its_last_
         let c = admin(&url, &args);
         assert_eq!(c["units_total"], 4, "{c}");
         let campaign = c["id"].as_i64().unwrap();
-        let token = admin(&url, &["token", "create"])["token"]
+        let token = admin(&url, &["token", "create", "--trusted"])["token"]
             .as_str()
             .unwrap()
             .to_string();

@@ -111,14 +111,19 @@ pub struct CreateCampaign {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(maximum = 62))]
     pub unit_bits: Option<u32>,
-    /// How many agreeing results each unit needs, from different workers; default 1 (a
-    /// trusted farm). 2 or more for volunteers: a disagreement then takes more replicas and
-    /// the majority wins.
+    /// How many agreeing results each unit needs from workers not trusted, from different
+    /// workers; default 2 (1 with `trust_all_workers`, and only then). A disagreement takes
+    /// more replicas and the majority of the results no verified case refutes wins. A trusted
+    /// token's worker settles a unit alone.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 16))]
     pub replication: Option<u32>,
+    /// Every worker's result settles a unit alone (replication 1): for a farm of machines the
+    /// operator controls, never for volunteers. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_all_workers: Option<bool>,
     /// Replicas of a unit must also come from different owners (enrollment tokens' owners);
-    /// default false.
+    /// default true when replication is 2 or more.
     #[serde(default)]
     pub distinct_owners: Option<bool>,
     /// Adaptive replication: a worker with `trust_after` agreed results in a row is replicated
@@ -195,6 +200,9 @@ pub struct Campaign {
     pub unit_bits: u32,
     /// Agreeing results a unit needs from workers not trusted.
     pub replication: u32,
+    /// Any one worker's result settles a unit (the operator said so at creation).
+    #[serde(default)]
+    pub trust_all_workers: bool,
     pub distinct_owners: bool,
     pub adaptive: bool,
     pub audit_rate: f64,
@@ -324,8 +332,15 @@ pub struct ReplicationReport {
     pub void: i64,
     /// Results the majority outvoted.
     pub outvoted: i64,
-    /// Results accepted without a replica (unaudited trusted workers).
+    /// Results accepted without a replica (trusted workers, unaudited adaptive ones, or any
+    /// worker of a campaign that trusts all).
     pub alone: i64,
+    /// Done units that rest on one result of a worker whose token is not trusted.
+    #[serde(default)]
+    pub single_untrusted: i64,
+    /// Results that left out an HR-case the server verified in their unit.
+    #[serde(default)]
+    pub refuted: i64,
     /// Arguments computed over all results divided by the arguments of the done units: 1.0
     /// means no replica was spent; 2.0 means every unit was computed twice.
     pub work_factor: f64,
@@ -336,11 +351,11 @@ pub struct ReplicationReport {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateEnrollmentToken {
-    /// How many workers may register with it; unlimited when absent.
+    /// How many workers may register with it; 10 when absent.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000))]
     pub uses: Option<u32>,
-    /// Lifetime in seconds; unlimited when absent.
+    /// Lifetime in seconds; 7 days when absent.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 315360000))]
     pub expires_in_seconds: Option<u64>,
@@ -352,6 +367,11 @@ pub struct CreateEnrollmentToken {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub owner: Option<String>,
+    /// The machines registered with it are the operator's own (a lab's): their results settle
+    /// a unit alone and decide disputes, and they are not held to the owners' share of a
+    /// campaign. Default false (volunteers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted: Option<bool>,
 }
 
 /// The enrollment token, shown once: the server keeps only its hash.
@@ -406,6 +426,9 @@ pub struct WorkerInfo {
     pub units_done: i64,
     /// The owner of the enrollment token it registered with.
     pub owner: String,
+    /// Registered with a trusted (lab) token: its results settle units alone.
+    #[serde(default)]
+    pub trusted: bool,
     pub reputation: WorkerReputation,
     /// When it was quarantined; it gets no work while this is set.
     pub quarantined_at: Option<DateTime<Utc>>,
@@ -433,6 +456,12 @@ pub struct WorkerReputation {
     /// Units it reported as failed when releasing a lease (every report counts).
     #[serde(default)]
     pub failed_units: i64,
+    /// Results that left out an HR-case the server verified in their unit (proven wrong).
+    #[serde(default)]
+    pub refuted: i64,
+    /// Leases it gave back without computing any of their units.
+    #[serde(default)]
+    pub leases_idle: i64,
 }
 
 /// `POST /api/v1/workers/{id}/quarantine` (admin).
@@ -821,6 +850,46 @@ pub struct Requeued {
     pub requeued: u32,
 }
 
+/// `POST /api/v1/campaigns/{id}/known-cases` (admin): known HR-cases (ringers) to judge
+/// results by. The lines of a CORE-MATH worst-case file (`.wc`) or C99 hexadecimal arguments,
+/// one a line; `#` starts a comment; a line's first field is the argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LoadKnownCases {
+    #[cfg_attr(feature = "openapi", schema(max_items = 100000))]
+    pub lines: Vec<String>,
+}
+
+/// An argument that was not loaded as a known case, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct KnownCaseRefused {
+    pub x: String,
+    pub why: String,
+}
+
+/// What loading known cases did. Only cases MPFR verifies as HR-cases of the campaign (its
+/// function, format and `min_bits`) inside one of its units count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct KnownCasesLoaded {
+    /// Arguments read from the lines.
+    pub submitted: u64,
+    /// New known cases stored.
+    pub loaded: u64,
+    pub already_known: u64,
+    /// Not HR-cases of the campaign, or outside its units (at most 100 listed).
+    pub refused: Vec<KnownCaseRefused>,
+    pub refused_total: u64,
+    /// Done units reopened: their results lacked a known case.
+    pub units_reopened: u64,
+    /// Workers whose results a known case refuted (quarantined).
+    pub workers_caught: Vec<i64>,
+    /// Known cases the campaign holds now.
+    pub known_total: i64,
+}
+
 /// An enrollment token as listed (`GET /api/v1/enrollment-tokens`); the token itself is never
 /// shown again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -829,6 +898,9 @@ pub struct EnrollmentTokenInfo {
     pub id: i64,
     pub note: Option<String>,
     pub owner: Option<String>,
+    /// Its workers are the operator's own machines (see [`CreateEnrollmentToken::trusted`]).
+    #[serde(default)]
+    pub trusted: bool,
     /// Registrations left (`None`: unlimited).
     pub uses_left: Option<u32>,
     pub expires_at: Option<DateTime<Utc>>,

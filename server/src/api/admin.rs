@@ -1,15 +1,21 @@
 //! The admin's remedies against hostile volunteers (thin handlers over [`crate::store::admin`]): put
-//! quarantined units back in the pool, list and revoke enrollment tokens, revoke a worker.
+//! quarantined units back in the pool, list and revoke enrollment tokens, revoke a worker, and
+//! load known cases (ringers) that every result of their unit is judged by.
 
 use crate::api::auth::Admin;
 use crate::api::{ApiJson, ApiPath};
+use crate::domain::engine;
 use crate::error::{Error, Result};
 use crate::store;
 use crate::store::admin as store_admin;
+use crate::store::known as store_known;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
-use tmd_wire::{ApiError, EnrollmentTokenInfo, RequeueUnits, Requeued, WorkerInfo};
+use tmd_wire::{
+    ApiError, EnrollmentTokenInfo, KnownCaseRefused, KnownCasesLoaded, LoadKnownCases,
+    RequeueUnits, Requeued, WorkerInfo,
+};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -20,6 +26,84 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_enrollment_tokens))
         .routes(routes!(revoke_enrollment_token))
         .routes(routes!(revoke_worker))
+        .routes(routes!(load_known_cases))
+}
+
+/// Loads known HR-cases (ringers) into a campaign: each is verified with MPFR on the
+/// campaign's function, format and `min_bits`, and only verified ones inside a unit count.
+/// Every result of their units is judged against them, those recorded before included: a
+/// result without one is refuted, its worker quarantined, and a unit that rested on it redone.
+/// Workers never see known cases.
+#[utoipa::path(post, path = "/campaigns/{id}/known-cases", tag = "campaigns",
+    security(("admin" = [])), request_body = LoadKnownCases,
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = KnownCasesLoaded), (status = 400, body = ApiError),
+              (status = 401, body = ApiError), (status = 404, body = ApiError)))]
+async fn load_known_cases(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<LoadKnownCases>,
+) -> Result<Json<KnownCasesLoaded>> {
+    let xs = crate::domain::known::parse_lines(&req.lines)?;
+    let campaign = store::get_campaign(&s.pool, id).await?;
+    let fmt = engine::stored_format(campaign.precision, campaign.format.as_deref())?;
+    let (function, min_bits) = (campaign.function.clone(), campaign.min_bits);
+    let submitted = xs.len() as u64;
+    // MPFR work, off the async threads and under the verification permits' bound.
+    let _permit = s
+        .verify_permits
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
+    let checked = tokio::task::spawn_blocking(move || {
+        xs.into_iter()
+            .map(|x| {
+                let v = engine::verify_known(&function, fmt, min_bits, &x);
+                (x, v)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
+    let mut refused = Vec::new();
+    let mut known = Vec::new();
+    for (x, v) in checked {
+        match v {
+            Ok((place, case)) => known.push(store_known::Known { place, case }),
+            Err(why) => refused.push(KnownCaseRefused { x, why }),
+        }
+    }
+    let loaded = store_known::load(&s.pool, id, &known).await?;
+    refused.extend(loaded.outside.iter().map(|x| KnownCaseRefused {
+        x: x.clone(),
+        why: "outside every unit of the campaign".into(),
+    }));
+    if !loaded.workers.is_empty() {
+        crate::api::enforce(&s, Some(&loaded.workers)).await?;
+    }
+    tracing::info!(
+        campaign.id = id,
+        submitted,
+        loaded = loaded.loaded,
+        refused = refused.len(),
+        units_reopened = loaded.units_reopened,
+        workers_caught = loaded.workers.len(),
+        "known cases loaded"
+    );
+    let refused_total = refused.len() as u64;
+    refused.truncate(100);
+    Ok(Json(KnownCasesLoaded {
+        submitted,
+        loaded: loaded.loaded,
+        already_known: loaded.already_known,
+        refused,
+        refused_total,
+        units_reopened: loaded.units_reopened,
+        workers_caught: loaded.workers,
+        known_total: store_known::count(&s.pool, id).await?,
+    }))
 }
 
 /// Puts quarantined units of a campaign back in the pool (all of them, or those listed), with

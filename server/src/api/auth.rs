@@ -75,6 +75,28 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
+/// The request carries the admin token or the metrics token (`--metrics-token`).
+pub struct MetricsReader;
+
+impl FromRequestParts<AppState> for MetricsReader {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
+        let token = bearer(parts)?;
+        let h = hash_token(token);
+        let allowed = [
+            state.config.admin_token_hash,
+            state.config.metrics_token_hash,
+        ];
+        if allowed.iter().flatten().any(|a| same_hash(&h, a)) {
+            return Ok(MetricsReader);
+        }
+        Err(Error::Unauthorized(
+            "/metrics needs the admin token or the metrics token".into(),
+        ))
+    }
+}
+
 /// The request carries a registered worker's token; marks the worker seen.
 pub struct Worker {
     pub id: i64,

@@ -148,7 +148,23 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".to_string());
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    // JSON answers carry secrets (tokens at creation) and live data: never sniffed as
+    // something else, never cached by a browser or a proxy.
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    if headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"))
+    {
+        headers.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+    }
     let seconds = start.elapsed().as_secs_f64();
     let status = response.status().as_u16();
     state.metrics.observe(method, &route, status, seconds);
@@ -207,6 +223,7 @@ async fn create_campaign(
             adaptive: new.adaptive,
             audit_rate: new.audit_rate,
             trust_after: new.trust_after,
+            trust_all_workers: new.trust_all_workers,
             priority: new.priority,
             units: &plan.units,
         },
@@ -347,13 +364,20 @@ async fn create_enrollment_token(
         &s.pool,
         &token,
         &auth::hash_token(&token),
-        Some(req.uses.unwrap_or(DEFAULT_TOKEN_USES)),
-        Some(req.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS)),
-        note,
-        owner,
+        &store::TokenTerms {
+            uses: Some(req.uses.unwrap_or(DEFAULT_TOKEN_USES)),
+            expires_in_seconds: Some(req.expires_in_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS)),
+            note,
+            owner,
+            trusted: req.trusted.unwrap_or(false),
+        },
     )
     .await?;
-    tracing::info!(token.id = t.id, "enrollment token created");
+    tracing::info!(
+        token.id = t.id,
+        trusted = req.trusted.unwrap_or(false),
+        "enrollment token created"
+    );
     Ok((StatusCode::CREATED, Json(t)))
 }
 
@@ -523,6 +547,7 @@ async fn request_lease(
         worker.id,
         formats,
         policy.ttl_seconds.min(policy.max_lease_seconds),
+        policy.max_owner_share,
         |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held),
     )
     .await?;
@@ -643,20 +668,23 @@ async fn release_lease(
     )
     .await?;
     Metrics::add(&s.metrics.leases_released, 1);
-    Metrics::add(&s.metrics.units_quarantined, u64::from(r.quarantined));
+    Metrics::add(
+        &s.metrics.units_quarantined,
+        u64::from(r.response.quarantined),
+    );
     tracing::info!(
         worker.id = worker.id,
         lease.id = id,
-        units.returned = r.returned,
-        units.quarantined = r.quarantined,
+        units.returned = r.response.returned,
+        units.quarantined = r.response.quarantined,
         reason = req.reason.as_deref().unwrap_or(""),
         "lease released"
     );
-    if !req.failed_units.is_empty() {
-        // Failures count against the worker that reports them.
+    if !req.failed_units.is_empty() || r.idle {
+        // Failures, and leases given back untouched, count against the worker.
         enforce(&s, Some(&[worker.id])).await?;
     }
-    Ok(Json(r))
+    Ok(Json(r.response))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -681,10 +709,11 @@ async fn readyz(State(s): State<AppState>) -> Result<&'static str> {
     Ok("ready")
 }
 
-/// Prometheus metrics (text exposition format).
-#[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text", body = String)))]
-async fn metrics(State(s): State<AppState>) -> Result<Response> {
+/// Prometheus metrics (text exposition format), for the admin token or `--metrics-token`.
+#[utoipa::path(get, path = "/metrics", tag = "operations", security(("admin" = [])),
+    responses((status = 200, description = "Prometheus text", body = String),
+              (status = 401, body = ApiError)))]
+async fn metrics(State(s): State<AppState>, _: auth::MetricsReader) -> Result<Response> {
     // Concurrent scrapes wait for one query; the counts are at most a few seconds old.
     let mut cached = s.metrics.unit_counts.lock().await;
     let fresh = cached.as_ref().is_some_and(|(at, _)| {

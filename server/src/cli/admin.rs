@@ -165,6 +165,7 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                     .collect(),
                 unit_bits: a.unit_bits,
                 replication: a.replication,
+                trust_all_workers: a.trust_all_workers.then_some(true),
                 distinct_owners: a.distinct_owners.then_some(true),
                 adaptive: a.adaptive.then_some(true),
                 audit_rate: a.audit_rate,
@@ -212,6 +213,25 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::Resume { id } => print_json(&client.transition(*id, "resume").await?),
         CampaignCommand::Cancel { id } => print_json(&client.transition(*id, "cancel").await?),
         CampaignCommand::Requeue { id, units } => print_json(&client.requeue(*id, units).await?),
+        CampaignCommand::Ringers { id, file } => {
+            let text = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(file)
+                    .with_context(|| format!("cannot read {}", file.display()))?
+            };
+            let body = LoadKnownCases {
+                lines: text.lines().map(String::from).collect(),
+            };
+            let loaded: KnownCasesLoaded = client
+                .call(
+                    Method::POST,
+                    &format!("/campaigns/{id}/known-cases"),
+                    Some(&body),
+                )
+                .await?;
+            print_json(&loaded)
+        }
         // The commands that follow a campaign live in follow.rs.
         CampaignCommand::Export(a) => crate::cli::follow::run_export(api, a).await,
         CampaignCommand::Watch(a) => crate::cli::follow::run_watch(api, a).await,
@@ -227,12 +247,14 @@ pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> 
             expires_in_hours,
             note,
             owner,
+            trusted,
         } => {
             let req = CreateEnrollmentToken {
                 uses: *uses,
                 expires_in_seconds: expires_in_hours.map(|h| h * 3600),
                 note: note.clone(),
                 owner: owner.clone(),
+                trusted: trusted.then_some(true),
             };
             print_json(&client.create_token(&req).await?)
         }

@@ -310,6 +310,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
             }],
             unit_bits: Some(6),
             replication: Some(args.replication),
+            trust_all_workers: (args.replication == 1).then_some(true),
             adaptive: args.adaptive.then_some(true),
             // The simulated workers share one owner (one enrollment token).
             distinct_owners: Some(false),

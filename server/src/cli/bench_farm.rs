@@ -222,23 +222,41 @@ async fn run_on(
         bail!("{units} units needed: at most 9 binades of exp fit; fewer --gpus or --duration");
     }
     let t = Instant::now();
-    let resp = http
+    // The farm is the operator's own GPUs: one result settles a unit. A coordinator older than
+    // issue 24 (`--server-exe`, for comparisons) knows no such field and settled on one
+    // result anyway: it is asked again without it.
+    let mut request = CreateCampaign {
+        name: Some("farm".into()),
+        function: "exp".into(),
+        format: Some("binary64".into()),
+        min_bits: 40,
+        ranges: vec![ArgRange {
+            from: "0x1p+0".into(),
+            to: format!("0x1p+{binades}"),
+        }],
+        unit_bits: Some(32),
+        trust_all_workers: Some(true),
+        ..Default::default()
+    };
+    let mut resp = http
         .post(format!("{}/api/v1/campaigns", bases[0]))
         .bearer_auth(&admin_token)
-        .json(&CreateCampaign {
-            name: Some("farm".into()),
-            function: "exp".into(),
-            format: Some("binary64".into()),
-            min_bits: 40,
-            ranges: vec![ArgRange {
-                from: "0x1p+0".into(),
-                to: format!("0x1p+{binades}"),
-            }],
-            unit_bits: Some(32),
-            ..Default::default()
-        })
+        .json(&request)
         .send()
         .await?;
+    if resp.status() == reqwest::StatusCode::BAD_REQUEST {
+        let text = resp.text().await?;
+        if !text.contains("trust_all_workers") {
+            bail!("campaign: {text}");
+        }
+        request.trust_all_workers = None;
+        resp = http
+            .post(format!("{}/api/v1/campaigns", bases[0]))
+            .bearer_auth(&admin_token)
+            .json(&request)
+            .send()
+            .await?;
+    }
     if !resp.status().is_success() {
         bail!("campaign: {}", resp.text().await?);
     }

@@ -19,7 +19,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tmd_wire::{
     ApiError, ArgRange, Campaign, CampaignProgress, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, EnrollmentTokenInfo, QuarantineWorker, RequeueUnits, Requeued, WorkerInfo,
+    EnrollmentToken, EnrollmentTokenInfo, KnownCasesLoaded, LoadKnownCases, QuarantineWorker,
+    RequeueUnits, Requeued, WorkerInfo,
 };
 
 /// tmd-server: the coordinator of tmd (campaigns, leases, results in PostgreSQL).
@@ -114,6 +115,10 @@ pub struct ServeArgs {
     /// A file holding the admin token (its first line).
     #[arg(long, env = "TMD_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<std::path::PathBuf>,
+    /// A token that may read `/metrics` and nothing else (for Prometheus); the admin token
+    /// may read it too. Without either, `/metrics` is refused.
+    #[arg(long, env = "TMD_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
     #[arg(long, env = "TMD_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
@@ -170,6 +175,11 @@ pub struct ServeArgs {
     /// Always at least one unit when it holds nothing.
     #[arg(long, env = "TMD_MAX_HELD_SECONDS_PER_WORKER", default_value_t = 600)]
     pub max_held_seconds_per_worker: u32,
+    /// Largest share of a campaign's units (in (0, 1]) that the untrusted workers of one
+    /// enrollment token, or of one owner, may hold in their active leases together (at least
+    /// one unit). Workers of trusted tokens are exempt.
+    #[arg(long, env = "TMD_MAX_OWNER_SHARE", default_value_t = 0.25)]
+    pub max_owner_share: f64,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
@@ -214,6 +224,9 @@ impl ServeArgs {
         {
             bail!("lease TTL, units per lease and per worker, and attempts must be at least 1");
         }
+        if !(self.max_owner_share > 0.0 && self.max_owner_share <= 1.0) {
+            bail!("--max-owner-share must be in (0, 1]");
+        }
         if self.max_lease_seconds < self.lease_ttl_seconds {
             bail!("--max-lease-seconds must be at least --lease-ttl-seconds");
         }
@@ -226,6 +239,7 @@ impl ServeArgs {
                 max_lease_seconds: self.max_lease_seconds,
                 max_units_per_worker: self.max_units_per_worker,
                 max_held_seconds: self.max_held_seconds_per_worker.max(1),
+                max_owner_share: self.max_owner_share,
             },
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,
@@ -252,6 +266,7 @@ impl ServeArgs {
                 min_outvoted_results: self.min_outvoted_results,
                 min_failed_units: self.min_failed_units,
                 max_failed_fraction: self.max_failed_fraction,
+                ..Default::default()
             },
             ..Config::default()
         };
@@ -278,6 +293,10 @@ impl ServeArgs {
         if let Some(t) = &token {
             check_admin_token(t)?;
             c = c.with_admin_token(t);
+        }
+        if let Some(t) = &self.metrics_token {
+            check_admin_token(t).context("--metrics-token")?;
+            c.metrics_token_hash = Some(crate::api::auth::hash_token(t));
         }
         Ok(c)
     }
@@ -380,6 +399,15 @@ pub enum CampaignCommand {
         #[arg(long = "unit")]
         units: Vec<i64>,
     },
+    /// Loads known HR-cases (ringers) from a CORE-MATH `.wc` file or a list of C99 hex
+    /// arguments, one a line: the server verifies each with MPFR and judges every result of
+    /// their units by them. Prints what it loaded as JSON.
+    Ringers {
+        id: i64,
+        /// The file (`-`: standard input).
+        #[arg(long)]
+        file: std::path::PathBuf,
+    },
     /// Streams the campaign's HR-cases (json, csv or wc) to stdout or a file.
     Export(crate::cli::follow::ExportArgs),
     /// Shows live progress until the campaign completes or is cancelled.
@@ -425,11 +453,17 @@ pub struct CreateArgs {
     /// at most 2^(min_bits + 9) (about 1,000 expected cases per unit).
     #[arg(long, verbatim_doc_comment)]
     pub unit_bits: Option<u32>,
-    /// Agreeing results needed per unit, from different workers: 1 for a trusted farm
-    /// (default), 2 or more for volunteers.
+    /// Agreeing results needed per unit from workers whose token is not trusted, from
+    /// different workers and owners [default: 2]. Workers of a trusted token (`token create
+    /// --trusted`) settle a unit alone.
     #[arg(long)]
     pub replication: Option<u32>,
-    /// Replicas of a unit must come from different owners too (see `token create --owner`).
+    /// Any one worker's result settles a unit (replication 1): only for a farm of machines you
+    /// control. Without it, a volunteer's result never stands alone.
+    #[arg(long, conflicts_with = "replication")]
+    pub trust_all_workers: bool,
+    /// Replicas of a unit must come from different owners too (see `token create --owner`);
+    /// the default with replication 2 or more.
     #[arg(long)]
     pub distinct_owners: bool,
     /// Adaptive replication: trusted workers are replicated only at --audit-rate.
@@ -454,10 +488,10 @@ pub struct CreateArgs {
 pub enum TokenCommand {
     /// Creates an enrollment token for workers; prints it as JSON (shown once).
     Create {
-        /// Number of workers that may register with it (unlimited when absent).
+        /// Number of workers that may register with it [default: 10].
         #[arg(long)]
         uses: Option<u32>,
-        /// Hours until it expires (never when absent).
+        /// Hours until it expires [default: a week].
         #[arg(long)]
         expires_in_hours: Option<u64>,
         /// A note for people.
@@ -467,6 +501,10 @@ pub enum TokenCommand {
         /// [default: token-ID].
         #[arg(long)]
         owner: Option<String>,
+        /// The machines that register with it are yours (a lab's): their results settle units
+        /// alone and decide disputes, and they are not held to an owner's share.
+        #[arg(long)]
+        trusted: bool,
     },
     /// Lists enrollment tokens (never the tokens themselves) with their workers.
     List,

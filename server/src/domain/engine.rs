@@ -216,6 +216,42 @@ pub fn verify_result(
     Ok(out)
 }
 
+/// A known case checked for a campaign: where its argument lies, (sign, exponent,
+/// significand) as units hold it, and the case as MPFR verifies it on the campaign's format;
+/// or why it is no HR-case of the campaign.
+pub fn verify_known(
+    function: &str,
+    fmt: Format,
+    min_bits: u32,
+    x: &str,
+) -> std::result::Result<((bool, i32, u64), HrCase), String> {
+    let function = Function::from_str(function).map_err(|e| e.to_string())?;
+    let v = parse_number(x, 256, Round::Nearest).map_err(|e| e.to_string())?;
+    let a = Argument::from_float_in(&v, fmt)
+        .ok_or_else(|| "not an argument of the campaign's format".to_string())?;
+    match verify_case_in(function, fmt, min_bits, x) {
+        Ok(Verdict::Hard(v)) => Ok((
+            (a.negative, a.exponent, a.significand),
+            HrCase {
+                x: v.x,
+                bits: v.bits,
+                neg_log2_d: v.neg_log2_d,
+                kind: match v.kind {
+                    Kind::Fp => HrKind::Fp,
+                    Kind::Mid => HrKind::Mid,
+                },
+                rounded: v.rounded,
+            },
+        )),
+        Ok(Verdict::NotHard { bits }) => Err(format!(
+            "MPFR finds only {bits} identical bits, below the campaign's {min_bits}"
+        )),
+        Ok(Verdict::Exact(_)) => Err("f(x) is exact, not hard to round".into()),
+        Ok(Verdict::Skipped(r)) => Err(r.rule().to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Most skipped runs one result may carry (as many as cases): a unit where many arguments
 /// apart are skipped (tanpi where the format's arguments are multiples of 1/8: a pole every
 /// fourth; coarser grids are one exact run) cannot be reported whole and is quarantined with
@@ -494,6 +530,7 @@ mod tests {
             adaptive: false,
             audit_rate: 0.1,
             trust_after: 20,
+            trust_all_workers: false,
             priority: 0,
         };
         let p = plan(&c, 100).unwrap();

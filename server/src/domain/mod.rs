@@ -2,6 +2,7 @@
 //! against its lease and unit. Storage calls these under its row locks.
 
 pub mod engine;
+pub mod known;
 pub mod trust;
 
 use crate::error::{Error, Result};
@@ -28,6 +29,10 @@ pub struct LeasePolicy {
     /// measured speed: room for the lease it computes and the next one it asks for early, not
     /// for hoarding. A fast GPU gets thousands of units; a slow CPU one or two.
     pub max_held_seconds: u32,
+    /// Largest share of a campaign's units that the untrusted workers of one enrollment token,
+    /// or of one owner, may hold in their active leases together: ten identities of one
+    /// volunteer cannot take a campaign from everyone else. Trusted (lab) workers are exempt.
+    pub max_owner_share: f64,
 }
 
 impl Default for LeasePolicy {
@@ -42,6 +47,7 @@ impl Default for LeasePolicy {
             max_lease_seconds: 6 * 3600,
             max_units_per_worker: 128,
             max_held_seconds: 600,
+            max_owner_share: 0.25,
         }
     }
 }
@@ -122,7 +128,24 @@ pub fn check_text<'a>(field: &str, value: &'a str, max: usize) -> Result<&'a str
             "{field} must not contain control characters"
         )));
     }
+    if let Some(c) = v.chars().find(|&c| invisible(c)) {
+        return Err(Error::BadRequest(format!(
+            "{field} must not contain invisible or direction-changing characters (U+{:04X})",
+            c as u32
+        )));
+    }
     Ok(v)
+}
+
+/// Characters that show as nothing, or reorder what follows, where people read names: bidi
+/// controls, zero-width characters, tag characters, variation selectors, fillers and the other
+/// invisible format characters. `hon\u{200b}est` would show as "honest" in a worker list.
+pub fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A
+        | 0xE0000..=0xE0FFF)
 }
 
 /// Whether `s` is a number as the engine spells one (C99 hex or decimal, `inf`, `nan`): ASCII
@@ -168,6 +191,8 @@ pub struct NewCampaign {
     pub adaptive: bool,
     pub audit_rate: f64,
     pub trust_after: u32,
+    /// Any one worker's result settles a unit (the operator said so).
+    pub trust_all_workers: bool,
     pub priority: i32,
 }
 
@@ -225,9 +250,28 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
             return bad(format!("unit_bits must be in 0..=62, got {u}"));
         }
     }
-    let replication = req.replication.unwrap_or(1);
+    // A volunteer's word never stands alone unless the operator says every worker is trusted;
+    // trusted (lab) tokens settle units alone under any policy.
+    let trust_all_workers = req.trust_all_workers.unwrap_or(false);
+    let replication = req
+        .replication
+        .unwrap_or(if trust_all_workers { 1 } else { 2 });
     if !(1..=16).contains(&replication) {
         return bad(format!("replication must be in 1..=16, got {replication}"));
+    }
+    if trust_all_workers && replication != 1 {
+        return bad(format!(
+            "trust_all_workers settles each unit on one result; it contradicts replication \
+             {replication}"
+        ));
+    }
+    if !trust_all_workers && replication < 2 {
+        return bad(
+            "replication 1 lets one untrusted worker's result settle a unit alone: give \
+             trust_all_workers: true for a farm of machines you control, or register those \
+             machines with a trusted enrollment token"
+                .into(),
+        );
     }
     let adaptive = req.adaptive.unwrap_or(false);
     if adaptive && replication < 2 {
@@ -277,6 +321,7 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         adaptive,
         audit_rate,
         trust_after,
+        trust_all_workers,
         priority,
     })
 }

@@ -361,7 +361,7 @@ fn campaign_validation_names_the_bad_field() {
     };
     let v = validate_campaign(&ok).unwrap();
     assert_eq!(v.name, "exp-binary32");
-    assert_eq!(v.replication, 1);
+    assert_eq!(v.replication, 2);
     let msg = |c: CreateCampaign| validate_campaign(&c).unwrap_err().to_string();
     assert!(msg(CreateCampaign {
         precision: Some(24),
@@ -395,9 +395,32 @@ fn campaign_validation_names_the_bad_field() {
     .contains("unit_bits"));
     assert!(msg(CreateCampaign {
         adaptive: Some(true),
+        trust_all_workers: Some(true),
         ..ok.clone()
     })
     .contains("replication >= 2"));
+    // Safe by default: two agreeing results from different owners; one alone only when the
+    // operator says every worker is trusted, and never both.
+    let default = validate_campaign(&ok).unwrap();
+    assert_eq!(default.replication, 2);
+    assert!(default.distinct_owners && !default.trust_all_workers);
+    assert!(msg(CreateCampaign {
+        replication: Some(1),
+        ..ok.clone()
+    })
+    .contains("trust_all_workers"));
+    let farm = validate_campaign(&CreateCampaign {
+        trust_all_workers: Some(true),
+        ..ok.clone()
+    })
+    .unwrap();
+    assert!(farm.trust_all_workers && farm.replication == 1);
+    assert!(msg(CreateCampaign {
+        trust_all_workers: Some(true),
+        replication: Some(3),
+        ..ok.clone()
+    })
+    .contains("contradicts"));
     assert!(msg(CreateCampaign {
         replication: Some(2),
         adaptive: Some(true),
@@ -417,6 +440,26 @@ fn campaign_validation_names_the_bad_field() {
     })
     .unwrap();
     assert!(v.adaptive && v.audit_rate == 0.1 && v.trust_after == 20);
+}
+
+#[test]
+fn invisible_characters_are_refused_in_texts_people_read() {
+    for bad in [
+        "hon\u{200b}est",
+        "evil\u{202e}txt.exe",
+        "tag\u{e0041}",
+        "\u{2066}x",
+        "soft\u{ad}hyphen",
+        "bom\u{feff}",
+    ] {
+        let e = check_text("name", bad, 200).unwrap_err();
+        assert!(e.to_string().contains("invisible"), "{bad:?}: {e}");
+    }
+    assert_eq!(
+        check_text("name", " Zoë's GPU 4090 ", 200).unwrap(),
+        "Zoë's GPU 4090"
+    );
+    assert_eq!(check_text("owner", "東京大学", 200).unwrap(), "東京大学");
 }
 
 #[test]

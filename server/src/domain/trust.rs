@@ -81,13 +81,17 @@ pub fn trusted(policy: &ReplicationPolicy, streak: i64) -> bool {
 
 /// Agreeing results a unit needs, decided when its first result arrives. `audit_roll` is a
 /// fresh uniform draw in [0, 1) made by the server after the result was posted, so a worker
-/// cannot know whether its result will be checked.
+/// cannot know whether its result will be checked. A trusted worker's (a lab token's) result
+/// needs no replica: it stands alone.
 pub fn replicas_needed(
     policy: &ReplicationPolicy,
+    first_worker_trusted: bool,
     first_worker_streak: i64,
     audit_roll: f64,
 ) -> u32 {
-    if trusted(policy, first_worker_streak) && audit_roll >= policy.audit_rate {
+    if first_worker_trusted
+        || (trusted(policy, first_worker_streak) && audit_roll >= policy.audit_rate)
+    {
         1
     } else {
         policy.quorum.max(1)
@@ -105,6 +109,8 @@ pub enum Verdict {
     Alone,
     /// The majority disagrees with it.
     Outvoted,
+    /// It omits an HR-case the server verified in its unit: proven wrong, whatever the vote.
+    Refuted,
 }
 
 impl Verdict {
@@ -114,6 +120,7 @@ impl Verdict {
             Verdict::Agreed => "agreed",
             Verdict::Alone => "alone",
             Verdict::Outvoted => "outvoted",
+            Verdict::Refuted => "refuted",
         }
     }
 
@@ -123,6 +130,7 @@ impl Verdict {
             "agreed" => Some(Verdict::Agreed),
             "alone" => Some(Verdict::Alone),
             "outvoted" => Some(Verdict::Outvoted),
+            "refuted" => Some(Verdict::Refuted),
             _ => None,
         }
     }
@@ -139,9 +147,87 @@ pub enum Settlement {
     Undecidable,
 }
 
-/// Settles a unit from its live results' claims (in arrival order); returns the settlement and
-/// each result's verdict, in the same order.
-pub fn settle(claims: &[&str], needed: u32, quorum: u32) -> (Settlement, Vec<Verdict>) {
+/// One live result of a unit, as settling sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replica<'a> {
+    /// The server's digest of what it claims ([`claim_digest`]).
+    pub claim: &'a str,
+    /// It holds every HR-case the server verified in its unit (reported by any replica or
+    /// loaded as a known case). Its own cases are all verified, so this is a count.
+    pub complete: bool,
+    /// Posted by a worker of a trusted (lab) enrollment token.
+    pub trusted: bool,
+}
+
+impl<'a> Replica<'a> {
+    /// A complete result of a worker not trusted: what every replica was before proofs.
+    pub fn plain(claim: &'a str) -> Replica<'a> {
+        Replica {
+            claim,
+            complete: true,
+            trusted: false,
+        }
+    }
+}
+
+/// Settles a unit from its live results (in arrival order); returns the settlement and each
+/// result's verdict, in the same order.
+///
+/// Proof comes before votes: a result that omits a verified case is `Refuted` and takes no
+/// part in the vote, however many agree with it. Among the others, the trusted results decide
+/// when they agree with each other; otherwise a claim wins with `needed` agreeing results when
+/// all agree, and with at least `max(needed, quorum, 2)` results that are a strict majority when
+/// they do not. Anything less takes another replica: never a coin toss.
+pub fn settle(replicas: &[Replica<'_>], needed: u32, quorum: u32) -> (Settlement, Vec<Verdict>) {
+    let mut verdicts: Vec<Verdict> = replicas
+        .iter()
+        .map(|r| {
+            if r.complete {
+                Verdict::Pending
+            } else {
+                Verdict::Refuted
+            }
+        })
+        .collect();
+    let claims: Vec<&str> = replicas
+        .iter()
+        .filter(|r| r.complete)
+        .map(|r| r.claim)
+        .collect();
+    let mut lab: Vec<&str> = replicas
+        .iter()
+        .filter(|r| r.complete && r.trusted)
+        .map(|r| r.claim)
+        .collect();
+    lab.sort_unstable();
+    lab.dedup();
+    let winner = match lab.as_slice() {
+        [one] => Some(*one),
+        _ => majority(&claims, needed, quorum),
+    };
+    let Some(winner) = winner else {
+        let s = if claims.len() >= max_replicas(quorum) {
+            Settlement::Undecidable
+        } else {
+            Settlement::Open
+        };
+        return (s, verdicts);
+    };
+    let size = claims.iter().filter(|c| **c == winner).count();
+    for (r, v) in replicas.iter().zip(verdicts.iter_mut()) {
+        if r.complete {
+            *v = match (r.claim == winner, size) {
+                (true, 1) => Verdict::Alone,
+                (true, _) => Verdict::Agreed,
+                (false, _) => Verdict::Outvoted,
+            };
+        }
+    }
+    (Settlement::Done(winner.to_string()), verdicts)
+}
+
+/// The claim that wins a vote among `claims` (results with no proof against them), if any.
+fn majority<'a>(claims: &[&'a str], needed: u32, quorum: u32) -> Option<&'a str> {
     let mut groups: HashMap<&str, usize> = HashMap::new();
     for c in claims {
         *groups.entry(c).or_default() += 1;
@@ -155,34 +241,15 @@ pub fn settle(claims: &[&str], needed: u32, quorum: u32) -> (Settlement, Vec<Ver
             top = Some((c, n));
         }
     }
-    let n = claims.len();
-    let pending = vec![Verdict::Pending; n];
-    let Some((winner, size)) = top else {
-        return (Settlement::Open, pending);
-    };
-    let unanimous = groups.len() == 1;
-    let done = if unanimous {
+    let (winner, size) = top?;
+    let done = if groups.len() == 1 {
         size >= needed.max(1) as usize
     } else {
         // A dispute needs at least two agreeing results and a strict majority; the adaptive
         // discount (needed = 1) never settles one.
-        size >= (needed.max(quorum).max(2)) as usize && 2 * size > n
+        size >= (needed.max(quorum).max(2)) as usize && 2 * size > claims.len()
     };
-    if done {
-        let verdicts = claims
-            .iter()
-            .map(|c| match (*c == winner, size) {
-                (true, 1) => Verdict::Alone,
-                (true, _) => Verdict::Agreed,
-                (false, _) => Verdict::Outvoted,
-            })
-            .collect();
-        (Settlement::Done(winner.to_string()), verdicts)
-    } else if n >= max_replicas(quorum) {
-        (Settlement::Undecidable, pending)
-    } else {
-        (Settlement::Open, pending)
-    }
+    done.then_some(winner)
 }
 
 /// The change a verdict's move makes to its worker's record.
@@ -190,6 +257,8 @@ pub fn settle(claims: &[&str], needed: u32, quorum: u32) -> (Settlement, Vec<Ver
 pub struct RecordDelta {
     pub valid: i64,
     pub invalid: i64,
+    /// Results refuted by a verified case.
+    pub refuted: i64,
     /// Agreed results to add to the streak (negative when an agreement is taken back; the
     /// streak never goes below zero).
     pub streak_add: i64,
@@ -214,6 +283,7 @@ impl RecordDelta {
                 d.streak_add = -1;
             }
             Verdict::Outvoted => d.invalid -= 1,
+            Verdict::Refuted => d.refuted -= 1,
             _ => {}
         }
         match new {
@@ -223,6 +293,10 @@ impl RecordDelta {
             }
             Verdict::Outvoted => {
                 d.invalid += 1;
+                d.streak_reset = true;
+            }
+            Verdict::Refuted => {
+                d.refuted += 1;
                 d.streak_reset = true;
             }
             _ => {}
@@ -240,6 +314,7 @@ impl RecordDelta {
         RecordDelta {
             valid: self.valid + o.valid,
             invalid: self.invalid + o.invalid,
+            refuted: self.refuted + o.refuted,
             streak_add: if o.streak_reset {
                 o.streak_add
             } else {
@@ -266,6 +341,10 @@ pub struct QuarantineBar {
     pub min_failed_units: u32,
     /// ... and they are more than this fraction of the units it failed or finished.
     pub max_failed_fraction: f64,
+    /// Quarantine a worker once it gave back at least this many leases untouched ...
+    pub min_idle_leases: u32,
+    /// ... and they are more than this fraction of all its leases: it holds work it never does.
+    pub max_idle_fraction: f64,
 }
 
 impl Default for QuarantineBar {
@@ -277,6 +356,8 @@ impl Default for QuarantineBar {
             min_outvoted_results: 3,
             min_failed_units: 5,
             max_failed_fraction: 0.5,
+            min_idle_leases: 5,
+            max_idle_fraction: 0.5,
         }
     }
 }
@@ -292,6 +373,14 @@ pub fn quarantine_reason(
         return Some(format!(
             "reported {} result(s) with a case MPFR refutes",
             r.forged
+        ));
+    }
+    // An honest engine finds every case a sound search must report: a result without a case
+    // MPFR confirmed in its unit is no honest engine's either.
+    if r.refuted > 0 {
+        return Some(format!(
+            "{} of its results left out an HR-case the server verified in their unit",
+            r.refuted
         ));
     }
     let checked = r.valid + r.invalid;
@@ -313,6 +402,15 @@ pub fn quarantine_reason(
             r.leases_expired, r.leases_total
         ));
     }
+    let leases = r.leases_total + r.leases_idle;
+    if r.leases_idle >= i64::from(bar.min_idle_leases.max(1))
+        && r.leases_idle as f64 > bar.max_idle_fraction * leases as f64
+    {
+        return Some(format!(
+            "it gave back {} of its {} leases without computing any of their units",
+            r.leases_idle, leases
+        ));
+    }
     // Failures are counted against the units the worker finished, not its leases: releasing
     // leases untouched cannot dilute them.
     if r.failed_units >= i64::from(bar.min_failed_units.max(1))
@@ -327,314 +425,5 @@ pub fn quarantine_reason(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use Verdict::*;
-
-    fn policy(adaptive: bool) -> ReplicationPolicy {
-        ReplicationPolicy {
-            quorum: 2,
-            adaptive,
-            audit_rate: 0.25,
-            trust_after: 10,
-        }
-    }
-
-    #[test]
-    fn the_claim_covers_counters_and_cases_but_not_their_order() {
-        let unit = UnitSpec {
-            negative: false,
-            exponent: 0,
-            first: 1 << 23,
-            count: 16,
-        };
-        let stats = UnitStats {
-            units: 1,
-            domains: 4,
-            ..Default::default()
-        };
-        let case = |x: &str| HrCase {
-            x: x.into(),
-            bits: 20,
-            neg_log2_d: 44.0,
-            kind: tmd_wire::HrKind::Fp,
-            rounded: "0x1p+1".into(),
-        };
-        let a = claim_digest(
-            &unit,
-            &stats,
-            &[case("0x1.8p+0"), case("0x1.4p+0")],
-            &[],
-            &[],
-        );
-        let b = claim_digest(
-            &unit,
-            &stats,
-            &[case("0x1.4p+0"), case("0x1.8p+0")],
-            &[],
-            &[],
-        );
-        assert_eq!(a, b);
-        assert_ne!(
-            a,
-            claim_digest(&unit, &stats, &[case("0x1.4p+0")], &[], &[])
-        );
-        let flipped = UnitStats {
-            domains: 5,
-            ..stats
-        };
-        assert_ne!(
-            a,
-            claim_digest(
-                &unit,
-                &flipped,
-                &[case("0x1.8p+0"), case("0x1.4p+0")],
-                &[],
-                &[]
-            )
-        );
-        let other_unit = UnitSpec {
-            first: (1 << 23) + 16,
-            ..unit
-        };
-        assert_ne!(
-            claim_digest(&unit, &stats, &[], &[], &[]),
-            claim_digest(&other_unit, &stats, &[], &[], &[])
-        );
-        assert_ne!(
-            claim_digest(&unit, &stats, &[], &[], &[]),
-            claim_digest(&unit, &stats, &[], &["0x1p+0".into()], &[])
-        );
-        // Skipped runs are part of the claim; none leaves a claim as it was before them.
-        let run = tmd_wire::SkippedRun {
-            first: "0x1.00001p+0".into(),
-            last: "0x1.00002p+0".into(),
-            count: 9,
-            reason: "overflow".into(),
-            rule: String::new(),
-        };
-        let plain = claim_digest(&unit, &stats, &[], &[], &[]);
-        let with_run = claim_digest(&unit, &stats, &[], &[], std::slice::from_ref(&run));
-        assert_ne!(plain, with_run);
-        let other_reason = tmd_wire::SkippedRun {
-            reason: "underflow".into(),
-            ..run
-        };
-        assert_ne!(
-            with_run,
-            claim_digest(&unit, &stats, &[], &[], &[other_reason])
-        );
-    }
-
-    #[test]
-    fn agreeing_replicas_settle_a_unit_at_its_quorum() {
-        assert_eq!(settle(&["a"], 2, 2), (Settlement::Open, vec![Pending]));
-        assert_eq!(
-            settle(&["a", "a"], 2, 2),
-            (Settlement::Done("a".into()), vec![Agreed, Agreed])
-        );
-        assert_eq!(
-            settle(&["a"], 1, 2),
-            (Settlement::Done("a".into()), vec![Alone])
-        );
-        assert_eq!(
-            settle(&["a"], 1, 1),
-            (Settlement::Done("a".into()), vec![Alone])
-        );
-        assert_eq!(settle(&[], 1, 1).0, Settlement::Open);
-    }
-
-    #[test]
-    fn a_dispute_takes_another_replica_and_the_majority_wins() {
-        assert_eq!(settle(&["a", "b"], 2, 2).0, Settlement::Open);
-        assert_eq!(
-            settle(&["a", "b", "a"], 2, 2),
-            (Settlement::Done("a".into()), vec![Agreed, Outvoted, Agreed])
-        );
-        assert_eq!(
-            settle(&["b", "a", "a"], 2, 2),
-            (Settlement::Done("a".into()), vec![Outvoted, Agreed, Agreed])
-        );
-        // Three different answers: no majority yet, and 2 of 4 is not one either.
-        assert_eq!(settle(&["a", "b", "c"], 2, 2).0, Settlement::Open);
-        assert_eq!(settle(&["a", "b", "c", "a"], 2, 2).0, Settlement::Open);
-        assert_eq!(
-            settle(&["a", "b", "c", "a", "a"], 2, 2).0,
-            Settlement::Done("a".into())
-        );
-        // The adaptive discount does not settle a dispute: two must agree.
-        assert_eq!(settle(&["a", "b"], 1, 2).0, Settlement::Open);
-        // With quorum 3 a dispute needs three agreeing results.
-        assert_eq!(settle(&["a", "a", "b"], 3, 3).0, Settlement::Open);
-        assert_eq!(
-            settle(&["a", "a", "b", "a"], 3, 3).0,
-            Settlement::Done("a".into())
-        );
-    }
-
-    #[test]
-    fn endless_disputes_are_quarantined() {
-        assert_eq!(
-            settle(&["a", "b", "c", "d", "e", "f"], 2, 2).0,
-            Settlement::Undecidable
-        );
-        assert_eq!(
-            settle(&["a", "b", "a", "b", "a", "b"], 2, 2).0,
-            Settlement::Undecidable
-        );
-    }
-
-    #[test]
-    fn only_trusted_workers_skip_replicas_and_only_when_not_audited() {
-        let p = policy(true);
-        assert_eq!(replicas_needed(&p, 9, 0.99), 2);
-        assert_eq!(replicas_needed(&p, 10, 0.99), 1);
-        assert_eq!(replicas_needed(&p, 10, 0.25), 1);
-        assert_eq!(replicas_needed(&p, 10, 0.2499), 2);
-        assert_eq!(replicas_needed(&policy(false), 1000, 0.99), 2);
-    }
-
-    #[test]
-    fn records_count_current_verdicts_and_streaks_break_on_defeat() {
-        assert_eq!(
-            RecordDelta::of(Pending, Agreed),
-            RecordDelta {
-                valid: 1,
-                streak_add: 1,
-                ..Default::default()
-            }
-        );
-        assert_eq!(
-            RecordDelta::of(Pending, Outvoted),
-            RecordDelta {
-                invalid: 1,
-                streak_reset: true,
-                ..Default::default()
-            }
-        );
-        // Taken back when the partner turned out to be a liar.
-        assert_eq!(
-            RecordDelta::of(Agreed, Pending),
-            RecordDelta {
-                valid: -1,
-                streak_add: -1,
-                ..Default::default()
-            }
-        );
-        assert_eq!(RecordDelta::of(Alone, Alone), RecordDelta::default());
-        let d = RecordDelta::of(Pending, Agreed)
-            .then(RecordDelta::of(Pending, Outvoted))
-            .then(RecordDelta::of(Pending, Agreed));
-        assert_eq!(
-            d,
-            RecordDelta {
-                valid: 2,
-                invalid: 1,
-                streak_add: 1,
-                streak_reset: true
-            }
-        );
-    }
-
-    #[test]
-    fn the_bar_quarantines_forgers_liars_and_no_shows_but_not_honest_workers() {
-        let bar = QuarantineBar::default();
-        let honest = WorkerReputation {
-            valid: 500,
-            leases_total: 40,
-            leases_expired: 2,
-            streak: 500,
-            ..Default::default()
-        };
-        assert_eq!(quarantine_reason(&honest, 500, &bar), None);
-        let forger = WorkerReputation {
-            forged: 1,
-            ..honest
-        };
-        assert!(quarantine_reason(&forger, 0, &bar)
-            .unwrap()
-            .contains("refutes"));
-        let liar = WorkerReputation {
-            valid: 0,
-            invalid: 3,
-            ..Default::default()
-        };
-        assert!(quarantine_reason(&liar, 0, &bar)
-            .unwrap()
-            .contains("outvoted"));
-        // A new honest worker outvoted once (by two colluders, say) is not expelled for it.
-        let outvoted_once = WorkerReputation {
-            invalid: 1,
-            ..Default::default()
-        };
-        assert_eq!(quarantine_reason(&outvoted_once, 0, &bar), None);
-        // Failures count against what the worker finished; leases released untouched do not
-        // dilute them.
-        let saboteur = WorkerReputation {
-            leases_total: 1000,
-            failed_units: 512,
-            ..Default::default()
-        };
-        assert!(quarantine_reason(&saboteur, 0, &bar)
-            .unwrap()
-            .contains("failed"));
-        let flaky = WorkerReputation {
-            failed_units: 5,
-            ..Default::default()
-        };
-        assert_eq!(quarantine_reason(&flaky, 100, &bar), None);
-        // One bad result in a hundred is under a 5% bar.
-        let unlucky = WorkerReputation {
-            valid: 99,
-            invalid: 1,
-            ..Default::default()
-        };
-        assert_eq!(quarantine_reason(&unlucky, 0, &bar), None);
-        let late = WorkerReputation {
-            leases_total: 6,
-            leases_expired: 5,
-            ..Default::default()
-        };
-        assert!(quarantine_reason(&late, 0, &bar)
-            .unwrap()
-            .contains("expired"));
-        let crashed_once = WorkerReputation {
-            leases_total: 1,
-            leases_expired: 1,
-            ..Default::default()
-        };
-        assert_eq!(quarantine_reason(&crashed_once, 0, &bar), None);
-    }
-
-    proptest! {
-        /// A settled unit's winner is a strict majority of at least the quorum when results
-        /// disagree, every loser is outvoted, and adding an agreeing result never unsettles it.
-        #[test]
-        fn settlements_are_majorities(claims in proptest::collection::vec(0u8..3, 0..8),
-                                      quorum in 1u32..4, discount in proptest::bool::ANY) {
-            let names: Vec<String> = claims.iter().map(|c| format!("c{c}")).collect();
-            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            let needed = if discount { 1 } else { quorum };
-            let (s, v) = settle(&refs, needed, quorum);
-            prop_assert_eq!(v.len(), refs.len());
-            if let Settlement::Done(w) = &s {
-                let size = refs.iter().filter(|c| *c == w).count();
-                let distinct: std::collections::HashSet<_> = refs.iter().collect();
-                if distinct.len() > 1 {
-                    prop_assert!(2 * size > refs.len() && size >= quorum.max(2) as usize);
-                } else {
-                    prop_assert!(size >= needed as usize);
-                }
-                for (c, v) in refs.iter().zip(&v) {
-                    prop_assert_eq!(*v == Outvoted, c != w);
-                }
-                let mut more = refs.clone();
-                more.push(w.as_str());
-                prop_assert_eq!(settle(&more, needed, quorum).0, Settlement::Done(w.clone()));
-            } else {
-                prop_assert!(v.iter().all(|v| *v == Pending));
-            }
-        }
-    }
-}
+#[path = "trust_tests.rs"]
+mod tests;

@@ -47,6 +47,7 @@ struct TokenRow {
     id: i64,
     note: Option<String>,
     owner: Option<String>,
+    trusted: bool,
     uses_left: Option<i32>,
     expires_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
@@ -61,6 +62,7 @@ impl From<TokenRow> for EnrollmentTokenInfo {
             id: r.id,
             note: r.note,
             owner: r.owner,
+            trusted: r.trusted,
             uses_left: r.uses_left.map(|u| u.max(0) as u32),
             expires_at: r.expires_at,
             created_at: r.created_at,
@@ -71,7 +73,8 @@ impl From<TokenRow> for EnrollmentTokenInfo {
     }
 }
 
-const TOKEN_QUERY: &str = "SELECT t.id, t.note, t.owner, t.uses_left, t.expires_at, t.created_at, \
+const TOKEN_QUERY: &str =
+    "SELECT t.id, t.note, t.owner, t.trusted, t.uses_left, t.expires_at, t.created_at, \
      t.revoked_at, count(w.id) AS workers, \
      count(w.id) FILTER (WHERE w.quarantined_at IS NOT NULL) AS quarantined_workers \
      FROM enrollment_tokens t LEFT JOIN workers w ON w.enrollment_token_id = t.id";

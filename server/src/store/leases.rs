@@ -76,6 +76,8 @@ struct ActiveCampaign {
     unit_bits: i32,
     replication: i32,
     distinct_owners: bool,
+    units_total: i64,
+    trust_all_workers: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -106,10 +108,12 @@ pub async fn claim_lease(
     worker_id: i64,
     formats: bool,
     ttl_seconds: u32,
+    owner_share: f64,
     size: impl Fn(u32, Option<f64>, domain::Held) -> u32,
 ) -> Result<Option<Lease>> {
     #[derive(sqlx::FromRow)]
     struct Standing {
+        trusted: bool,
         quarantined: bool,
         quarantine_reason: Option<String>,
         revoked: bool,
@@ -118,7 +122,7 @@ pub async fn claim_lease(
         held_arguments: f64,
     }
     let standing: Option<Standing> = sqlx::query_as(
-        "SELECT w.quarantined_at IS NOT NULL AS quarantined, w.quarantine_reason, \
+        "SELECT w.trusted, w.quarantined_at IS NOT NULL AS quarantined, w.quarantine_reason, \
                 w.revoked_at IS NOT NULL AS revoked, w.speed, h.n AS held_units, \
                 h.args AS held_arguments \
          FROM workers w, LATERAL ( \
@@ -151,7 +155,7 @@ pub async fn claim_lease(
     };
     let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
         "SELECT id, function, precision, format, min_bits, unit_bits, replication, \
-                distinct_owners \
+                distinct_owners, units_total, trust_all_workers \
          FROM campaigns c \
          WHERE state = 'active' AND ($1 OR format IS NULL) AND {LAST_PENDING_SEQ} IS NOT NULL \
          ORDER BY priority DESC, id LIMIT 32"
@@ -160,9 +164,16 @@ pub async fn claim_lease(
     .fetch_all(pool)
     .await?;
     for c in campaigns {
-        let want = i64::from(size(c.unit_bits as u32, standing.speed, held));
+        let mut want = i64::from(size(c.unit_bits as u32, standing.speed, held));
         if want == 0 {
             return Ok(None);
+        }
+        // A campaign that trusts every worker has no volunteers to hold apart.
+        if !standing.trusted && !c.trust_all_workers {
+            want = want.min(owner_room(pool, worker_id, c.id, c.units_total, owner_share).await?);
+            if want == 0 {
+                continue;
+            }
         }
         // With replication, a worker must not get a unit it already computed: its replicas
         // have to come from other workers (and other owners, where the campaign asks).
@@ -263,6 +274,32 @@ pub async fn claim_lease(
         }));
     }
     Ok(None)
+}
+
+/// How many more units of campaign `campaign_id` the workers of `worker_id`'s enrollment token
+/// and owner may hold: `share` of the campaign's units (at least one) less what the not
+/// trusted workers of either hold in their active leases of it now.
+async fn owner_room(
+    pool: &PgPool,
+    worker_id: i64,
+    campaign_id: i64,
+    units_total: i64,
+    share: f64,
+) -> Result<i64> {
+    let cap = ((units_total as f64 * share).floor() as i64).max(1);
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM workers me \
+         JOIN workers w ON (w.owner = me.owner OR w.enrollment_token_id = me.enrollment_token_id) \
+                       AND NOT w.trusted \
+         JOIN leases l ON l.worker_id = w.id AND l.state = 'active' AND l.campaign_id = $2 \
+         JOIN units u ON u.lease_id = l.id AND u.state = 'leased' \
+         WHERE me.id = $1",
+    )
+    .bind(worker_id)
+    .bind(campaign_id)
+    .fetch_one(pool)
+    .await?;
+    Ok((cap - held).max(0))
 }
 
 /// Units pending or leased (to any worker) in the active campaigns: work that is not done
@@ -372,6 +409,14 @@ pub async fn heartbeat(
     }
 }
 
+/// What a release did.
+#[derive(Debug)]
+pub struct Released {
+    pub response: ReleaseResponse,
+    /// The lease was given back whole, with no failure reported: it counts against the worker.
+    pub idle: bool,
+}
+
 /// Ends a lease early: its unfinished units go back to the pool. Those in `failed` count one
 /// attempt each, once per worker however often it reports them (so one worker cannot
 /// quarantine a unit alone), and may be quarantined at `max_attempts`; every unit reported
@@ -384,7 +429,7 @@ pub async fn release_lease(
     fencing_token: i64,
     failed: &[i64],
     max_attempts: u32,
-) -> Result<ReleaseResponse> {
+) -> Result<Released> {
     let mut tx = pool.begin().await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
     if let Err(e) = lease_refusal(lease.as_ref(), worker_id, fencing_token) {
@@ -416,22 +461,31 @@ pub async fn release_lease(
         .await?;
     let reported = rows.iter().filter(|(_, f)| *f).count() as i64;
     let untouched = rows.len() as i64 == i64::from(unit_count);
+    // A lease given back whole without a failure report held units for nothing: those count
+    // against the worker (`leases_idle`), so a hoarder that only heartbeats and releases is
+    // quarantined (`trust::quarantine_reason`).
+    let idle = untouched && reported == 0;
     if reported > 0 || untouched {
         sqlx::query(
             "UPDATE workers SET units_failed = units_failed + $2, \
-                 leases_total = GREATEST(0, leases_total - CASE WHEN $3 THEN 1 ELSE 0 END) \
+                 leases_total = GREATEST(0, leases_total - CASE WHEN $3 THEN 1 ELSE 0 END), \
+                 leases_idle = leases_idle + CASE WHEN $4 THEN 1 ELSE 0 END \
              WHERE id = $1",
         )
         .bind(worker_id)
         .bind(reported)
         .bind(untouched)
+        .bind(idle)
         .execute(&mut *tx)
         .await?;
     }
     tx.commit().await?;
     let quarantined = rows.iter().filter(|(s, _)| s == "quarantined").count() as u32;
-    Ok(ReleaseResponse {
-        returned: rows.len() as u32 - quarantined,
-        quarantined,
+    Ok(Released {
+        response: ReleaseResponse {
+            returned: rows.len() as u32 - quarantined,
+            quarantined,
+        },
+        idle,
     })
 }

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod export;
+pub mod known;
 mod leases;
 pub mod results;
 pub mod trust;
@@ -62,6 +63,7 @@ struct CampaignDb {
     adaptive: bool,
     audit_rate: f64,
     trust_after: i32,
+    trust_all_workers: bool,
     priority: i32,
     state: String,
     units_total: i64,
@@ -71,7 +73,7 @@ struct CampaignDb {
 }
 
 const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, format, min_bits, ranges, unit_bits, \
-     replication, distinct_owners, adaptive, audit_rate, trust_after, priority, state, units_total, arguments_total::text AS arguments_total, created_at, completed_at";
+     replication, distinct_owners, adaptive, audit_rate, trust_after, trust_all_workers, priority, state, units_total, arguments_total::text AS arguments_total, created_at, completed_at";
 
 impl CampaignDb {
     fn into_wire(self) -> Result<Campaign> {
@@ -89,6 +91,7 @@ impl CampaignDb {
             ranges: self.ranges.0,
             unit_bits: self.unit_bits as u32,
             replication: self.replication as u32,
+            trust_all_workers: self.trust_all_workers,
             distinct_owners: self.distinct_owners,
             adaptive: self.adaptive,
             audit_rate: self.audit_rate,
@@ -122,6 +125,7 @@ pub struct CampaignInsert<'a> {
     pub adaptive: bool,
     pub audit_rate: f64,
     pub trust_after: u32,
+    pub trust_all_workers: bool,
     pub priority: i32,
     pub units: &'a [UnitSpec],
 }
@@ -138,8 +142,9 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
          replication, priority, units_total, arguments_total, distinct_owners, adaptive, \
-         audit_rate, trust_after, format) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12, $13, $14, $15) \
+         audit_rate, trust_after, format, trust_all_workers) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12, $13, $14, $15, \
+                 $16) \
          RETURNING id",
     )
     .bind(c.name)
@@ -157,6 +162,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     .bind(c.audit_rate)
     .bind(c.trust_after as i32)
     .bind(c.format)
+    .bind(c.trust_all_workers)
     .fetch_one(&mut *tx)
     .await?;
     // Bulk insert in chunks: one round trip per 10k units instead of one per unit.
@@ -317,10 +323,22 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     .bind(id)
     .fetch_all(pool)
     .await?;
-    let (results, void, outvoted, alone, computed): (i64, i64, i64, i64, f64) = sqlx::query_as(
+    #[allow(clippy::type_complexity)]
+    let (results, void, outvoted, alone, single_untrusted, refuted, computed): (
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        f64,
+    ) = sqlx::query_as(
         "SELECT count(*), count(*) FILTER (WHERE r.void), \
                 count(*) FILTER (WHERE r.verdict = 'outvoted'), \
                 count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void), \
+                count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void AND NOT r.by_trusted \
+                                   AND u.state = 'done'), \
+                count(*) FILTER (WHERE r.verdict = 'refuted'), \
                 COALESCE(sum(u.count), 0)::float8 \
          FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
     )
@@ -377,6 +395,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
             void,
             outvoted,
             alone,
+            single_untrusted,
+            refuted,
             work_factor: if done_args == 0 {
                 0.0
             } else {
@@ -441,6 +461,10 @@ pub struct LiveResult {
     pub worker_id: i64,
     pub claim: String,
     pub verdict: String,
+    /// Its verified HR-cases (distinct, all in its unit).
+    pub hr_count: i32,
+    /// Posted by a worker of a trusted (lab) token.
+    pub by_trusted: bool,
 }
 
 /// The live results of `units`, grouped by unit, each unit's in id order (the newest last):
@@ -450,7 +474,7 @@ pub(crate) async fn live_results_by_unit(
     units: &[i64],
 ) -> Result<std::collections::HashMap<i64, Vec<LiveResult>>> {
     let live: Vec<LiveResult> = sqlx::query_as(
-        "SELECT id, unit_id, worker_id, claim, verdict FROM results \
+        "SELECT id, unit_id, worker_id, claim, verdict, hr_count, by_trusted FROM results \
          WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
     )
     .bind(units)
@@ -460,6 +484,28 @@ pub(crate) async fn live_results_by_unit(
         std::collections::HashMap::new();
     for r in live {
         by_unit.entry(r.unit_id).or_default().push(r);
+    }
+    Ok(by_unit)
+}
+
+/// How many verified HR-cases lie in each of `units`: those any result reported (void or not:
+/// MPFR confirmed them) and the known cases the admin loaded, by canonical argument. A unit
+/// without any is absent.
+pub(crate) async fn facts_by_unit<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    units: &[i64],
+) -> Result<std::collections::HashMap<i64, std::collections::HashSet<String>>> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT unit_id, x FROM hr_cases WHERE unit_id = ANY($1) \
+         UNION SELECT unit_id, x FROM known_cases WHERE unit_id = ANY($1)",
+    )
+    .bind(units)
+    .fetch_all(ex)
+    .await?;
+    let mut by_unit: std::collections::HashMap<i64, std::collections::HashSet<String>> =
+        std::collections::HashMap::new();
+    for (unit, x) in rows {
+        by_unit.entry(unit).or_default().insert(x);
     }
     Ok(by_unit)
 }

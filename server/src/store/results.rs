@@ -181,13 +181,13 @@ async fn results_of_units<'e, E: sqlx::PgExecutor<'e>>(
     struct Row {
         lease_id: i64,
         digest: String,
-        hr_count: i32,
         void: bool,
         #[sqlx(flatten)]
         live: store::LiveResult,
     }
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, unit_id, lease_id, worker_id, digest, hr_count, claim, verdict, void \
+        "SELECT id, unit_id, lease_id, worker_id, digest, hr_count, claim, verdict, void, \
+                by_trusted \
          FROM results WHERE unit_id = ANY($1) ORDER BY unit_id, id",
     )
     .bind(unit_ids)
@@ -207,7 +207,7 @@ async fn results_of_units<'e, E: sqlx::PgExecutor<'e>>(
                 PriorResult {
                     id: r.live.id,
                     digest: r.digest,
-                    hr_count: r.hr_count,
+                    hr_count: r.live.hr_count,
                 },
             );
         }
@@ -279,6 +279,8 @@ struct UnitForResult {
     audit_rate: f64,
     trust_after: i32,
     replicas_needed: Option<i32>,
+    /// Some verified case lies in the unit: its facts must be read.
+    proven: bool,
 }
 
 /// A lease locked for recording, with its age on the database clock.
@@ -293,6 +295,7 @@ struct LeaseForResult {
 #[derive(sqlx::FromRow)]
 struct Poster {
     streak: i64,
+    trusted: bool,
     quarantined: bool,
     quarantine_reason: Option<String>,
     revoked: bool,
@@ -326,7 +329,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     let units: Vec<UnitForResult> = sqlx::query_as(
         "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
                 u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
-                c.trust_after, u.replicas_needed \
+                c.trust_after, u.replicas_needed, u.proven \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
          WHERE u.id = ANY($1) ORDER BY u.id FOR UPDATE OF u",
     )
@@ -340,7 +343,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     let post_leases: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
     let (priors, mut by_unit) = results_of_units(&mut *tx, &post_units, &post_leases).await?;
     let poster: Option<Poster> = sqlx::query_as(
-        "SELECT streak, quarantined_at IS NOT NULL AS quarantined, quarantine_reason, \
+        "SELECT streak, trusted, quarantined_at IS NOT NULL AS quarantined, quarantine_reason, \
                 revoked_at IS NOT NULL AS revoked, \
                 extract(epoch FROM now() - last_result_at)::float8 AS since_last_result \
          FROM workers WHERE id = $1",
@@ -450,6 +453,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         .iter()
         .map(|&i| posts[i].verified.len() as i32)
         .collect();
+    let u_proven: Vec<bool> = r_hr.iter().map(|&h| h > 0).collect();
     let (mut h_unit, mut h_campaign, mut h_x, mut h_bits, mut h_d, mut h_kind, mut h_rounded) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     for &i in &accepted {
@@ -465,6 +469,20 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             h_rounded.push(c.rounded.as_str());
         }
     }
+    // The verified cases already known in these units, read only for the few units that have
+    // any (`proven`): a result that lacks one of them, or one the new result brings, is
+    // refuted (see `trust::settle`). Most batches read nothing here.
+    let proven: Vec<i64> = accepted
+        .iter()
+        .map(|&i| &units[&posts[i].unit_id])
+        .filter(|u| u.proven)
+        .map(|u| u.unit.id)
+        .collect();
+    let mut facts = if proven.is_empty() {
+        HashMap::new()
+    } else {
+        store::facts_by_unit(&mut *tx, &proven).await?
+    };
     // Each unit's live results, the new one last (it will have the highest id), settled in the
     // batch's order: the worker's streak as it grows decides how many replicas each next unit
     // needs, as it would between single posts. The new result is settled before it is
@@ -487,7 +505,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             Some(n) => n.max(1) as u32,
             None => {
                 let streak = changes.worker(worker_id).record.applied_to(poster.streak);
-                trust::replicas_needed(&policy, streak, p.audit_roll)
+                trust::replicas_needed(&policy, poster.trusted, streak, p.audit_roll)
             }
         };
         let mut replicas = by_unit.remove(&p.unit_id).unwrap_or_default();
@@ -497,8 +515,12 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             worker_id,
             claim: claims[slot].clone(),
             verdict: trust::Verdict::Pending.as_str().to_string(),
+            hr_count: p.verified.len() as i32,
+            by_trusted: poster.trusted,
         });
-        let settlement = changes.settle(&replicas, needed, policy.quorum)?;
+        let mut known = facts.remove(&p.unit_id).unwrap_or_default();
+        known.extend(p.verified.iter().map(|c| c.x.clone()));
+        let settlement = changes.settle(&replicas, known.len(), needed, policy.quorum)?;
         let state = store_trust::unit_state(&settlement);
         if state == "done" {
             done_campaigns.insert(row.unit.campaign_id);
@@ -523,8 +545,9 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     let inserted: Vec<(i64, i64)> = sqlx::query_as(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
-                                  exact_cases, elapsed_seconds, hr_count, claim, verdict) \
-             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v \
+                                  exact_cases, elapsed_seconds, hr_count, claim, verdict, \
+                                  by_trusted) \
+             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v, $19 \
              FROM UNNEST($2::int8[], $3::int8[], $4::int8[], $5::text[], $6::jsonb[], \
                          $7::jsonb[], $8::float8[], $9::int4[], $10::text[], $18::text[]) \
                   AS t(u, l, f, d, s, e, el, h, c, v) \
@@ -557,6 +580,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     .bind(&h_kind)
     .bind(&h_rounded)
     .bind(&r_verdict)
+    .bind(poster.trusted)
     .fetch_all(&mut *tx)
     .await?;
     let result_ids: HashMap<i64, i64> = inserted.into_iter().collect();
@@ -595,15 +619,17 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     };
     sqlx::query(
         "UPDATE units u SET replicas_done = t.live, replicas_needed = t.needed, lease_id = NULL, \
-             state = t.state, \
+             state = t.state, proven = u.proven OR t.proven, \
              done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END \
-         FROM UNNEST($1::int8[], $2::int4[], $3::int4[], $4::text[]) AS t(id, live, needed, state) \
+         FROM UNNEST($1::int8[], $2::int4[], $3::int4[], $4::text[], $5::bool[]) \
+              AS t(id, live, needed, state, proven) \
          WHERE u.id = t.id AND u.id = ANY($1)",
     )
     .bind(&r_unit)
     .bind(&u_live)
     .bind(&u_needed)
     .bind(&u_state)
+    .bind(&u_proven)
     .execute(&mut *tx)
     .await?;
     // A lease whose last unit this was is finished (this statement sees the update above).

@@ -5,7 +5,7 @@
 //! in id order. A deadlock with a concurrent post is still possible in principle (Postgres
 //! detects it and aborts one side); both sides retry it.
 
-use crate::domain::trust::{self, QuarantineBar, RecordDelta, Settlement, Verdict};
+use crate::domain::trust::{self, QuarantineBar, RecordDelta, Replica, Settlement, Verdict};
 use crate::error::{Error, Result};
 use crate::store::LiveResult;
 use sqlx::{PgPool, Postgres, Transaction};
@@ -58,15 +58,25 @@ impl Changes {
         self.workers.entry(id).or_default()
     }
 
-    /// Settles one unit from its live results (in arrival order) and notes what changed.
+    /// Settles one unit from its live results (in arrival order), `facts` being the number of
+    /// verified HR-cases known in the unit, and notes what changed. A result's cases are all
+    /// verified and in its unit, so it holds every fact exactly when it has as many.
     pub fn settle(
         &mut self,
         replicas: &[LiveResult],
+        facts: usize,
         needed: u32,
         quorum: u32,
     ) -> Result<Settlement> {
-        let claims: Vec<&str> = replicas.iter().map(|r| r.claim.as_str()).collect();
-        let (settlement, verdicts) = trust::settle(&claims, needed, quorum);
+        let judged: Vec<Replica<'_>> = replicas
+            .iter()
+            .map(|r| Replica {
+                claim: r.claim.as_str(),
+                complete: r.hr_count.max(0) as usize >= facts,
+                trusted: r.by_trusted,
+            })
+            .collect();
+        let (settlement, verdicts) = trust::settle(&judged, needed, quorum);
         for (r, new) in replicas.iter().zip(verdicts) {
             let old = Verdict::parse(&r.verdict).ok_or_else(|| {
                 Error::Internal(format!("result {} has verdict {}", r.id, r.verdict))
@@ -90,11 +100,11 @@ impl Changes {
         new.into_iter().collect()
     }
 
-    /// Workers that gained an outvoted result.
+    /// Workers that gained an outvoted or refuted result: their records must be checked.
     pub fn outvoted_workers(&self) -> Vec<i64> {
         self.workers
             .iter()
-            .filter(|(_, c)| c.record.invalid > 0)
+            .filter(|(_, c)| c.record.invalid > 0 || c.record.refuted > 0)
             .map(|(id, _)| *id)
             .collect()
     }
@@ -157,6 +167,7 @@ pub async fn apply_records(
     let w: Vec<&WorkerChange> = c.workers.values().collect();
     let valid: Vec<i64> = w.iter().map(|c| c.record.valid).collect();
     let invalid: Vec<i64> = w.iter().map(|c| c.record.invalid).collect();
+    let refuted: Vec<i64> = w.iter().map(|c| c.record.refuted).collect();
     let reset: Vec<bool> = w.iter().map(|c| c.record.streak_reset).collect();
     let add: Vec<i64> = w.iter().map(|c| c.record.streak_add).collect();
     let done: Vec<i64> = w.iter().map(|c| c.done).collect();
@@ -168,9 +179,10 @@ pub async fn apply_records(
              last_result_at = CASE WHEN t.done > 0 THEN now() ELSE w.last_result_at END, \
              speed = CASE WHEN t.speed IS NULL THEN w.speed \
                           WHEN w.speed IS NULL OR NOT (w.speed < 'Infinity') THEN t.speed \
-                          ELSE 0.7 * w.speed + 0.3 * t.speed END \
+                          ELSE 0.7 * w.speed + 0.3 * t.speed END, \
+             refuted = w.refuted + t.dr \
          FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::bool[], $5::int8[], $6::int8[], \
-                     $7::float8[]) AS t(id, dv, di, reset, add, done, speed) \
+                     $7::float8[], $8::int8[]) AS t(id, dv, di, reset, add, done, speed, dr) \
          WHERE w.id = t.id \
          RETURNING w.id, w.speed, w.quarantined_at IS NOT NULL",
     )
@@ -181,6 +193,7 @@ pub async fn apply_records(
     .bind(&add)
     .bind(&done)
     .bind(&speed)
+    .bind(&refuted)
     .fetch_all(&mut **tx)
     .await?;
     Ok(rows.into_iter().map(|(id, s, q)| (id, (s, q))).collect())
@@ -196,6 +209,8 @@ pub struct RecordRow {
     leases_expired: i64,
     streak: i64,
     failed_units: i64,
+    refuted: i64,
+    leases_idle: i64,
 }
 
 impl RecordRow {
@@ -208,6 +223,8 @@ impl RecordRow {
             leases_expired: self.leases_expired,
             streak: self.streak,
             failed_units: self.failed_units,
+            refuted: self.refuted,
+            leases_idle: self.leases_idle,
         }
     }
 }
@@ -248,9 +265,10 @@ pub async fn enforce(
     }
     let rows: Vec<Candidate> = sqlx::query_as(
         "SELECT id, units_done, valid, invalid, forged, leases_total, leases_expired, streak, \
-                units_failed AS failed_units FROM workers \
+                units_failed AS failed_units, refuted, leases_idle FROM workers \
          WHERE quarantined_at IS NULL \
-           AND (forged > 0 OR invalid > 0 OR leases_expired >= $1 OR units_failed > 0) \
+           AND (forged > 0 OR invalid > 0 OR leases_expired >= $1 OR units_failed > 0 \
+                OR refuted > 0 OR leases_idle > 0) \
            AND ($2::int8[] IS NULL OR id = ANY($2)) ORDER BY id",
     )
     .bind(i64::from(bar.min_expired_leases))
@@ -344,9 +362,10 @@ pub async fn purge(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<P
     crate::store::retry_transient(5, || purge_once(pool, worker_id, max_attempts)).await
 }
 
+/// A unit to settle again, as [`resettle`] needs it.
 #[derive(sqlx::FromRow)]
-struct TouchedUnit {
-    id: i64,
+pub(crate) struct TouchedUnit {
+    pub id: i64,
     state: String,
     lease_id: Option<i64>,
     replication: i32,
@@ -403,17 +422,39 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
         .execute(&mut *tx)
         .await?
         .rows_affected();
+    let (_, reopened) = resettle(&mut tx, &units).await?;
+    tx.commit().await?;
+    Ok(Purged {
+        leases_revoked: revoked.len() as u64,
+        units_returned: returned,
+        results_voided: voided,
+        units_reopened: reopened,
+        units_restored: restored.iter().filter(|(r,)| *r).count() as u64,
+    })
+}
+
+/// Settles `units` (locked by the caller) again from their live results and the verified
+/// cases known in them, with the full quorum (no adaptive discount), and writes what changed:
+/// units' states (a done unit whose quorum is gone is reopened, and its campaign with it),
+/// leases left with no unit, verdicts and workers' records. Returns the changes (whose
+/// `outvoted_workers` must be checked against the bar) and how many done units reopened.
+pub(crate) async fn resettle(
+    tx: &mut Transaction<'_, Postgres>,
+    units: &[TouchedUnit],
+) -> Result<(Changes, u64)> {
     let ids: Vec<i64> = units.iter().map(|u| u.id).collect();
-    let mut by_unit = super::live_results_by_unit(&mut tx, &ids).await?;
+    let mut by_unit = super::live_results_by_unit(tx, &ids).await?;
+    let facts = super::facts_by_unit(&mut **tx, &ids).await?;
     let mut changes = Changes::default();
     let (mut states, mut needed, mut counts) = (Vec::new(), Vec::new(), Vec::new());
     let mut reopened = 0;
     // Leases of other workers that lose a unit settled here.
     let mut settled_under: Vec<i64> = Vec::new();
-    for u in &units {
+    for u in units {
         let quorum = u.replication.max(1) as u32;
         let replicas = by_unit.remove(&u.id).unwrap_or_default();
-        let settlement = changes.settle(&replicas, quorum, quorum)?;
+        let known = facts.get(&u.id).map_or(0, |f| f.len());
+        let settlement = changes.settle(&replicas, known, quorum, quorum)?;
         // A unit another lease holds stays with it unless it is settled now.
         let state = match (&settlement, u.state.as_str()) {
             (Settlement::Open, "leased") => "leased",
@@ -441,11 +482,11 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
     .bind(&states)
     .bind(&needed)
     .bind(&counts)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
     // A complete campaign with a unit reopened here has work again.
     if reopened > 0 {
-        crate::store::reopen_campaigns(&mut tx, &ids).await?;
+        crate::store::reopen_campaigns(tx, &ids).await?;
     }
     // A lease left with no unit is finished, as when its last result is posted: otherwise it
     // would expire and count against a worker that did nothing wrong.
@@ -456,19 +497,12 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
                AND NOT EXISTS (SELECT 1 FROM units WHERE lease_id = l.id)",
         )
         .bind(&settled_under)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    apply_verdicts(&mut tx, &changes).await?;
-    apply_records(&mut tx, &changes).await?;
-    tx.commit().await?;
-    Ok(Purged {
-        leases_revoked: revoked.len() as u64,
-        units_returned: returned,
-        results_voided: voided,
-        units_reopened: reopened,
-        units_restored: restored.iter().filter(|(r,)| *r).count() as u64,
-    })
+    apply_verdicts(tx, &changes).await?;
+    apply_records(tx, &changes).await?;
+    Ok((changes, reopened))
 }
 
 /// Lifts a quarantine (admin): the worker starts again with a clean record, untrusted. Its
@@ -478,7 +512,7 @@ pub async fn reinstate(pool: &PgPool, worker_id: i64) -> Result<()> {
         "WITH w AS (SELECT id, quarantined_at IS NOT NULL AS q FROM workers WHERE id = $1 FOR UPDATE), \
          u AS (UPDATE workers SET quarantined_at = NULL, quarantine_reason = NULL, valid = 0, \
                    invalid = 0, forged = 0, leases_total = 0, leases_expired = 0, streak = 0, \
-                   units_failed = 0 \
+                   units_failed = 0, refuted = 0, leases_idle = 0 \
                FROM w WHERE workers.id = w.id AND w.q) \
          SELECT q FROM w",
     )

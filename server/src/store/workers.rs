@@ -1,25 +1,42 @@
 //! Storage of enrollment tokens and workers: registration, authentication, their records.
 
 use super::*;
+/// What an enrollment token allows, as the admin asked (defaults already applied).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenTerms<'a> {
+    pub uses: Option<u32>,
+    pub expires_in_seconds: Option<u64>,
+    pub note: Option<&'a str>,
+    pub owner: Option<&'a str>,
+    /// Its workers are the operator's own machines.
+    pub trusted: bool,
+}
+
 /// Records a new enrollment token (its hash only).
 pub async fn create_enrollment_token(
     pool: &PgPool,
     token: &str,
     token_hash: &[u8],
-    uses: Option<u32>,
-    expires_in_seconds: Option<u64>,
-    note: Option<&str>,
-    owner: Option<&str>,
+    terms: &TokenTerms<'_>,
 ) -> Result<EnrollmentToken> {
+    let TokenTerms {
+        uses,
+        expires_in_seconds,
+        note,
+        owner,
+        trusted,
+    } = *terms;
     let (id, expires_at): (i64, Option<DateTime<Utc>>) = sqlx::query_as(
-        "INSERT INTO enrollment_tokens (token_hash, uses_left, expires_at, note, owner) \
-         VALUES ($1, $2, now() + make_interval(secs => $3::float8), $4, $5) RETURNING id, expires_at",
+        "INSERT INTO enrollment_tokens (token_hash, uses_left, expires_at, note, owner, trusted) \
+         VALUES ($1, $2, now() + make_interval(secs => $3::float8), $4, $5, $6) \
+         RETURNING id, expires_at",
     )
     .bind(token_hash)
     .bind(uses.map(|u| u as i32))
     .bind(expires_in_seconds.map(|s| s as f64))
     .bind(note)
     .bind(owner)
+    .bind(trusted)
     .fetch_one(pool)
     .await?;
     Ok(EnrollmentToken {
@@ -59,30 +76,31 @@ pub async fn register_worker(
             )));
         }
     }
-    let enrollment: Option<(i64, String)> = sqlx::query_as(
+    let enrollment: Option<(i64, String, bool)> = sqlx::query_as(
         "UPDATE enrollment_tokens SET uses_left = uses_left - 1 \
          WHERE token_hash = $1 AND revoked_at IS NULL \
            AND (expires_at IS NULL OR expires_at > now()) \
            AND (uses_left IS NULL OR uses_left > 0) \
-         RETURNING id, COALESCE(owner, 'token-' || id)",
+         RETURNING id, COALESCE(owner, 'token-' || id), trusted",
     )
     .bind(enrollment_hash)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((enrollment, owner)) = enrollment else {
+    let Some((enrollment, owner, trusted)) = enrollment else {
         tx.rollback().await?;
         return Err(Error::Unauthorized(
             "unknown, expired, revoked or used-up enrollment token".into(),
         ));
     };
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO workers (name, token_hash, enrollment_token_id, owner) \
-         VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO workers (name, token_hash, enrollment_token_id, owner, trusted) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
     )
     .bind(name)
     .bind(worker_hash)
     .bind(enrollment)
     .bind(owner)
+    .bind(trusted)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -131,8 +149,10 @@ pub async fn get_worker(pool: &PgPool, id: i64) -> Result<WorkerInfo> {
         .ok_or_else(|| Error::NotFound(format!("no worker {id}")))
 }
 
-const WORKER_COLUMNS: &str = "id, name, created_at, last_seen, speed, units_done, owner, valid, \
+const WORKER_COLUMNS: &str =
+    "id, name, created_at, last_seen, speed, units_done, owner, trusted, valid, \
      invalid, forged, leases_total, leases_expired, streak, units_failed AS failed_units, \
+     refuted, leases_idle, \
      quarantined_at, quarantine_reason, revoked_at";
 
 #[derive(sqlx::FromRow)]
@@ -144,6 +164,7 @@ struct WorkerRow {
     speed: Option<f64>,
     units_done: i64,
     owner: String,
+    trusted: bool,
     #[sqlx(flatten)]
     record: store_trust::RecordRow,
     quarantined_at: Option<DateTime<Utc>>,
@@ -161,6 +182,7 @@ impl WorkerRow {
             arguments_per_second: self.speed,
             units_done: self.units_done,
             owner: self.owner,
+            trusted: self.trusted,
             reputation: self.record.reputation(),
             quarantined_at: self.quarantined_at,
             quarantine_reason: self.quarantine_reason,

@@ -108,6 +108,7 @@ impl TestApp {
     pub async fn metrics(&self) -> String {
         self.http
             .get(self.url("/metrics"))
+            .bearer_auth(ADMIN)
             .send()
             .await
             .unwrap()
@@ -125,8 +126,16 @@ impl TestApp {
         self.call(method, path, Some(ADMIN), body).await
     }
 
-    /// Creates a campaign, asserting success.
-    pub async fn campaign(&self, body: Value) -> Value {
+    /// Creates a campaign, asserting success. A body that asks no replication above 1 gets
+    /// `trust_all_workers` (the tests' farm of one process); the new defaults are tested on
+    /// their own (tests/trust_default.rs).
+    pub async fn campaign(&self, mut body: Value) -> Value {
+        let single = body
+            .get("replication")
+            .is_none_or(|r| r.as_u64().is_some_and(|r| r <= 1));
+        if single && body.get("trust_all_workers").is_none() {
+            body["trust_all_workers"] = json!(true);
+        }
         let (status, v) = self
             .admin(Method::POST, "/api/v1/campaigns", Some(body))
             .await;
