@@ -23,7 +23,7 @@ use pipeline::Pipeline;
 pub use pipeline::{DeviceLost, DEVICE_LOST_EXIT};
 use post::{Held, Poster};
 pub use settings::{RunArgs, Settings};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tmd_wire::codes;
@@ -52,6 +52,8 @@ pub struct Shared {
     busy_ns: AtomicU64,
     /// Nanoseconds of units in their slots, added up.
     unit_ns: AtomicU64,
+    /// Units computed at once (the pipeline may raise it once the back end is known).
+    slots: AtomicUsize,
     started: Instant,
 }
 
@@ -64,6 +66,7 @@ impl Shared {
             arguments_done: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             unit_ns: AtomicU64::new(0),
+            slots: AtomicUsize::new(1),
             started: Instant::now(),
         }
     }
@@ -200,6 +203,7 @@ async fn daemon(settings: Settings) -> Result<()> {
         lease_seconds = settings.lease_seconds,
         "computing"
     );
+    shared.slots.store(slots, Ordering::SeqCst);
     let pipeline = Pipeline {
         coord: client,
         held: held.clone(),
@@ -230,7 +234,10 @@ async fn daemon(settings: Settings) -> Result<()> {
         results_posted = posted,
         result_requests = requests,
         engine_busy_percent = format!("{:.1}", shared.busy_percent()),
-        slot_use_percent = format!("{:.1}", shared.slot_percent(slots)),
+        slot_use_percent = format!(
+            "{:.1}",
+            shared.slot_percent(shared.slots.load(Ordering::SeqCst))
+        ),
         uptime_s = format!("{:.1}", shared.started.elapsed().as_secs_f64()),
         "tmd-worker stopped"
     );

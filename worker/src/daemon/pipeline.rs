@@ -53,6 +53,8 @@ pub type Opening = JoinHandle<Result<SharedBackend>>;
 /// Ask for the next lease when the work in hand falls below this many seconds at the
 /// measured speed: a lease request takes milliseconds, a unit on a GPU a fraction of a second.
 pub const PREFETCH_SECONDS: f64 = 5.0;
+/// Units in flight per engine thread on the CPU back end (see `Pipeline::cpu_slots`).
+pub const CPU_UNITS_PER_THREAD: usize = 2;
 /// Leases held at once: the one being computed and the next.
 const MAX_HELD: usize = 2;
 /// The longest a lease's end waits for its results to be taken before releasing it.
@@ -140,15 +142,21 @@ struct Computed {
     outcome: Outcome,
 }
 
-/// Computes a unit and spools its result, on the engine's thread pool.
-fn compute_and_spool(
+/// A unit's computation, its result not yet on disk.
+enum Work {
+    Done(SpoolEntry, usize),
+    Failed(String),
+    DeviceLost(String),
+}
+
+/// Computes a unit, on the engine's thread pool.
+fn compute(
     lease: &Lease,
     unit: &LeasedUnit,
     cfg: &SearchConfig,
     backend: &dyn Backend,
-    state: &StateDir,
     misbehave: Option<Misbehave>,
-) -> Outcome {
+) -> Work {
     let spec = engine_unit(unit);
     let t = Instant::now();
     let mut result = if misbehave == Some(Misbehave::Lazy) {
@@ -156,8 +164,8 @@ fn compute_and_spool(
     } else {
         match compute_unit(cfg, spec, backend, unit.unit_id) {
             Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
-            Err(UnitFailure::Unit(why)) => return Outcome::Failed(why),
-            Err(UnitFailure::DeviceLost(why)) => return Outcome::DeviceLost(why),
+            Err(UnitFailure::Unit(why)) => return Work::Failed(why),
+            Err(UnitFailure::DeviceLost(why)) => return Work::DeviceLost(why),
         }
     };
     match misbehave {
@@ -171,12 +179,28 @@ fn compute_and_spool(
         unit_id: unit.unit_id,
         result,
     };
-    // Disk first: once spooled, the result survives a crash and is posted later.
+    Work::Done(entry, hr_cases)
+}
+
+/// Writes a computed result to the spool: disk first, so that once spooled the result
+/// survives a crash and is posted later. Runs on a blocking thread, not the engine's pool: a
+/// write and its fsync must not hold a core the next unit could compute on.
+fn spool(
+    work: Work,
+    state: &StateDir,
+    expires_at: chrono::DateTime<chrono::Utc>,
+    misbehave: Option<Misbehave>,
+) -> Outcome {
+    let (entry, hr_cases) = match work {
+        Work::Done(entry, hr_cases) => (entry, hr_cases),
+        Work::Failed(why) => return Outcome::Failed(why),
+        Work::DeviceLost(why) => return Outcome::DeviceLost(why),
+    };
     if let Err(e) = state.spool_put(&entry) {
         return Outcome::SpoolFailed(e.to_string());
     }
     if misbehave == Some(Misbehave::Late) {
-        let overdue = (lease.expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
+        let overdue = (expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
         std::thread::sleep(Duration::from_millis(overdue.max(0) as u64));
     }
     Outcome::Spooled(entry, hr_cases)
@@ -285,7 +309,7 @@ impl<C: Coordinator> Pipeline<C> {
 
     /// Runs until the work is done or the daemon stops; `opening` is the back end, still
     /// starting: it is awaited in the loop while the first lease is asked for.
-    pub async fn run(self, resumed: Vec<LeaseState>, opening: Opening) -> Result<()> {
+    pub async fn run(mut self, resumed: Vec<LeaseState>, opening: Opening) -> Result<()> {
         let mut opening = Some(opening);
         let mut backend: Option<SharedBackend> = None;
         let mut leases: Vec<Active> = Vec::new();
@@ -465,6 +489,7 @@ impl<C: Coordinator> Pipeline<C> {
                     match r {
                         Ok(b) => {
                             info!(backend = %b.name(), "engine ready");
+                            self.cpu_slots(&b);
                             backend = Some(b);
                         }
                         Err(e) => {
@@ -572,6 +597,23 @@ impl<C: Coordinator> Pipeline<C> {
         }
     }
 
+    /// On the CPU, unless `--units-in-flight` says otherwise, [`CPU_UNITS_PER_THREAD`] units
+    /// per engine thread: a unit's own parallel loops leave cores idle at its ends (its
+    /// pieces' set-up, its candidates checked with MPFR one by one), which a queued unit fills,
+    /// as a search's `par_iter` over units does. A GPU back end keeps one per thread: its
+    /// slots share the device's memory.
+    fn cpu_slots(&mut self, b: &SharedBackend) {
+        if self.settings.units_in_flight.is_some() || !b.device_use().is_empty() {
+            return;
+        }
+        self.slots = CPU_UNITS_PER_THREAD * rayon::current_num_threads().max(1);
+        self.shared.slots.store(self.slots, Ordering::SeqCst);
+        info!(
+            units_in_flight = self.slots,
+            "CPU back end: units queued beside those computing"
+        );
+    }
+
     fn start_unit(
         &self,
         a: &Active,
@@ -585,28 +627,33 @@ impl<C: Coordinator> Pipeline<C> {
         let state = self.held.state.clone();
         let misbehave = self.settings.misbehave;
         let (lease_id, unit_id, arguments) = (lease.lease_id, unit.unit_id, unit.spec.count);
+        let expires_at = lease.expires_at;
         rayon::spawn(move || {
             let t = Instant::now();
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                compute_and_spool(&lease, &unit, &cfg, backend.as_ref(), &state, misbehave)
+            let work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                compute(&lease, &unit, &cfg, backend.as_ref(), misbehave)
             }))
-            .unwrap_or_else(|_| Outcome::Failed("the engine panicked".into()));
-            let _ = tx.send(Computed {
-                lease_id,
-                unit_id,
-                arguments,
-                elapsed: t.elapsed().as_secs_f64(),
-                outcome,
-            });
+            .unwrap_or_else(|_| Work::Failed("the engine panicked".into()));
+            let _ = tx.send((work, t.elapsed().as_secs_f64()));
         });
         running.spawn(async move {
-            rx.await.unwrap_or(Computed {
+            let (work, elapsed) = rx.await.unwrap_or((
+                Work::Failed("the engine's job ended without an answer".into()),
+                0.0,
+            ));
+            let outcome =
+                tokio::task::spawn_blocking(move || spool(work, &state, expires_at, misbehave))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Outcome::SpoolFailed(format!("spooling the result failed: {e}"))
+                    });
+            Computed {
                 lease_id,
                 unit_id,
                 arguments,
-                elapsed: 0.0,
-                outcome: Outcome::Failed("the engine's job ended without an answer".into()),
-            })
+                elapsed,
+                outcome,
+            }
         });
     }
 }
