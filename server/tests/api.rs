@@ -82,6 +82,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/workers/{id}/revoke", "post"),
         // Known cases (tests in trust_default.rs).
         ("/api/v1/campaigns/{id}/known-cases", "post"),
+        // A worker's own identity (tests below and in tests/tests/operator.rs).
+        ("/api/v1/workers/me", "get"),
     ];
     for (path, method) in expected {
         assert!(
@@ -91,7 +93,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        28,
+        29,
         "a route was added without a test here: {:?}",
         paths.keys()
     );
@@ -153,6 +155,24 @@ async fn admin_routes_need_the_admin_token() {
         )
         .await;
     let worker_token = reg["token"].as_str().unwrap();
+    // Its token says who it is; the admin's and unknown ones name no worker.
+    let (status, me) = app
+        .call(Method::GET, "/api/v1/workers/me", Some(worker_token), None)
+        .await;
+    assert_eq!(
+        (status, &me["worker_id"]),
+        (StatusCode::OK, &reg["worker_id"])
+    );
+    for token in [Some(ADMIN), Some("tmdw_unknown"), None] {
+        let (status, v) = app
+            .call(Method::GET, "/api/v1/workers/me", token, None)
+            .await;
+        assert_eq!(
+            (status, v["code"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+            "{token:?}"
+        );
+    }
     let (status, v) = app
         .call(Method::GET, "/api/v1/campaigns", Some(worker_token), None)
         .await;
