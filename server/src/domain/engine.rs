@@ -176,16 +176,7 @@ pub fn verify_result(
                         "HR-case reported with other hardness than verified; keeping the verified one"
                     );
                 }
-                out.push(HrCase {
-                    x: v.x,
-                    bits: v.bits,
-                    neg_log2_d: v.neg_log2_d,
-                    kind: match v.kind {
-                        Kind::Fp => HrKind::Fp,
-                        Kind::Mid => HrKind::Mid,
-                    },
-                    rounded: v.rounded,
-                });
+                out.push(wire_case(v));
             }
             Ok(Verdict::NotHard { bits }) => {
                 return Err(forged(&format!(
@@ -216,6 +207,21 @@ pub fn verify_result(
     Ok(out)
 }
 
+/// A case as MPFR verified it, in the wire's terms: what the server records, whoever
+/// reported it.
+fn wire_case(v: tmd_kernels::verify::HrCase) -> HrCase {
+    HrCase {
+        x: v.x,
+        bits: v.bits,
+        neg_log2_d: v.neg_log2_d,
+        kind: match v.kind {
+            Kind::Fp => HrKind::Fp,
+            Kind::Mid => HrKind::Mid,
+        },
+        rounded: v.rounded,
+    }
+}
+
 /// A known case checked for a campaign: where its argument lies, (sign, exponent,
 /// significand) as units hold it, and the case as MPFR verifies it on the campaign's format;
 /// or why it is no HR-case of the campaign.
@@ -230,19 +236,7 @@ pub fn verify_known(
     let a = Argument::from_float_in(&v, fmt)
         .ok_or_else(|| "not an argument of the campaign's format".to_string())?;
     match verify_case_in(function, fmt, min_bits, x) {
-        Ok(Verdict::Hard(v)) => Ok((
-            (a.negative, a.exponent, a.significand),
-            HrCase {
-                x: v.x,
-                bits: v.bits,
-                neg_log2_d: v.neg_log2_d,
-                kind: match v.kind {
-                    Kind::Fp => HrKind::Fp,
-                    Kind::Mid => HrKind::Mid,
-                },
-                rounded: v.rounded,
-            },
-        )),
+        Ok(Verdict::Hard(v)) => Ok(((a.negative, a.exponent, a.significand), wire_case(v))),
         Ok(Verdict::NotHard { bits }) => Err(format!(
             "MPFR finds only {bits} identical bits, below the campaign's {min_bits}"
         )),
