@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
+mod estimate;
+pub use estimate::{BinadeCost, CostEstimate, COST_ESTIMATE_VERSION};
+
 /// The body of every HTTP error: a stable machine-readable `code` and a message for a person.
 ///
 /// The codes a client branches on are the constants in [`codes`].
