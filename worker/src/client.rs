@@ -265,8 +265,20 @@ impl Client {
         self.get("/workers/me").await
     }
 
-    pub async fn lease(&self, seconds: Option<u32>) -> Result<LeaseResponse, ClientError> {
-        self.post("/leases", &LeaseRequest { seconds }).await
+    pub async fn lease(
+        &self,
+        seconds: Option<u32>,
+        units_in_flight: u32,
+    ) -> Result<LeaseResponse, ClientError> {
+        let units_in_flight = Some(units_in_flight.clamp(1, 4096));
+        self.post(
+            "/leases",
+            &LeaseRequest {
+                seconds,
+                units_in_flight,
+            },
+        )
+        .await
     }
 
     pub async fn heartbeat(

@@ -528,6 +528,12 @@ async fn request_lease(
     }
     // No lease outlives the server's maximum, so no more work than that is handed out at once.
     let seconds = seconds.min(policy.max_lease_seconds);
+    let first = req.units_in_flight.unwrap_or(1);
+    if !(1..=4096).contains(&first) {
+        return Err(Error::BadRequest(
+            "units_in_flight must be in 1..=4096".into(),
+        ));
+    }
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
     // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy
     // server does not pay for it on every request.
@@ -548,7 +554,7 @@ async fn request_lease(
         formats,
         policy.ttl_seconds.min(policy.max_lease_seconds),
         policy.max_owner_share,
-        |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held),
+        |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held, first),
     )
     .await?;
     match &lease {

@@ -149,7 +149,14 @@ impl WorkerClient {
 
     /// Asks for about `seconds` of work.
     pub async fn lease(&self, seconds: Option<u32>) -> anyhow::Result<LeaseResponse> {
-        self.call("/leases", &LeaseRequest { seconds }).await
+        self.call(
+            "/leases",
+            &LeaseRequest {
+                seconds,
+                units_in_flight: None,
+            },
+        )
+        .await
     }
 
     /// Extends a lease.

@@ -62,18 +62,25 @@ pub struct Held {
 /// How many units of `2^unit_bits` arguments to lease: about `seconds` of work at the worker's
 /// measured `speed` (arguments per second), at least one, at most `policy.max_units`, and no
 /// more than what keeps the worker's `held` work within `policy.max_held_seconds` (one unit
-/// when it holds nothing, however slow it is). A worker never measured gets one unit (its first
-/// result calibrates it) while it holds fewer than `policy.max_units_per_worker`. 0: it holds
-/// its share already.
+/// when it holds nothing, however slow it is). A worker never measured gets `first` units (the
+/// units it says it computes at once, at least one: its first results calibrate it), within
+/// `policy.max_units` and what keeps it under `policy.max_units_per_worker`. 0: it holds its
+/// share already.
 pub fn lease_size(
     policy: &LeasePolicy,
     seconds: u32,
     speed: Option<f64>,
     unit_bits: u32,
     held: Held,
+    first: u32,
 ) -> u32 {
     let Some(speed) = speed.filter(|s| s.is_finite() && *s > 0.0) else {
-        return u32::from(held.units < i64::from(policy.max_units_per_worker));
+        // A claimed count is no more than the worker could take one unit at a time anyway.
+        let room = i64::from(policy.max_units_per_worker) - held.units;
+        return first
+            .max(1)
+            .min(policy.max_units.max(1))
+            .min(room.clamp(0, i64::from(u32::MAX)) as u32);
     };
     let per_unit = 2f64.powi(unit_bits as i32);
     let want = (f64::from(seconds) * speed / per_unit)

@@ -213,7 +213,7 @@ proptest! {
             prop_assert!(v.is_finite() && v > 0.0);
             prop_assert!(v <= count as f64 / wall.max(MIN_ELAPSED_SECONDS) * (1.0 + 1e-12));
             let p = LeasePolicy { max_units: 64, ..LeasePolicy::default() };
-            let n = lease_size(&p, 600, Some(v), 10, Held::default());
+            let n = lease_size(&p, 600, Some(v), 10, Held::default(), 1);
             prop_assert!((1..=64).contains(&n));
         }
     }
@@ -251,18 +251,18 @@ fn lease_size_follows_speed_within_bounds() {
         ..LeasePolicy::default()
     };
     let none = Held::default();
-    assert_eq!(lease_size(&p, 600, None, 20, none), 1);
-    assert_eq!(lease_size(&p, 600, Some(0.0), 20, none), 1);
+    assert_eq!(lease_size(&p, 600, None, 20, none, 1), 1);
+    assert_eq!(lease_size(&p, 600, Some(0.0), 20, none, 1), 1);
     // 2^20 arguments per unit at 2^20 per second: 600 s is 600 units, capped at 64.
-    assert_eq!(lease_size(&p, 600, Some(1048576.0), 20, none), 64);
-    assert_eq!(lease_size(&p, 10, Some(1048576.0), 20, none), 10);
-    assert_eq!(lease_size(&p, 1, Some(1.0), 20, none), 1);
+    assert_eq!(lease_size(&p, 600, Some(1048576.0), 20, none, 1), 64);
+    assert_eq!(lease_size(&p, 10, Some(1048576.0), 20, none, 1), 10);
+    assert_eq!(lease_size(&p, 1, Some(1.0), 20, none, 1), 1);
     // An unmeasured worker holding its share gets nothing more.
     let full = Held {
         units: 128,
         arguments: 0.0,
     };
-    assert_eq!(lease_size(&p, 600, None, 20, full), 0);
+    assert_eq!(lease_size(&p, 600, None, 20, full, 1), 0);
 }
 
 #[test]
@@ -270,26 +270,26 @@ fn an_h100_gets_a_minute_of_units_and_no_more_than_its_share() {
     let p = LeasePolicy::default();
     // One H100: about 90 units of 2^40 arguments per second.
     let h100 = Some(90.0 * 2f64.powi(40));
-    assert_eq!(lease_size(&p, 60, h100, 40, Held::default()), 5400);
+    assert_eq!(lease_size(&p, 60, h100, 40, Held::default(), 1), 5400);
     // Holding one minute, it may take the next minute early ...
     let one = Held {
         units: 5400,
         arguments: 5400.0 * 2f64.powi(40),
     };
-    assert_eq!(lease_size(&p, 60, h100, 40, one), 5400);
+    assert_eq!(lease_size(&p, 60, h100, 40, one, 1), 5400);
     // ... but not more than ten minutes in all.
     let nine = Held {
         units: 9 * 5400 + 10,
         arguments: (9.0 * 5400.0 + 10.0) * 2f64.powi(40),
     };
-    assert_eq!(lease_size(&p, 60, h100, 40, nine), 5390);
+    assert_eq!(lease_size(&p, 60, h100, 40, nine, 1), 5390);
     let ten = Held {
         units: 10 * 5400,
         arguments: 10.0 * 5400.0 * 2f64.powi(40),
     };
-    assert_eq!(lease_size(&p, 60, h100, 40, ten), 0);
+    assert_eq!(lease_size(&p, 60, h100, 40, ten, 1), 0);
     // A slow CPU still gets one unit of 2^44 when it holds nothing.
-    assert_eq!(lease_size(&p, 60, Some(1e9), 44, Held::default()), 1);
+    assert_eq!(lease_size(&p, 60, Some(1e9), 44, Held::default(), 1), 1);
 }
 
 proptest! {
@@ -307,6 +307,7 @@ proptest! {
         max_units in 1u32..=100_000,
         max_held_seconds in 1u32..=86_400,
         max_per_worker in 1u32..=1000,
+        first in 1u32..=4096,
     ) {
         let p = LeasePolicy {
             max_units,
@@ -320,10 +321,14 @@ proptest! {
             units: held_units,
             arguments: if held_units == 0 { 0.0 } else { share * held_fraction },
         };
-        let n = lease_size(&p, seconds, speed, unit_bits, held);
+        let n = lease_size(&p, seconds, speed, unit_bits, held, first);
         prop_assert!(n <= max_units);
         match speed {
-            None => prop_assert_eq!(n, u32::from(held_units < i64::from(max_per_worker))),
+            // An unmeasured worker gets the units it computes at once, within both caps.
+            None => {
+                let room = (i64::from(max_per_worker) - held_units).max(0);
+                prop_assert_eq!(i64::from(n), i64::from(first.min(max_units)).min(room));
+            }
             Some(v) => {
                 if held_units == 0 {
                     prop_assert!(n >= 1);
@@ -338,7 +343,7 @@ proptest! {
                 let faster = lease_size(&p, seconds, Some(v * 2.0), unit_bits, Held {
                     units: held_units,
                     arguments: held.arguments,
-                });
+                }, first);
                 prop_assert!(faster >= n);
             }
         }

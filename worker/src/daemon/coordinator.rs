@@ -9,9 +9,12 @@ use tmd_wire::{
 };
 
 pub trait Coordinator: Clone + Send + Sync + 'static {
+    /// Asks for about `seconds` of work; `units_in_flight` is what the worker computes at once
+    /// (what an unmeasured worker's first lease holds).
     fn lease(
         &self,
         seconds: Option<u32>,
+        units_in_flight: u32,
     ) -> impl Future<Output = Result<LeaseResponse, ClientError>> + Send;
 
     fn heartbeat(
@@ -43,8 +46,9 @@ impl Coordinator for Client {
     fn lease(
         &self,
         seconds: Option<u32>,
+        units_in_flight: u32,
     ) -> impl Future<Output = Result<LeaseResponse, ClientError>> + Send {
-        Client::lease(self, seconds)
+        Client::lease(self, seconds, units_in_flight)
     }
 
     fn heartbeat(

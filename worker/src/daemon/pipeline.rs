@@ -1,7 +1,9 @@
 //! The daemon's work loop: keeps the engine busy across leases. Up to `slots` units are
 //! computed at once (each on the engine's thread pool, as `tmd-worker search` runs them, so
-//! one unit's CPU stages overlap the others' kernels on every device); a finished unit is
-//! spooled, then queued for the poster, and the next unit starts at once. The next lease is
+//! one unit's CPU stages overlap the others' kernels on every device); the next unit starts
+//! as soon as the engine returns one, while that one's result is spooled (written and synced)
+//! and then queued for the poster. On the CPU one unit per engine thread is in flight: more
+//! interleave on the same cores and cost CPU time (measured in BENCHMARKS.md). The next lease is
 //! asked for while the current one's last few seconds of work run, every lease in hand is
 //! heartbeaten, and a lease whose units are all computed is closed in the background: its
 //! results settled, its unfinished or failed units released.
@@ -28,7 +30,7 @@ use crate::misbehave::{self, Misbehave};
 use crate::state::{LeaseState, SpoolEntry, StateDir};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tmd_kernels::format::Format;
@@ -53,8 +55,9 @@ pub type Opening = JoinHandle<Result<SharedBackend>>;
 /// Ask for the next lease when the work in hand falls below this many seconds at the
 /// measured speed: a lease request takes milliseconds, a unit on a GPU a fraction of a second.
 pub const PREFETCH_SECONDS: f64 = 5.0;
-/// Units in flight per engine thread on the CPU back end (see `Pipeline::cpu_slots`).
-pub const CPU_UNITS_PER_THREAD: usize = 2;
+/// Units whose results are still being spooled, per slot, before no new unit starts: bounds
+/// what a slow disk lets pile up in memory.
+const SPOOLING_PER_SLOT: usize = 2;
 /// Leases held at once: the one being computed and the next.
 const MAX_HELD: usize = 2;
 /// The longest a lease's end waits for its results to be taken before releasing it.
@@ -309,7 +312,7 @@ impl<C: Coordinator> Pipeline<C> {
 
     /// Runs until the work is done or the daemon stops; `opening` is the back end, still
     /// starting: it is awaited in the loop while the first lease is asked for.
-    pub async fn run(mut self, resumed: Vec<LeaseState>, opening: Opening) -> Result<()> {
+    pub async fn run(self, resumed: Vec<LeaseState>, opening: Opening) -> Result<()> {
         let mut opening = Some(opening);
         let mut backend: Option<SharedBackend> = None;
         let mut leases: Vec<Active> = Vec::new();
@@ -324,7 +327,11 @@ impl<C: Coordinator> Pipeline<C> {
             leases.push(a);
         }
         let watch = self.poster.watch();
+        // Units from their start to their result spooled (`running`), and those of them still
+        // on the engine (`computing`): a slot is free as soon as the engine returns, so the next
+        // unit computes while the last one's result is written and synced to disk.
         let mut running: JoinSet<Computed> = JoinSet::new();
+        let computing = Arc::new(AtomicUsize::new(0));
         let mut closing: JoinSet<()> = JoinSet::new();
         let mut asking: Option<JoinHandle<Result<LeaseResponse, ClientError>>> = None;
         let mut next_ask = Instant::now();
@@ -364,7 +371,10 @@ impl<C: Coordinator> Pipeline<C> {
                 }
             }
             // Nothing starts before the back end has passed its self-test.
-            while running.len() < self.slots && stop.is_none() {
+            while computing.load(Ordering::SeqCst) < self.slots
+                && running.len() < SPOOLING_PER_SLOT * self.slots
+                && stop.is_none()
+            {
                 let Some(engine) = backend.as_ref() else {
                     break;
                 };
@@ -378,7 +388,7 @@ impl<C: Coordinator> Pipeline<C> {
                 let unit = a.queue.pop_front().expect("a queued unit");
                 a.running += 1;
                 started += 1;
-                self.start_unit(a, unit, engine, &mut running);
+                self.start_unit(a, unit, engine, &mut running, &computing);
             }
             // Leases with nothing queued or running are closed in the background.
             let mut i = 0;
@@ -418,9 +428,10 @@ impl<C: Coordinator> Pipeline<C> {
             {
                 let coord = self.coord.clone();
                 let seconds = self.settings.lease_seconds;
-                asking = Some(tokio::spawn(
-                    async move { coord.lease(Some(seconds)).await },
-                ));
+                let slots = self.slots as u32;
+                asking = Some(tokio::spawn(async move {
+                    coord.lease(Some(seconds), slots).await
+                }));
             }
             // Woken by a unit, a lease answer or closed, the back end ready or a signal;
             // otherwise soon enough to see a lost lease, and at the time the next lease may be
@@ -489,7 +500,6 @@ impl<C: Coordinator> Pipeline<C> {
                     match r {
                         Ok(b) => {
                             info!(backend = %b.name(), "engine ready");
-                            self.cpu_slots(&b);
                             backend = Some(b);
                         }
                         Err(e) => {
@@ -597,31 +607,17 @@ impl<C: Coordinator> Pipeline<C> {
         }
     }
 
-    /// On the CPU, unless `--units-in-flight` says otherwise, [`CPU_UNITS_PER_THREAD`] units
-    /// per engine thread: a unit's own parallel loops leave cores idle at its ends (its
-    /// pieces' set-up, its candidates checked with MPFR one by one), which a queued unit fills,
-    /// as a search's `par_iter` over units does. A GPU back end keeps one per thread: its
-    /// slots share the device's memory.
-    fn cpu_slots(&mut self, b: &SharedBackend) {
-        if self.settings.units_in_flight.is_some() || !b.device_use().is_empty() {
-            return;
-        }
-        self.slots = CPU_UNITS_PER_THREAD * rayon::current_num_threads().max(1);
-        self.shared.slots.store(self.slots, Ordering::SeqCst);
-        info!(
-            units_in_flight = self.slots,
-            "CPU back end: units queued beside those computing"
-        );
-    }
-
     fn start_unit(
         &self,
         a: &Active,
         unit: LeasedUnit,
         backend: &SharedBackend,
         running: &mut JoinSet<Computed>,
+        computing: &Arc<AtomicUsize>,
     ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        computing.fetch_add(1, Ordering::SeqCst);
+        let (computing, shared) = (computing.clone(), self.shared.clone());
         let (lease, cfg) = (a.lease.clone(), a.cfg);
         let backend = backend.clone();
         let state = self.held.state.clone();
@@ -635,6 +631,9 @@ impl<C: Coordinator> Pipeline<C> {
             }))
             .unwrap_or_else(|_| Work::Failed("the engine panicked".into()));
             let _ = tx.send((work, t.elapsed().as_secs_f64()));
+            // The slot is free: the loop may start the next unit before this one is spooled.
+            computing.fetch_sub(1, Ordering::SeqCst);
+            shared.wake.notify_one();
         });
         running.spawn(async move {
             let (work, elapsed) = rx.await.unwrap_or((

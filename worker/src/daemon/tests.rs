@@ -133,7 +133,11 @@ fn unavailable() -> ClientError {
 }
 
 impl Coordinator for Fake {
-    async fn lease(&self, _seconds: Option<u32>) -> Result<LeaseResponse, ClientError> {
+    async fn lease(
+        &self,
+        _seconds: Option<u32>,
+        _units_in_flight: u32,
+    ) -> Result<LeaseResponse, ClientError> {
         let mut c = self.c.lock().unwrap();
         c.lease_times.push(Instant::now());
         let held = c.leased.values().map(Vec::len).sum();
