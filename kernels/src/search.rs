@@ -328,7 +328,13 @@ fn plan_pieces(
             let periodic = classes(cfg.function, cfg.format(), piece).is_some();
             if piece.count <= EXHAUSTIVE_MAX || periodic {
                 let t = Instant::now();
-                let plan = match dense::plan(cfg, piece).filter(|_| !periodic) {
+                // Periodic pieces judge one argument per class: nothing to walk.
+                let dense = if periodic {
+                    None
+                } else {
+                    dense::plan(cfg, piece)
+                };
+                let plan = match dense {
                     Some(d) => PiecePlan::Dense(Box::new(d)),
                     None => PiecePlan::Exhaustive,
                 };
