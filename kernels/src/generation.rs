@@ -251,10 +251,48 @@ pub fn generate(
     cfg: &GenConfig,
     piece: UnitSpec,
 ) -> Result<Generated, GenError> {
+    let fx = fixed_polynomial(f, p, cfg, piece)?;
+    domains(cfg, piece, fx)
+}
+
+/// A piece's Taylor polynomial `R~(t) = sum_m beta_m C(t, m)` with exact integer coefficients
+/// in fixed units, and its error terms (`docs/error-analysis.md` §0-2): what the phases'
+/// per-domain polynomials and the dense route (`dense.rs`) start from.
+#[derive(Debug, Clone)]
+pub struct FixedPoly {
+    pub degree: usize,
+    /// Limbs per word; `F = 64 limbs` fractional bits.
+    pub limbs: usize,
+    /// Whether `|f|` crosses a power of two on the piece (the search radius is doubled).
+    pub crossing: bool,
+    /// `beta_m`, fixed units, `m = 0..=degree`.
+    pub beta: Vec<Integer>,
+    /// `2^-k` (doubled where the output crosses a power of two), fixed units.
+    pub radius: Integer,
+    /// Taylor remainder `eps_T`, fixed units, rounded upwards.
+    pub taylor: Integer,
+    /// Rounding of the binomial coefficients, `eps_R`, fixed units.
+    pub rounding: Integer,
+}
+
+impl FixedPoly {
+    pub fn frac_bits(&self) -> u32 {
+        64 * self.limbs as u32
+    }
+}
+
+/// The fixed-point Taylor polynomial of piece `piece`: doubles the working precision until the
+/// coefficient balls are narrow enough.
+pub fn fixed_polynomial(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    piece: UnitSpec,
+) -> Result<FixedPoly, GenError> {
     let mut prec = 768 + p.bits();
     loop {
-        match generate_at(f, p, cfg, piece, prec)? {
-            Some(g) => return Ok(g),
+        match fixed_at(f, p, cfg, piece, prec)? {
+            Some(fx) => return Ok(fx),
             None if prec < 8192 => prec *= 2,
             None => return Err(GenError::Width),
         }
@@ -262,13 +300,13 @@ pub fn generate(
 }
 
 /// One attempt at working precision `prec`; `None` if the coefficient balls came out too wide.
-fn generate_at(
+fn fixed_at(
     f: Function,
     p: Precision,
     cfg: &GenConfig,
     piece: UnitSpec,
     prec: u32,
-) -> Result<Option<Generated>, GenError> {
+) -> Result<Option<FixedPoly>, GenError> {
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
     let count = piece.count;
@@ -425,6 +463,33 @@ fn generate_at(
     // C(x, m) <= C(count-1, m).
     let rounding = binom_sum;
     let taylor = ceil_fixed(&taylor_rem, frac_bits);
+    let radius_shift = frac_bits as i64 - k as i64 + crossing as i64;
+    let radius = Integer::from(1) << radius_shift as u32;
+    Ok(Some(FixedPoly {
+        degree,
+        limbs,
+        crossing,
+        beta,
+        radius,
+        taylor,
+        rounding,
+    }))
+}
+
+/// Phases 1-3's per-domain polynomials and thresholds for the piece's fixed-point polynomial.
+fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated, GenError> {
+    let k = cfg.min_bits;
+    let count = piece.count;
+    let frac_bits = fx.frac_bits();
+    let FixedPoly {
+        degree,
+        limbs,
+        crossing,
+        beta,
+        radius,
+        taylor,
+        rounding,
+    } = fx;
 
     // A bound on |r_2| anywhere: the second difference of R~ at step 1.
     let r2_global: Integer = (2..=degree)
@@ -444,8 +509,6 @@ fn generate_at(
         .min(k.saturating_sub(4))
         .min(63 - count.leading_zeros());
     n = n.max(MIN_DOMAIN_BITS);
-    let radius_shift = frac_bits as i64 - k as i64 + crossing as i64;
-    let radius = Integer::from(1) << radius_shift as u32;
     // Smaller domains until the terms of degree 3 and more that each domain's polynomial leaves
     // out are small beside the search radius (they grow like N^3).
     let (rho, domains, left_out, bound2) = loop {
@@ -534,7 +597,7 @@ fn generate_at(
         vec![Integer::new()]
     };
 
-    Ok(Some(Generated {
+    Ok(Generated {
         piece,
         degree,
         limbs,
@@ -563,7 +626,7 @@ fn generate_at(
         e1,
         e2,
         t3,
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod ball;
 pub mod cuda;
+pub mod dense;
 pub mod exact;
 pub mod existence;
 pub mod fixed;

@@ -3,6 +3,7 @@
 //! The phases themselves are in `phases.rs` (the CPU's, on fixed-size words); the CUDA back end
 //! mirrors them in `kernels/cuda/` and must give identical answers.
 
+use crate::dense::{self, Dense};
 use crate::exact::{exact_run, ExactRun};
 use crate::existence::Test;
 use crate::format::{Format, Precision};
@@ -31,6 +32,9 @@ pub struct SearchConfig {
     /// List trivial regions (where `f(x)` rounds like `x` or like `f(0)`, `trivial.rs`) as
     /// runs with their rule rather than case by case.
     pub trivial_regions: bool,
+    /// Walk small pieces on their full-degree polynomial and verify only the candidates
+    /// (`dense.rs`) instead of judging every argument with MPFR. Off only to compare the two.
+    pub dense: bool,
 }
 
 impl SearchConfig {
@@ -43,6 +47,7 @@ impl SearchConfig {
             gen: GenConfig::new(min_bits),
             packet_domains: 4096,
             trivial_regions: true,
+            dense: true,
         }
     }
 
@@ -97,6 +102,8 @@ enum PiecePlan {
     /// Every argument through MPFR.
     Exhaustive,
     Generated(Box<Generated>),
+    /// Every argument walked on the piece's polynomial, the candidates through MPFR (`dense.rs`).
+    Dense(Box<Dense>),
     /// Every argument skipped for this reason.
     Skip(SkipReason),
     /// A trivial region.
@@ -130,6 +137,10 @@ pub struct Stats {
     /// without clear pieces stay what they were.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub clear_arguments: u64,
+    /// Arguments walked on their piece's full-degree polynomial (`dense.rs`), whose candidates
+    /// (counted in `candidates`) MPFR judged. Absent from the JSON when 0, as above.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dense_arguments: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -149,6 +160,7 @@ impl Stats {
         self.exhaustive_arguments += o.exhaustive_arguments;
         self.pieces += o.pieces;
         self.clear_arguments += o.clear_arguments;
+        self.dense_arguments += o.dense_arguments;
     }
 }
 
@@ -315,7 +327,19 @@ fn plan_pieces(
             // Sinpi, cospi, tanpi on coarse grids: a few values, each judged once.
             let periodic = classes(cfg.function, cfg.format(), piece).is_some();
             if piece.count <= EXHAUSTIVE_MAX || periodic {
-                pieces.push((piece, PiecePlan::Exhaustive));
+                let t = Instant::now();
+                // Periodic pieces judge one argument per class: nothing to walk.
+                let dense = if periodic {
+                    None
+                } else {
+                    dense::plan(cfg, piece)
+                };
+                let plan = match dense {
+                    Some(d) => PiecePlan::Dense(Box::new(d)),
+                    None => PiecePlan::Exhaustive,
+                };
+                timings.generation_s += t.elapsed().as_secs_f64();
+                pieces.push((piece, plan));
                 continue;
             }
             let t = Instant::now();
@@ -357,8 +381,13 @@ pub fn piece_modules(cfg: &SearchConfig, unit: UnitSpec) -> Vec<(usize, usize)> 
     if exact_run(cfg.function, cfg.format(), unit).is_some() {
         return Vec::new();
     }
+    // Dense pieces run on the host and need no module: skip building their polynomials.
+    let cfg = SearchConfig {
+        dense: false,
+        ..*cfg
+    };
     let mut modules: Vec<(usize, usize)> =
-        plan_pieces(cfg, unit, &mut Stats::default(), &mut Timings::default())
+        plan_pieces(&cfg, unit, &mut Stats::default(), &mut Timings::default())
             .into_iter()
             .filter_map(|(_, plan)| match plan {
                 PiecePlan::Generated(g) => Some((g.limbs, g.degree)),
@@ -418,29 +447,24 @@ pub fn search_unit(
                 stats.add(&out.stats);
                 timings.add(&out.timings);
                 let t = Instant::now();
-                let verdicts: Vec<Result<Verdict, VerifyError>> = out
-                    .candidates
-                    .par_iter()
-                    .map(|&o| {
-                        classify_in(cfg.function, cfg.format(), &piece.argument(o), cfg.min_bits)
-                    })
-                    .collect();
-                for (v, &o) in verdicts.into_iter().zip(&out.candidates) {
-                    match v? {
-                        Verdict::Hard(c) => hr_cases.push(c),
-                        Verdict::Exact(e) => exact_cases.push(e),
-                        Verdict::NotHard { .. } => stats.false_positives += 1,
-                        // A piece is generated only where no output leaves the range.
-                        Verdict::Skipped(r) => {
-                            return Err(SearchError::Backend(format!(
-                                "{}: a candidate of a generated piece is out of range ({}): \
-                                 generation and verification disagree",
-                                piece.argument(o).to_hex(cfg.precision),
-                                r.as_str()
-                            )))
-                        }
-                    }
-                }
+                let found = verify_candidates(cfg, piece, &out.candidates)?;
+                stats.false_positives += found.false_positives;
+                hr_cases.extend(found.hr_cases);
+                exact_cases.extend(found.exact_cases);
+                timings.verification_s += t.elapsed().as_secs_f64();
+            }
+            // On the host for every back end: the same candidates and counts on all.
+            PiecePlan::Dense(d) => {
+                let t = Instant::now();
+                let candidates = dense::candidates(&d, piece.count);
+                timings.phase3_s += t.elapsed().as_secs_f64();
+                stats.dense_arguments += piece.count;
+                stats.candidates += candidates.len() as u64;
+                let t = Instant::now();
+                let found = verify_candidates(cfg, piece, &candidates)?;
+                stats.false_positives += found.false_positives;
+                hr_cases.extend(found.hr_cases);
+                exact_cases.extend(found.exact_cases);
                 timings.verification_s += t.elapsed().as_secs_f64();
             }
         }
@@ -454,6 +478,48 @@ pub fn search_unit(
         skipped,
         timings,
     })
+}
+
+/// What MPFR made of a polynomial piece's candidates.
+struct Verified {
+    hr_cases: Vec<HrCase>,
+    exact_cases: Vec<ExactCase>,
+    false_positives: u64,
+}
+
+/// MPFR's verdict on each candidate offset of `piece`, in order. A polynomial piece is built
+/// only where its ball proves no output leaves the format's range, so a skipped candidate is
+/// an error, never dropped.
+fn verify_candidates(
+    cfg: &SearchConfig,
+    piece: UnitSpec,
+    candidates: &[u64],
+) -> Result<Verified, SearchError> {
+    let verdicts: Vec<Result<Verdict, VerifyError>> = candidates
+        .par_iter()
+        .map(|&o| classify_in(cfg.function, cfg.format(), &piece.argument(o), cfg.min_bits))
+        .collect();
+    let mut out = Verified {
+        hr_cases: Vec::new(),
+        exact_cases: Vec::new(),
+        false_positives: 0,
+    };
+    for (v, &o) in verdicts.into_iter().zip(candidates) {
+        match v? {
+            Verdict::Hard(c) => out.hr_cases.push(c),
+            Verdict::Exact(e) => out.exact_cases.push(e),
+            Verdict::NotHard { .. } => out.false_positives += 1,
+            Verdict::Skipped(r) => {
+                return Err(SearchError::Backend(format!(
+                    "{}: a candidate of a polynomial piece is out of range ({}): \
+                     generation and verification disagree",
+                    piece.argument(o).to_hex(cfg.precision),
+                    r.as_str()
+                )))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A unit's skipped runs as (offset in the unit, count, reason, trivial rule), merged when

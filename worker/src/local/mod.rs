@@ -679,7 +679,7 @@ fn render(
 fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
     writeln!(
         out,
-        "units {}  domains {}  phase-1 failures {}  subdomains {}  phase-2 failures {}  phase-3 arguments {}  candidates {}  false positives {}  exhaustive arguments {}  clear arguments {}",
+        "units {}  domains {}  phase-1 failures {}  subdomains {}  phase-2 failures {}  phase-3 arguments {}  candidates {}  false positives {}  exhaustive arguments {}  clear arguments {}  dense arguments {}",
         s.units,
         s.domains,
         s.phase1_failures,
@@ -689,7 +689,8 @@ fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
         s.candidates,
         s.false_positives,
         s.exhaustive_arguments,
-        s.clear_arguments
+        s.clear_arguments,
+        s.dense_arguments
     )?;
     Ok(())
 }
