@@ -35,6 +35,27 @@ pub struct SearchConfig {
     /// Walk small pieces on their full-degree polynomial and verify only the candidates
     /// (`dense.rs`) instead of judging every argument with MPFR. Off only to compare the two.
     pub dense: bool,
+    /// Where steep pieces are split in halves for speed (issue 26, [`SteepSplit`]).
+    pub steep: SteepSplit,
+}
+
+/// Steep pieces (the curvature lowered the domain size) wider than `max_limbs` limbs are split
+/// in halves while the halves keep at least `min_domains` domains (issue 26). A route only:
+/// the tests force it on at small precisions (`max_limbs: 0`) against the brute force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SteepSplit {
+    pub max_limbs: usize,
+    pub min_domains: u64,
+}
+
+impl SteepSplit {
+    /// The engine's choice, from exp in binary64 at 44 bits on one H100 (BENCHMARKS.md, issue
+    /// 26): pieces of `2^34` near 300 (degree 8, 5 limbs) ran 7 times faster per argument than
+    /// `2^38` (degree 11, 8 limbs) and a little faster than `2^32` or `2^30`.
+    pub const DEFAULT: SteepSplit = SteepSplit {
+        max_limbs: 5,
+        min_domains: 1 << 22,
+    };
 }
 
 impl SearchConfig {
@@ -48,6 +69,7 @@ impl SearchConfig {
             packet_domains: 4096,
             trivial_regions: true,
             dense: true,
+            steep: SteepSplit::DEFAULT,
         }
     }
 
@@ -346,6 +368,12 @@ fn plan_pieces(
             let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
             timings.generation_s += t.elapsed().as_secs_f64();
             match generated {
+                // Steep: halves walk fewer differences of fewer limbs (issue 26).
+                Ok(g) if split_steep(cfg, &g) => {
+                    let (left, right) = split(piece);
+                    stack.push(right);
+                    stack.push(left);
+                }
                 Ok(g) => pieces.push((piece, PiecePlan::Generated(Box::new(g)))),
                 Err(GenError::Overflow) => {
                     pieces.push((piece, PiecePlan::Skip(SkipReason::Overflow)))
@@ -372,6 +400,21 @@ fn plan_pieces(
         }
     }
     pieces
+}
+
+/// Whether a generated piece is split in halves for speed (issue 26): where `f` is steep in
+/// units of its own ulp (the curvature lowered the domain size below the configured one),
+/// a large piece needs a high degree and wide words (exp in binary64 on a unit of `2^40` near
+/// 300: degree 11, 8 limbs), and every domain walks `2 degree + 1` differences of that many
+/// limbs; halves need lower degrees and fewer limbs (`2^34`: degree 8, 5 limbs), and the GPU's
+/// phase 1 keeps its two-limb walk. Splitting is only a route: every piece is generated and
+/// searched with its own bounds, so no answer changes. It reads only the configuration and
+/// the generated piece, so the CPU and CUDA back ends (and `piece_modules`) get the same
+/// pieces. Where the domain size is the configured one (exp on [1, 2)) nothing changes.
+fn split_steep(cfg: &SearchConfig, g: &Generated) -> bool {
+    g.domain_bits < cfg.gen.domain_bits
+        && g.limbs > cfg.steep.max_limbs
+        && g.piece.count / 2 >= cfg.steep.min_domains.saturating_mul(g.domain_size())
 }
 
 /// The kernel modules, as (limbs, degree), that the generated pieces of `unit` need: what a GPU

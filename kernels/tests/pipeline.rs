@@ -5,7 +5,7 @@ use rug::Float;
 use std::collections::BTreeMap;
 use tmd_kernels::existence::Test;
 use tmd_kernels::plan::split_range;
-use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
+use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig, SteepSplit};
 use tmd_kernels::verify::Kind;
 use tmd_kernels::{Function, Precision};
 
@@ -147,6 +147,61 @@ fn precision_24_slices() {
     compare(Function::Asinh, 24, "0x1p+2", "0x1.04p+2", 15, 18);
     compare(Function::Log10, 24, "0x1p+3", "0x1.04p+3", 15, 18);
     compare(Function::Tan, 24, "0x1p-1", "0x1.04p-1", 15, 18);
+}
+
+/// Issue 26: steep regions (exp and sinh far from 0, tan next to its pole at pi/2, exp of a
+/// negative argument) with the steep split forced on (`max_limbs: 0`): every steep piece of
+/// `128` domains or more halves. The HR-cases and exact cases are the brute force's, with both
+/// tests, on more pieces than the default route (which never splits at these precisions).
+#[test]
+fn steep_regions_split_against_brute_force() {
+    let cases = [
+        (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
+        (Function::Sinh, 22, "0x1p+5", "0x1.2p+5", 14, 18),
+        (Function::Tan, 22, "0x1.8p+0", "0x1.92p+0", 14, 18),
+        (Function::Exp, 22, "-0x1.6p+5", "-0x1.4p+5", 14, 18),
+    ];
+    for (f, bits, from, to, k, u) in cases {
+        let p = Precision::new(bits).unwrap();
+        let (want, want_exact) = brute_force(f, p, from, to, k);
+        assert!(
+            !want.is_empty(),
+            "{f} p={bits} [{from},{to}) k={k}: no cases"
+        );
+        let units = split_range(f, p, from, to, Some(u)).unwrap();
+        let default = {
+            let cfg = SearchConfig::new(f, p, k);
+            search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
+        };
+        for test in [Test::Regular, Test::Lefevre] {
+            let mut cfg = SearchConfig::new(f, p, k);
+            cfg.test = test;
+            cfg.steep = SteepSplit {
+                max_limbs: 0,
+                min_domains: 128,
+            };
+            let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
+            let got: BTreeMap<String, (u32, Kind)> = r
+                .hr_cases
+                .iter()
+                .map(|c| (c.x.clone(), (c.bits, c.kind)))
+                .collect();
+            assert_eq!(got, want, "{f} p={bits} [{from},{to}) k={k} {test:?}");
+            let got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
+            assert_eq!(got_exact, want_exact, "{f} exact cases");
+            assert!(
+                r.stats.pieces > default.stats.pieces,
+                "{f} p={bits}: the split must happen ({:?} against {:?})",
+                r.stats,
+                default.stats
+            );
+            assert!(
+                r.stats.exhaustive_arguments < r.arguments && r.stats.domains > 0,
+                "{f} p={bits}: the polynomial path must be exercised ({:?})",
+                r.stats
+            );
+        }
+    }
 }
 
 #[test]

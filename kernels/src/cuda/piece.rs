@@ -19,6 +19,38 @@ pub(super) fn check_supported(g: &Generated) -> Result<(), CudaError> {
     Ok(())
 }
 
+/// The packet for phase 1 (issue 26): `packet` (the default or `TMD_CUDA_PACKET`), halved
+/// (down to 16) while the two-limb walk over it would drop more than its exact fallback
+/// takes: where words are wider than two limbs and the walk's slack is unbounded
+/// (`walk_slack`: `None`) or would leave more than a quarter of `EXACT_CAP` domains of the
+/// piece undecided (about `(slack_b + slack_s) / 2^64` of them), phase 1 would run the exact
+/// walk of `L` limbs and `2 degree + 1` differences, beyond the registers (exp in binary64 on
+/// a unit of `2^40` near 300: degree 11, 8 limbs, packets of 1024). A shorter packet only
+/// maps the same domains onto more threads: no answer depends on it.
+pub(super) fn top_walk_packet(g: &Generated, packet: u64) -> u64 {
+    if g.limbs <= 2 || env_u64("TMD_CUDA_TOP") == Some(0) {
+        return packet;
+    }
+    // Undecided domains expected: domains (slack_b + slack_s) / 2^64 <= EXACT_CAP / 4.
+    let fits = |p: u64| {
+        let steps = p.saturating_sub(1);
+        match (
+            walk_slack(g.walk_b.len(), steps),
+            walk_slack(g.walk_slope.len(), steps),
+        ) {
+            (Some(b), Some(s)) => {
+                (b as u128 + s as u128) * g.domains as u128 <= (EXACT_CAP as u128 / 4) << 64
+            }
+            _ => false,
+        }
+    };
+    let mut p = packet;
+    while p > 16 && !fits(p) {
+        p /= 2;
+    }
+    p
+}
+
 /// Phases 1-3 of `g` within the lists of `slot` (see the module's notes on memory).
 pub(super) fn run_piece_in(
     dev: &Device,
@@ -28,7 +60,7 @@ pub(super) fn run_piece_in(
 ) -> Result<PieceOutcome, CudaError> {
     let l = g.limbs;
     let kappa_bits = g.domain_bits - g.sub_bits;
-    let packet = packet_for(g.domains);
+    let packet = top_walk_packet(g, packet_for(g.domains));
     if !slot_fits(&slot.shares, l as u64, kappa_bits, g.domain_bits, packet) {
         return Err(CudaError::Unsupported(format!(
             "{} per piece is too small for {l} limbs and {} subdomains of 2^{} arguments",

@@ -103,3 +103,44 @@ fn the_two_limb_walk_stays_within_its_slack() {
     assert_eq!(walk_slack(2, 256), Some(256));
     assert!(walk_slack(13, 4096).is_none());
 }
+
+/// Issue 26: the packet keeps the two-limb walk where the default would lose it (exp in
+/// binary64 near 300 on a piece of 2^38: degree 11, 8 limbs, 2^28 domains), and stays the
+/// default where the walk already fits (exp on a unit of [1, 2)).
+#[test]
+fn the_packet_keeps_the_two_limb_walk() {
+    use crate::generation::{generate, GenConfig};
+    use crate::plan::UnitSpec;
+    use crate::{Function, Precision};
+    let gen = |exponent, count| {
+        let piece = UnitSpec {
+            negative: false,
+            exponent,
+            first: 3 << 51,
+            count,
+        };
+        generate(
+            Function::Exp,
+            Precision::BINARY64,
+            &GenConfig::new(44),
+            piece,
+        )
+        .unwrap()
+    };
+    let flat = gen(0, 1 << 40);
+    let p = gpu_packet(flat.domains);
+    assert_eq!(piece::top_walk_packet(&flat, p), p);
+    let steep = gen(8, 1 << 38);
+    assert!(steep.limbs > 2);
+    let p = gpu_packet(steep.domains);
+    assert_eq!(
+        walk_slack(steep.walk_b.len(), p - 1),
+        None,
+        "the default loses the walk"
+    );
+    let q = piece::top_walk_packet(&steep, p);
+    assert!(q < p && q >= 16, "{q}");
+    let slack = walk_slack(steep.walk_b.len(), q - 1).unwrap()
+        + walk_slack(steep.walk_slope.len(), q - 1).unwrap();
+    assert!(slack as u128 * steep.domains as u128 <= (EXACT_CAP as u128 / 4) << 64);
+}
