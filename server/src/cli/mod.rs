@@ -451,8 +451,8 @@ pub struct CreateArgs {
     /// The whole function: every finite argument of --format (a named format) where the
     /// function is defined, instead of --from/--to. Overflow, underflow, poles, trivial, far
     /// and exact regions are skipped runs as for a range; a block where every argument is
-    /// skipped is one unit (whole exp in binary64 at 44 bits: about 33,000 units searched and
-    /// about 2,000 that skip everything). sin, cos and tan of binary64 and binary80 are refused
+    /// skipped is one unit (whole exp in binary64 at 44 bits: about 55,000 units of 2^44 in the
+    /// binades that search something, a few thousand that skip everything). sin, cos and tan of binary64 and binary80 are refused
     /// (huge arguments are out of reach), naming the range the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,

@@ -635,6 +635,54 @@ mod tests {
         );
     }
 
+    /// Issue 25: a whole campaign plans every finite argument of its format, stores the
+    /// domain as its one range, and refuses what is out of reach.
+    #[test]
+    fn whole_campaigns_plan_the_format_and_refuse_what_is_out_of_reach() {
+        let c = NewCampaign {
+            name: "w".into(),
+            function: "exp".into(),
+            format: Some("binary16".into()),
+            precision: None,
+            min_bits: 8,
+            ranges: Vec::new(),
+            whole: true,
+            unit_bits: Some(6),
+            replication: 1,
+            distinct_owners: false,
+            adaptive: false,
+            audit_rate: 0.1,
+            trust_after: 20,
+            trust_all_workers: false,
+            priority: 0,
+        };
+        let p = plan(&c, 1 << 20).unwrap();
+        let (from, to) = (&p.ranges[0].from, &p.ranges[0].to);
+        assert_eq!((from.as_str(), to.as_str()), ("-0x1.ffcp+15", "0x1p+16"));
+        // Every finite binary16 number but -0: 2^16 - 2^11 (infinities, NaNs) - 1.
+        let arguments: u64 = p.units.iter().map(|u| u.count).sum();
+        assert_eq!(arguments, (1 << 16) - (1 << 11) - 1);
+        assert!(
+            p.units.iter().any(|u| u.count > 1 << 6),
+            "nothing collapsed"
+        );
+        let sin64 = NewCampaign {
+            function: "sin".into(),
+            format: Some("binary64".into()),
+            ..c.clone()
+        };
+        let e = plan(&sin64, 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("out of reach") && e.contains("0x1p+20"), "{e}");
+        let bare = NewCampaign {
+            format: Some("p24".into()),
+            ..c
+        };
+        assert!(plan(&bare, 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("named format"));
+    }
+
     /// The unit of binary16 significands `[first, first + count)` at `2^exponent`.
     #[test]
     fn a_binade_that_skips_nothing_answers_for_its_units() {
