@@ -448,7 +448,8 @@ pub fn far_beyond(f: Function, fmt: Format, x: &Float) -> Option<SkipReason> {
     let e = y.get_exp().expect("finite nonzero") - 1; // 2^e <= |y| < 2^(e+1)
     if e >= r.emax + 2 {
         Some(SkipReason::Overflow)
-    } else if e + 1 <= r.emin - pb as i32 - 2 {
+    } else if e < r.emin - pb as i32 - 2 {
+        // |y| < 2^(e+1) <= 2^(emin-p-2).
         Some(SkipReason::Underflow)
     } else {
         None
