@@ -186,3 +186,40 @@ fn periodic_functions_of_huge_arguments_are_refused_with_what_can_be_done() {
         Err(WholeError::Bare(_))
     ));
 }
+
+/// `far_beyond` decides by a factor 2 beyond the format's limits, none near them: exp in
+/// binary64 between its overflow threshold and MPFR's (where a ball over a wide piece is too
+/// wide to decide) is skipped at once, and a whole binade there is one run in milliseconds.
+#[test]
+fn far_beyond_the_format_is_decided_at_once() {
+    use crate::verify::{far_beyond, SkipReason};
+    let b64 = Format::named("binary64").unwrap();
+    let x = |s: &str| crate::format::parse_number(s, 53, rug::float::Round::Nearest).unwrap();
+    let exp = Function::Exp;
+    assert_eq!(
+        far_beyond(exp, b64, &x("0x1p+25")),
+        Some(SkipReason::Overflow)
+    );
+    assert_eq!(
+        far_beyond(exp, b64, &x("-0x1p+25")),
+        Some(SkipReason::Underflow)
+    );
+    // exp(709.8) is about 2^1024.0: beyond, but not by a factor 2; 711 is.
+    assert_eq!(far_beyond(exp, b64, &x("709.8")), None);
+    assert_eq!(far_beyond(exp, b64, &x("711")), Some(SkipReason::Overflow));
+    assert_eq!(far_beyond(exp, b64, &x("1")), None);
+    assert_eq!(
+        far_beyond(exp, Format::bare(Precision::BINARY64), &x("0x1p+25")),
+        None
+    );
+    let t = std::time::Instant::now();
+    let unit = UnitSpec {
+        negative: false,
+        exponent: 25,
+        first: 1 << 52,
+        count: 1 << 52,
+    };
+    let runs = skipped_runs(exp, b64, 44, unit).unwrap();
+    assert!(runs.len() == 1 && runs[0].count == 1 << 52, "{runs:?}");
+    assert!(t.elapsed().as_secs_f64() < 1.0, "{:?}", t.elapsed());
+}
