@@ -11,6 +11,7 @@ use crate::format::{Exponents, Precision};
 use crate::function::Function;
 use crate::plan::UnitSpec;
 use crate::series::Series;
+use crate::verify::{far_beyond, SkipReason};
 use rug::ops::Pow;
 use rug::{Float, Integer};
 
@@ -311,19 +312,19 @@ fn fixed_at(
     let k = cfg.min_bits;
     let count = piece.count;
     if cfg.exponents.is_some() {
-        // Beyond MPFR's exponent range (|f| above about 2^(2^30) or below 2^(-2^30)) no ball
-        // can be evaluated. Our functions are monotonic on a piece of one sign wherever they
-        // get that large or small, so both ends beyond it put the whole piece beyond it (far
-        // outside every format); one end beyond it: split.
+        // Far beyond the format's range (`verify::far_beyond`: by a factor 2, or beyond MPFR's
+        // exponent range, about 2^(±2^30), where no ball can be evaluated). Our functions are
+        // monotonic on a piece of one sign wherever they get that large or small, so both ends
+        // beyond it put the whole piece beyond it; one end beyond it: split.
+        let fmt = crate::format::Format {
+            precision: p,
+            exponents: cfg.exponents,
+        };
         let beyond = |t: u64| {
-            let (y, ord) = f.eval(&piece.argument(t).to_float(p), p.bits() + 64);
-            if y.is_infinite() && !f.has_poles() {
-                Some(GenError::Overflow)
-            } else if y.is_zero() && ord != std::cmp::Ordering::Equal {
-                Some(GenError::Underflow)
-            } else {
-                None
-            }
+            far_beyond(f, fmt, &piece.argument(t).to_float(p)).map(|r| match r {
+                SkipReason::Overflow => GenError::Overflow,
+                _ => GenError::Underflow,
+            })
         };
         match (beyond(0), beyond(count - 1)) {
             (None, None) => {}

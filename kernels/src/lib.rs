@@ -23,6 +23,7 @@ pub mod skip;
 pub mod stripe;
 pub mod trivial;
 pub mod verify;
+pub mod whole;
 
 pub use format::{Argument, FormatError, Precision};
 pub use function::{Function, UnknownFunction};

@@ -71,7 +71,7 @@ pub enum PlanError {
         x: String,
         what: &'static str,
     },
-    #[error("unit size 2^{0} is outside 4..=48")]
+    #[error("unit size 2^{0} is outside 4..={max}", max = MAX_UNIT_BITS)]
     UnitBits(u32),
     #[error("the range would make {0} units; cut it into smaller campaigns or use larger units")]
     TooManyUnits(u64),
@@ -97,10 +97,22 @@ pub fn format_exponent_range(fmt: Format) -> (i32, i32) {
 
 /// The default unit size `U` (2^U arguments): 40 for binary64 as published, smaller for small
 /// precisions so that a binade still makes several units, each long enough for a polynomial to
-/// pay.
+/// pay, and larger above binary64 so that a unit still holds seconds of GPU work: binary80
+/// (`p = 64`) takes 2.0 ms of one H100 per 2^40 arguments in [1, 2) at 54 bits (issue 25), so
+/// its units are 2^50 arguments (about 2 s there) and one of its binades is 8,192 units instead
+/// of 8.4 million.
 pub fn default_unit_bits(p: Precision) -> u32 {
-    (p.bits().saturating_sub(4)).clamp(12, 40)
+    let b = p.bits();
+    if b <= 53 {
+        b.saturating_sub(4).clamp(12, 40)
+    } else {
+        (b - 14).min(50)
+    }
 }
+
+/// The largest unit size `U`: a binade of binary80 is 2^63 significands, and the coordinator
+/// stores a unit's count as a signed 64-bit integer.
+pub const MAX_UNIT_BITS: u32 = 56;
 
 /// The largest number of units one call may produce.
 pub const MAX_UNITS: u64 = 50_000_000;
@@ -119,31 +131,11 @@ pub fn parse_range(p: Precision, from: &str, to: &str) -> Result<(Float, Float),
     Ok((lo, hi))
 }
 
-/// The units covering the arguments of `[from, to)` for a bare precision `p`.
-pub fn split_range(
-    f: Function,
-    p: Precision,
-    from: &str,
-    to: &str,
-    unit_bits: Option<u32>,
-) -> Result<Vec<UnitSpec>, PlanError> {
-    split_range_in(f, Format::bare(p), from, to, unit_bits)
-}
-
-/// The units covering the arguments of `[from, to)` in format `fmt`.
-pub fn split_range_in(
-    f: Function,
-    fmt: Format,
-    from: &str,
-    to: &str,
-    unit_bits: Option<u32>,
-) -> Result<Vec<UnitSpec>, PlanError> {
+/// The arguments of `[lo, hi)` in format `fmt` (both ends numbers of the format, `lo < hi`) as
+/// runs of significands `(negative, exponent, first, last)` of one binade each, `last`
+/// included, in increasing order of value; a bare precision's zero is not among them.
+pub(crate) fn binade_pieces(fmt: Format, lo: &Float, hi: &Float) -> Vec<(bool, i32, u64, u64)> {
     let p = fmt.precision;
-    let u = unit_bits.unwrap_or_else(|| default_unit_bits(p));
-    if !(4..=48).contains(&u) {
-        return Err(PlanError::UnitBits(u));
-    }
-    let (lo, hi) = parse_range(p, from, to)?;
     let pb = p.bits();
     let (emin, emax) = format_exponent_range(fmt);
     // Collect (negative, exponent, first, last) per binade, in increasing order of value.
@@ -187,12 +179,12 @@ pub fn split_range_in(
         for e in (emin..=emax).rev() {
             // |x| in (|hi_neg|, |lo|] within binade e: significands in (s_lo, s_hi].
             let first = floor(&sig(&hi_neg, e)) + 1u32;
-            let last = floor(&sig(&lo, e));
+            let last = floor(&sig(lo, e));
             push(true, e, first, last, &bottom);
         }
         if subnormal {
             let first = floor(&sig(&hi_neg, emin)) + 1u32;
-            let last = floor(&sig(&lo, emin));
+            let last = floor(&sig(lo, emin));
             push(true, emin, first, last, &Integer::from(1));
         }
     }
@@ -205,16 +197,48 @@ pub fn split_range_in(
         if subnormal {
             // Zero (significand 0) where lo <= 0, then the positive subnormal numbers.
             let first = ceil(&sig(&lo_pos, emin));
-            let last = ceil(&sig(&hi, emin)) - 1u32;
+            let last = ceil(&sig(hi, emin)) - 1u32;
             push(false, emin, first, last, &Integer::new());
         }
         for e in emin..=emax {
             // x in [lo_pos, hi) within binade e: significands in [s_lo, s_hi).
             let first = ceil(&sig(&lo_pos, e));
-            let last = ceil(&sig(&hi, e)) - 1u32;
+            let last = ceil(&sig(hi, e)) - 1u32;
             push(false, e, first, last, &bottom);
         }
     }
+    pieces
+}
+
+/// The units covering the arguments of `[from, to)` for a bare precision `p`.
+pub fn split_range(
+    f: Function,
+    p: Precision,
+    from: &str,
+    to: &str,
+    unit_bits: Option<u32>,
+) -> Result<Vec<UnitSpec>, PlanError> {
+    split_range_in(f, Format::bare(p), from, to, unit_bits)
+}
+
+/// The units covering the arguments of `[from, to)` in format `fmt`.
+pub fn split_range_in(
+    f: Function,
+    fmt: Format,
+    from: &str,
+    to: &str,
+    unit_bits: Option<u32>,
+) -> Result<Vec<UnitSpec>, PlanError> {
+    let p = fmt.precision;
+    let u = unit_bits.unwrap_or_else(|| default_unit_bits(p));
+    if !(4..=MAX_UNIT_BITS).contains(&u) {
+        return Err(PlanError::UnitBits(u));
+    }
+    let (lo, hi) = parse_range(p, from, to)?;
+    let pb = p.bits();
+    let (emin, _) = format_exponent_range(fmt);
+    let subnormal = fmt.exponents.is_some();
+    let mut pieces = binade_pieces(fmt, &lo, &hi);
     if pieces.is_empty() {
         return Err(PlanError::NoArguments {
             from: from.into(),
@@ -232,7 +256,7 @@ pub fn split_range_in(
     }
     let total: u64 = pieces
         .iter()
-        .map(|&(_, _, first, last)| (last >> u) - (first >> u) + 1)
+        .map(|&(_, _, first, last)| units_in(first, last, u))
         .sum();
     if total > MAX_UNITS {
         return Err(PlanError::TooManyUnits(total));
@@ -282,23 +306,34 @@ pub fn split_range_in(
     }
     let mut units = Vec::with_capacity(total as usize);
     for (neg, e, first, last) in pieces {
-        let mut s = first;
-        loop {
-            let block_end = ((s >> u) << u).saturating_add((1u64 << u) - 1);
-            let end = block_end.min(last);
-            units.push(UnitSpec {
-                negative: neg,
-                exponent: e,
-                first: s,
-                count: end - s + 1,
-            });
-            if end == last {
-                break;
-            }
-            s = end + 1;
-        }
+        cut(neg, e, first, last, u, &mut units);
     }
     Ok(units)
+}
+
+/// The number of aligned units of `2^u` significands that `[first, last]` touches.
+pub(crate) fn units_in(first: u64, last: u64, u: u32) -> u64 {
+    (last >> u) - (first >> u) + 1
+}
+
+/// Cuts the significands `[first, last]` of one binade into units aligned on multiples of
+/// `2^u`, appended to `out` in significand order.
+pub(crate) fn cut(neg: bool, e: i32, first: u64, last: u64, u: u32, out: &mut Vec<UnitSpec>) {
+    let mut s = first;
+    loop {
+        let block_end = ((s >> u) << u).saturating_add((1u64 << u) - 1);
+        let end = block_end.min(last);
+        out.push(UnitSpec {
+            negative: neg,
+            exponent: e,
+            first: s,
+            count: end - s + 1,
+        });
+        if end == last {
+            break;
+        }
+        s = end + 1;
+    }
 }
 
 #[cfg(test)]

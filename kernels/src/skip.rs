@@ -19,9 +19,8 @@ use crate::plan::UnitSpec;
 use crate::search::{split, Runs, Skipped};
 use crate::series::Series;
 use crate::trivial::{partition, Part, Rule};
-use crate::verify::{classify_in, SkipReason, Verdict, VerifyError};
+use crate::verify::{classify_in, far_beyond, SkipReason, Verdict, VerifyError};
 use rug::Float;
-use std::cmp::Ordering;
 
 /// The working precision of the ball evaluations: the ends of a piece are exact at it.
 fn ball_prec(fmt: Format) -> u32 {
@@ -126,19 +125,10 @@ fn judge_piece(f: Function, fmt: Format, piece: UnitSpec) -> Piece {
     let p = fmt.precision;
     let prec = ball_prec(fmt);
     if fmt.exponents.is_some() {
-        // Beyond MPFR's exponent range no ball can be evaluated; as in generation, our
-        // functions are monotonic on a piece of one sign wherever they get that large or
-        // small, so both ends beyond it put the whole piece beyond it.
-        let beyond = |t: u64| {
-            let (y, ord) = f.eval(&piece.argument(t).to_float(p), p.bits() + 64);
-            if y.is_infinite() && !f.has_poles() {
-                Some(SkipReason::Overflow)
-            } else if y.is_zero() && ord != Ordering::Equal {
-                Some(SkipReason::Underflow)
-            } else {
-                None
-            }
-        };
+        // Far beyond the format's range (or MPFR's, where no ball can be evaluated), as in
+        // generation: our functions are monotonic on a piece of one sign wherever they get
+        // that large or small, so both ends beyond it put the whole piece beyond it.
+        let beyond = |t: u64| far_beyond(f, fmt, &piece.argument(t).to_float(p));
         match (beyond(0), beyond(piece.count - 1)) {
             (None, None) => {}
             (Some(a), Some(b)) if a == b => return Piece::All(a),

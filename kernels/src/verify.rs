@@ -422,6 +422,40 @@ pub fn verify_case_in(
     classify_float_in(f, fmt, &v, min_bits)
 }
 
+/// Whether `f` at `x` (an argument of the named format `fmt`, `f` without poles) is beyond the
+/// format's range by a factor 2 at least, from one MPFR evaluation at `p + 64` bits (relative
+/// error below `2^-(p+64)`, so the factor decides): `Overflow` where `|f(x)| >= 2^(emax+2)`,
+/// `Underflow` where `|f(x)| < 2^(emin-p-2)` or `f(x)` rounds to 0 inexactly (beyond MPFR's
+/// range). Both ends of a piece of one sign beyond for the same reason put the whole piece
+/// beyond (our functions are monotonic there; docs/error-analysis.md §2): the search and
+/// `skip.rs` then skip it without bisecting the band between the format's limit and MPFR's,
+/// where a ball over a wide piece is too wide to decide (exp above 2^18 in binary64 took
+/// 2^(e-18) pieces per binade). `None` near the limits (the ball and bisection decide) and
+/// for a bare precision.
+pub fn far_beyond(f: Function, fmt: Format, x: &Float) -> Option<SkipReason> {
+    let r = fmt.exponents?;
+    let pb = fmt.precision.bits();
+    let (y, ord) = f.eval(x, pb + 64);
+    if y.is_infinite() && !f.has_poles() {
+        return Some(SkipReason::Overflow);
+    }
+    if y.is_zero() {
+        return (ord != Ordering::Equal).then_some(SkipReason::Underflow);
+    }
+    if !y.is_finite() || f.has_poles() {
+        return None;
+    }
+    let e = y.get_exp().expect("finite nonzero") - 1; // 2^e <= |y| < 2^(e+1)
+    if e >= r.emax + 2 {
+        Some(SkipReason::Overflow)
+    } else if e < r.emin - pb as i32 - 2 {
+        // |y| < 2^(e+1) <= 2^(emin-p-2).
+        Some(SkipReason::Underflow)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -107,9 +107,18 @@ pub struct CreateCampaign {
     /// engine takes at most 60).
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 60))]
     pub min_bits: u32,
-    /// The argument ranges, each half-open; at least one.
-    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1024))]
+    /// The argument ranges, each half-open; at least one, unless `whole`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 1024))]
     pub ranges: Vec<ArgRange>,
+    /// The whole function: every finite argument of `format` (a named format) where the
+    /// function is defined, instead of `ranges` (which must then be empty). Overflow,
+    /// underflow, poles, trivial, far and exact regions are skipped runs as for a range, and a
+    /// block where every argument is skipped is one unit. Refused where the whole function is
+    /// out of reach (sin, cos, tan of binary64 and binary80), naming the range that is not.
+    /// Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<bool>,
     /// log2 of the arguments per unit; the engine's default when absent.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(maximum = 62))]

@@ -39,6 +39,10 @@ pub struct Header {
     pub to: String,
     pub unit_bits: Option<u32>,
     pub domain_bits: u32,
+    /// `search --whole`: its units collapse blocks that skip every argument, unlike the
+    /// range's own (`tmd_kernels::whole`). Absent (false) in journals written before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
 }
 
 /// The journal's version: version 2 adds the compacted line (a version-1 reader would take
@@ -264,6 +268,7 @@ mod tests {
             to: "0x1p+1".into(),
             unit_bits: Some(16),
             domain_bits: 15,
+            whole: false,
         }
     }
 

@@ -33,6 +33,9 @@ enum Command {
     Bench(local::BenchArgs),
     /// Evaluate one argument with MPFR and print its hardness.
     Eval(local::EvalArgs),
+    /// Project a range's or a whole function's cost (time on this machine, HR-cases, with
+    /// their uncertainty) from a seeded random sample of its units, per binade.
+    Estimate(local::EstimateArgs),
     /// Run as a worker of a coordinator: lease units, compute, post results, repeat.
     Run(daemon::RunArgs),
     /// Known-answer tests of the GPU arithmetic against the CPU; nonzero exit on any failure.
@@ -60,6 +63,7 @@ fn main() -> Result<()> {
         Command::Search(a) => local::search(a),
         Command::Bench(a) => local::bench(a),
         Command::Eval(a) => local::eval(a),
+        Command::Estimate(a) => local::estimate(a),
         Command::Run(a) => match daemon::run(a) {
             Err(e) if e.downcast_ref::<daemon::Quarantined>().is_some() => {
                 eprintln!("Error: {e}");

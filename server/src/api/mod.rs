@@ -216,7 +216,7 @@ async fn create_campaign(
             precision: plan.precision,
             format: plan.format.as_deref(),
             min_bits: new.min_bits,
-            ranges: &new.ranges,
+            ranges: &plan.ranges,
             unit_bits: plan.unit_bits,
             replication: new.replication,
             distinct_owners: new.distinct_owners,

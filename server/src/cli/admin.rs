@@ -163,6 +163,7 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                         to: t.clone(),
                     })
                     .collect(),
+                whole: a.whole.then_some(true),
                 unit_bits: a.unit_bits,
                 replication: a.replication,
                 trust_all_workers: a.trust_all_workers.then_some(true),

@@ -433,12 +433,29 @@ pub struct CreateArgs {
     /// Report cases with at least this many identical bits after the rounding bit.
     #[arg(long)]
     pub min_bits: u32,
-    /// Start of a range (C99 hex or decimal); repeat with --to for several ranges.
-    #[arg(long = "from", required = true)]
+    /// Start of a range (C99 hex or decimal; negative as written: --from -0x1p+3); repeat
+    /// with --to for several ranges.
+    #[arg(
+        long = "from",
+        allow_hyphen_values = true,
+        required_unless_present = "whole"
+    )]
     pub from: Vec<String>,
     /// End (excluded) of a range; one per --from.
-    #[arg(long = "to", required = true)]
+    #[arg(
+        long = "to",
+        allow_hyphen_values = true,
+        required_unless_present = "whole"
+    )]
     pub to: Vec<String>,
+    /// The whole function: every finite argument of --format (a named format) where the
+    /// function is defined, instead of --from/--to. Overflow, underflow, poles, trivial, far
+    /// and exact regions are skipped runs as for a range; a block where every argument is
+    /// skipped is one unit (whole exp in binary64 at 44 bits: about 55,000 units of 2^44 in the
+    /// binades that search something, a few thousand that skip everything). sin, cos and tan of binary64 and binary80 are refused
+    /// (huge arguments are out of reach), naming the range the engine can do.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub whole: bool,
     /// log2 of the arguments per unit: each unit is one lease entry and one result row.
     ///
     /// For GPU farms pick it from the rows per second the coordinator must record: GPUs x
@@ -594,6 +611,37 @@ mod tests {
             assert!(args.config().is_err(), "{token} accepted");
         }
         assert!(check_admin_token(&"ab12".repeat(8)).is_ok());
+    }
+
+    /// `campaign create`'s args from the words after it.
+    fn create(words: &[&str]) -> Result<CreateArgs, clap::Error> {
+        let mut argv = vec!["tmd-server", "campaign", "create", "--function", "exp"];
+        argv.extend(["--format", "binary64", "--min-bits", "44"]);
+        argv.extend(words);
+        let cli = Cli::try_parse_from(argv)?;
+        match cli.command {
+            Command::Campaign {
+                command: CampaignCommand::Create(a),
+                ..
+            } => Ok(a),
+            _ => panic!("campaign create expected"),
+        }
+    }
+
+    /// Issue 25: negative bounds as written, and --whole instead of bounds.
+    #[test]
+    fn campaign_create_takes_negative_bounds_and_whole() {
+        let a = create(&["--from", "-0x1p+3", "--to", "-0x1p+1"]).unwrap();
+        assert_eq!(
+            (a.from, a.to),
+            (vec!["-0x1p+3".into()], vec!["-0x1p+1".into()])
+        );
+        let a = create(&["--from", "-745", "--to", "1", "--from", "1", "--to", "2"]).unwrap();
+        assert_eq!(a.from, ["-745", "1"]);
+        let a = create(&["--whole"]).unwrap();
+        assert!(a.whole && a.from.is_empty());
+        assert!(create(&[]).is_err(), "neither bounds nor --whole");
+        assert!(create(&["--whole", "--from", "1", "--to", "2"]).is_err());
     }
 
     #[test]

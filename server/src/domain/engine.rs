@@ -11,8 +11,9 @@ use tmd_kernels::format::Format;
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
 use tmd_kernels::skip::runs_are_pointwise;
 use tmd_kernels::verify::{verify_case_in, Kind, Verdict};
+use tmd_kernels::whole::{split_whole, whole_domain};
 use tmd_kernels::{Argument, Function, Precision};
-use tmd_wire::{HrCase, HrKind, SkippedRun, UnitSpec};
+use tmd_wire::{ArgRange, HrCase, HrKind, SkippedRun, UnitSpec};
 
 /// A campaign's resolved parameters and units, in argument order.
 #[derive(Debug, Clone)]
@@ -23,6 +24,8 @@ pub struct Plan {
     /// The named format (`binary32`), or `None` for a bare precision (exponent unbounded).
     pub format: Option<String>,
     pub unit_bits: u32,
+    /// The ranges planned: the request's, or the whole function's domain (one range).
+    pub ranges: Vec<ArgRange>,
     pub units: Vec<UnitSpec>,
 }
 
@@ -59,8 +62,9 @@ pub fn describe_format(precision: u32, format: Option<&str>) -> String {
 }
 
 /// The unit size of a campaign created without `unit_bits`: the engine's default for small
-/// formats, but 2^44 arguments at binary64 (the engine's own default there is 2^40), and small
-/// enough that a unit expects at most 2^10 HR-cases at `min_bits`.
+/// formats, but 2^44 arguments at binary64 (the engine's own default there is 2^40) and 2^50
+/// at binary80 (the engine's default: a unit is then about 2 s of an H100 in [1, 2), not
+/// milliseconds), and small enough that a unit expects at most 2^10 HR-cases at `min_bits`.
 ///
 /// Why 2^44 for a farm: each unit is one result row, one unit update and one verdict, so the
 /// coordinator's load is rows per second = GPUs x units/s per GPU. One H100 finishes about 90
@@ -70,7 +74,10 @@ pub fn describe_format(precision: u32, format: Option<&str>) -> String {
 /// 5,600 results per second, and a whole binary64 binade is 256 units. A CPU core takes
 /// minutes per such unit, which a lease of one unit and heartbeats handle.
 pub fn default_unit_bits(precision: u32, min_bits: u32) -> u32 {
-    let by_format = precision.saturating_sub(4).clamp(12, 44);
+    let by_format = match Precision::new(precision) {
+        Ok(p) if precision > 53 => tmd_kernels::plan::default_unit_bits(p),
+        _ => precision.saturating_sub(4).clamp(12, 44),
+    };
     by_format.min(min_bits + 9)
 }
 
@@ -85,6 +92,31 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         .unit_bits
         .unwrap_or_else(|| default_unit_bits(precision.bits(), c.min_bits));
     let mut units: Vec<UnitSpec> = Vec::new();
+    let wire = |u: EngineUnit| UnitSpec {
+        negative: u.negative,
+        exponent: u.exponent,
+        first: u.first,
+        count: u.count,
+    };
+    let mut ranges = c.ranges.clone();
+    if c.whole {
+        let bad = |e: tmd_kernels::whole::WholeError| Error::BadRequest(e.to_string());
+        let d = whole_domain(function, fmt).map_err(bad)?;
+        units = split_whole(function, fmt, c.min_bits, Some(unit_bits))
+            .map_err(bad)?
+            .into_iter()
+            .map(wire)
+            .collect();
+        ranges = vec![ArgRange {
+            from: d.from,
+            to: d.to,
+        }];
+        if units.len() > max_units {
+            return Err(Error::BadRequest(format!(
+                "the campaign would have more than {max_units} units: use a larger unit_bits"
+            )));
+        }
+    }
     for r in &c.ranges {
         // A named format's arguments are its normal numbers (its exponent range).
         let specs = split_range_in(function, fmt, &r.from, &r.to, Some(unit_bits))
@@ -95,12 +127,7 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
                 r.from, r.to
             )));
         }
-        units.extend(specs.into_iter().map(|u| UnitSpec {
-            negative: u.negative,
-            exponent: u.exponent,
-            first: u.first,
-            count: u.count,
-        }));
+        units.extend(specs.into_iter().map(wire));
         if units.len() > max_units {
             return Err(Error::BadRequest(format!(
                 "the campaign would have more than {max_units} units: use a larger unit_bits"
@@ -113,6 +140,7 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         precision: precision.bits(),
         format: fmt.exponents.map(|_| fmt.name()),
         unit_bits,
+        ranges,
         units,
     })
 }
@@ -490,12 +518,15 @@ mod tests {
             20,
             "binary32 as the engine's default"
         );
-        assert_eq!(default_unit_bits(64, 60), 44);
+        // binary80: units of 2^50 (about 2 s of an H100 in [1, 2) at 54 bits, issue 25).
+        assert_eq!(default_unit_bits(64, 60), 50);
+        assert_eq!(default_unit_bits(64, 54), 50);
         assert_eq!(default_unit_bits(8, 30), 12);
         for p in 8..=64 {
             for k in 1..=64 {
                 let u = default_unit_bits(p, k);
-                assert!(u <= 44 && u <= k + 9, "p {p} k {k}: {u}");
+                let most = if p > 53 { 50 } else { 44 };
+                assert!(u <= most && u <= k + 9, "p {p} k {k}: {u}");
                 // The server's refusal of campaigns whose results would overflow never fires
                 // on a default.
                 assert!(
@@ -518,6 +549,7 @@ mod tests {
                 from: "1".into(),
                 to: "2".into(),
             }],
+            whole: false,
             unit_bits: Some(20),
             replication: 1,
             distinct_owners: false,
@@ -601,6 +633,54 @@ mod tests {
             plan(&default, 1000).unwrap().unit_bits,
             tmd_kernels::plan::default_unit_bits(Precision::BINARY32).min(10 + 9)
         );
+    }
+
+    /// Issue 25: a whole campaign plans every finite argument of its format, stores the
+    /// domain as its one range, and refuses what is out of reach.
+    #[test]
+    fn whole_campaigns_plan_the_format_and_refuse_what_is_out_of_reach() {
+        let c = NewCampaign {
+            name: "w".into(),
+            function: "exp".into(),
+            format: Some("binary16".into()),
+            precision: None,
+            min_bits: 8,
+            ranges: Vec::new(),
+            whole: true,
+            unit_bits: Some(6),
+            replication: 1,
+            distinct_owners: false,
+            adaptive: false,
+            audit_rate: 0.1,
+            trust_after: 20,
+            trust_all_workers: false,
+            priority: 0,
+        };
+        let p = plan(&c, 1 << 20).unwrap();
+        let (from, to) = (&p.ranges[0].from, &p.ranges[0].to);
+        assert_eq!((from.as_str(), to.as_str()), ("-0x1.ffcp+15", "0x1p+16"));
+        // Every finite binary16 number but -0: 2^16 - 2^11 (infinities, NaNs) - 1.
+        let arguments: u64 = p.units.iter().map(|u| u.count).sum();
+        assert_eq!(arguments, (1 << 16) - (1 << 11) - 1);
+        assert!(
+            p.units.iter().any(|u| u.count > 1 << 6),
+            "nothing collapsed"
+        );
+        let sin64 = NewCampaign {
+            function: "sin".into(),
+            format: Some("binary64".into()),
+            ..c.clone()
+        };
+        let e = plan(&sin64, 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("out of reach") && e.contains("0x1p+20"), "{e}");
+        let bare = NewCampaign {
+            format: Some("p24".into()),
+            ..c
+        };
+        assert!(plan(&bare, 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("named format"));
     }
 
     /// The unit of binary16 significands `[first, first + count)` at `2^exponent`.

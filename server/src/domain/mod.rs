@@ -192,6 +192,8 @@ pub struct NewCampaign {
     pub precision: Option<u32>,
     pub min_bits: u32,
     pub ranges: Vec<tmd_wire::ArgRange>,
+    /// Every finite argument of the format (`ranges` is empty): `tmd_kernels::whole`.
+    pub whole: bool,
     pub unit_bits: Option<u32>,
     pub replication: u32,
     pub distinct_owners: bool,
@@ -239,8 +241,12 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
             req.min_bits
         ));
     }
-    if req.ranges.is_empty() {
-        return bad("ranges must hold at least one range".into());
+    let whole = req.whole.unwrap_or(false);
+    if whole && !req.ranges.is_empty() {
+        return bad("give either ranges or whole, not both".into());
+    }
+    if !whole && req.ranges.is_empty() {
+        return bad("ranges must hold at least one range (or give whole: true)".into());
     }
     if req.ranges.len() > 1024 {
         return bad("at most 1024 ranges".into());
@@ -321,6 +327,7 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         precision: req.precision,
         min_bits: req.min_bits,
         ranges: req.ranges.clone(),
+        whole,
         unit_bits: req.unit_bits,
         replication,
         // Replicas from one owner prove little: by default they come from different owners.

@@ -368,6 +368,24 @@ fn campaign_validation_names_the_bad_field() {
     assert_eq!(v.name, "exp-binary32");
     assert_eq!(v.replication, 2);
     let msg = |c: CreateCampaign| validate_campaign(&c).unwrap_err().to_string();
+    // Issue 25: whole instead of ranges, never both, never neither.
+    let whole = validate_campaign(&CreateCampaign {
+        ranges: Vec::new(),
+        whole: Some(true),
+        ..ok.clone()
+    })
+    .unwrap();
+    assert!(whole.whole && whole.ranges.is_empty());
+    assert!(msg(CreateCampaign {
+        whole: Some(true),
+        ..ok.clone()
+    })
+    .contains("not both"));
+    assert!(msg(CreateCampaign {
+        ranges: Vec::new(),
+        ..ok.clone()
+    })
+    .contains("at least one range"));
     assert!(msg(CreateCampaign {
         precision: Some(24),
         ..ok.clone()

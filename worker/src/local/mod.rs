@@ -2,7 +2,10 @@
 //! `bench` (whole units, timed per phase) and `eval` (one argument through MPFR).
 
 mod bench;
+mod estimate;
+mod plan;
 pub use bench::{bench, BenchArgs};
+pub use estimate::{estimate, EstimateArgs};
 
 use crate::journal::{self, Journal};
 use crate::state::replace_file;
@@ -21,7 +24,7 @@ use tmd_kernels::existence::{bare_loop, Test};
 use tmd_kernels::format::Format;
 use tmd_kernels::format::{float_to_hex, parse_number};
 use tmd_kernels::generation::generate;
-use tmd_kernels::plan::{default_unit_bits, parse_range, split_range_in};
+use tmd_kernels::plan::{default_unit_bits, split_range_in};
 use tmd_kernels::search::{
     search_unit, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings, UnitResult,
     MAX_MIN_BITS,
@@ -210,12 +213,8 @@ impl EngineArgs {
 pub struct SearchArgs {
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Start of the range (included), C99 hex (0x1.8p+0) or decimal.
-    #[arg(long, allow_hyphen_values = true)]
-    pub from: String,
-    /// End of the range (excluded), C99 hex or decimal.
-    #[arg(long, allow_hyphen_values = true)]
-    pub to: String,
+    #[command(flatten)]
+    pub range: plan::RangeArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -441,16 +440,13 @@ pub fn search(a: SearchArgs) -> Result<()> {
     a.engine.init_threads()?;
     let cfg = a.engine.config()?;
     let p = cfg.precision;
-    let units = split_range_in(
-        cfg.function,
-        cfg.format(),
-        &a.from,
-        &a.to,
-        a.engine.unit_bits,
-    )?;
-    let (lo, hi) = parse_range(p, &a.from, &a.to)?;
-    let from = float_to_hex(&lo);
-    let to = float_to_hex(&hi);
+    let plan::Planned { units, from, to } = a.range.plan(&cfg, a.engine.unit_bits)?;
+    if units.iter().map(|u| u128::from(u.count)).sum::<u128>() > u128::from(u64::MAX) {
+        bail!(
+            "the search holds more than 2^64 arguments, more than its counters hold: cut it \
+             into ranges, or run it as a coordinator's campaign"
+        );
+    }
     let described = Described {
         cfg: &cfg,
         from: &from,
@@ -467,6 +463,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         to: to.clone(),
         unit_bits: a.engine.unit_bits,
         domain_bits: a.engine.domain_bits,
+        whole: a.range.whole,
     };
     let (journal, done) = match &a.output_file {
         None => (None, Tally::default()),

@@ -1,0 +1,80 @@
+//! A whole function as a campaign (issue 25): `campaign create --whole` with a real
+//! `tmd-server` and a CPU `tmd-worker` daemon. The coordinator accepts every unit, the
+//! collapsed ones (a block whose every argument is skipped, larger than a unit) included, and
+//! the campaign's HR-cases and skipped arguments equal those of `tmd-worker search --whole`.
+
+use std::time::Duration;
+use tmd_test_support::TestDb;
+use tmd_tests::{admin, every_unit_done_once, scratch, wait_for_units, Server, Worker};
+
+const ARGS: [&str; 8] = [
+    "--function",
+    "exp",
+    "--format",
+    "binary16",
+    "--min-bits",
+    "8",
+    "--unit-bits",
+    "5",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_whole_campaign_equals_a_whole_search() {
+    let db = TestDb::new().await;
+    let dir = scratch("campaign-whole");
+    let server = Server::start(db.url(), &dir, &[]);
+    let url = server.url();
+    let mut args = vec!["campaign", "create", "--whole"];
+    args.extend(ARGS);
+    let c = admin(&url, &args);
+    let campaign = c["id"].as_i64().unwrap();
+    let units = c["units_total"].as_i64().unwrap();
+    // Its one range is the format's: [-max, 2^16).
+    assert_eq!(c["ranges"][0]["from"], "-0x1.ffcp+15", "{c}");
+    let token = admin(&url, &["token", "create", "--trusted"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut worker = Worker::start(
+        &url,
+        &token,
+        &dir.join("w"),
+        &["--threads", "2", "--exit-when-idle", "--backend", "cpu"],
+    );
+    wait_for_units(&url, campaign, units, Duration::from_secs(120)).await;
+    assert!(
+        worker.wait_exit(Duration::from_secs(30)).is_some(),
+        "{}",
+        worker.log()
+    );
+    let got = every_unit_done_once(&db, campaign, units).await;
+    let mut local = vec!["--whole"];
+    local.extend(ARGS);
+    let v = tmd_tests::search_json(&local);
+    assert_eq!(
+        got,
+        tmd_tests::hr_case_keys(&v),
+        "HR-cases equal a whole search's"
+    );
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(count), 0)::bigint FROM skipped_runs WHERE campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        stored as u64,
+        v["skipped_arguments"].as_u64().unwrap(),
+        "skipped arguments equal a whole search's"
+    );
+    // Collapsed units (more than 2^5 arguments) were planned, and accepted.
+    let big: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM units WHERE campaign_id = $1 AND count > 32 AND state = 'done'",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert!(big > 0, "no collapsed unit");
+}
