@@ -548,7 +548,9 @@ async fn request_lease(
         formats,
         policy.ttl_seconds.min(policy.max_lease_seconds),
         policy.max_owner_share,
-        |unit_bits, speed, held| domain::lease_size(policy, seconds, speed, unit_bits, held),
+        |unit_bits, speed, held, min_weight| {
+            domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight)
+        },
     )
     .await?;
     match &lease {
