@@ -13,8 +13,8 @@ use crate::AppState;
 use axum::extract::State;
 use axum::Json;
 use tmd_wire::{
-    ApiError, CostEstimate, EnrollmentTokenInfo, EstimateApplied, KnownCaseRefused, KnownCasesLoaded, LoadKnownCases,
-    RequeueUnits, Requeued, WorkerInfo,
+    ApiError, CostEstimate, EnrollmentTokenInfo, EstimateApplied, KnownCaseRefused,
+    KnownCasesLoaded, LoadKnownCases, RequeueUnits, Requeued, WorkerInfo,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

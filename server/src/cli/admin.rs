@@ -278,8 +278,12 @@ fn read_estimate(file: &std::path::Path) -> anyhow::Result<tmd_wire::CostEstimat
     } else {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
     };
-    serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a cost estimate (CostEstimate JSON)", file.display()))
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a cost estimate (CostEstimate JSON)",
+            file.display()
+        )
+    })
 }
 
 /// Runs `token ...`.

@@ -4,6 +4,7 @@
 mod admin;
 pub mod bench;
 pub mod bench_farm;
+pub mod bench_scale;
 pub mod follow;
 
 pub use admin::*;

@@ -115,11 +115,18 @@ pub fn weigh(t: &EstimateTarget<'_>, e: &CostEstimate, estimate_format: &str) ->
             seconds_per_argument: spa,
         })
         .collect();
-    let min_weight = binades.iter().map(|b| b.weight).fold(f64::INFINITY, f64::min);
+    let min_weight = binades
+        .iter()
+        .map(|b| b.weight)
+        .fold(f64::INFINITY, f64::min);
     Ok(Weights {
         binades,
         seconds_per_work: mean,
-        min_weight: if min_weight.is_finite() { min_weight } else { 1.0 },
+        min_weight: if min_weight.is_finite() {
+            min_weight
+        } else {
+            1.0
+        },
     })
 }
 

@@ -195,7 +195,10 @@ fn unit_runs(unit_bits: u32, units: &[UnitSpec]) -> (Vec<UnitRun>, Vec<(i32, Uni
     let (mut runs, mut literal): (Vec<UnitRun>, Vec<(i32, UnitSpec)>) = (vec![], vec![]);
     for (seq, u) in units.iter().enumerate() {
         let seq = seq as i32;
-        let (first, end) = (u128::from(u.first), u128::from(u.first) + u128::from(u.count));
+        let (first, end) = (
+            u128::from(u.first),
+            u128::from(u.first) + u128::from(u.count),
+        );
         let one_block = first / size == (end - 1) / size;
         if let Some(r) = runs.last_mut() {
             let next_seq = r.seq0 as i64 + ((r.end - 1) / size - r.start / size) as i64 + 1;
