@@ -98,28 +98,37 @@ CREATE TABLE campaign_snapshots (
 );
 
 -- Units that changed state in one statement, counted once per campaign and once per binade.
--- Only `state` moves a unit between counters (campaign, binade and count never change).
+-- Only `state` moves a unit between counters (campaign, binade and count never change): each
+-- new row counts +1 in its state and each old row -1 in its own, so an unchanged row cancels
+-- out. No join of the two transition tables: PL/pgSQL keeps the plan of a trigger's statement
+-- for the session, made for the first statement's row counts (a claim of one unit), and a
+-- nested loop over the two tables is quadratic at the next claim of 20,000 units. Every step
+-- here is linear in the rows whatever the plan; the weights are looked up per binade.
 CREATE FUNCTION tally_units() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     s smallint := (pg_backend_pid() % 16)::smallint;
 BEGIN
-    WITH ch AS (
-        SELECT n.campaign_id, n.negative, n.exponent, n.count,
-               (n.state = 'pending')::int - (o.state = 'pending')::int AS dp,
-               (n.state = 'leased')::int - (o.state = 'leased')::int AS dl,
-               (n.state = 'done')::int - (o.state = 'done')::int AS dd,
-               (n.state = 'quarantined')::int - (o.state = 'quarantined')::int AS dq
-        FROM new_units n JOIN old_units o ON o.id = n.id
-        WHERE n.state IS DISTINCT FROM o.state),
+    WITH d AS (
+        SELECT campaign_id, negative, exponent, count, state, 1 AS sign FROM new_units
+        UNION ALL
+        SELECT campaign_id, negative, exponent, count, state, -1 AS sign FROM old_units),
+    g0 AS (
+        SELECT campaign_id, negative, exponent,
+               COALESCE(sum(sign) FILTER (WHERE state = 'pending'), 0) AS up,
+               COALESCE(sum(sign) FILTER (WHERE state = 'leased'), 0) AS ul,
+               COALESCE(sum(sign) FILTER (WHERE state = 'done'), 0) AS ud,
+               COALESCE(sum(sign) FILTER (WHERE state = 'quarantined'), 0) AS uq,
+               COALESCE(sum(sign * count) FILTER (WHERE state = 'pending'), 0) AS ap,
+               COALESCE(sum(sign * count) FILTER (WHERE state = 'leased'), 0) AS al,
+               COALESCE(sum(sign * count) FILTER (WHERE state = 'done'), 0) AS ad,
+               COALESCE(sum(sign * count) FILTER (WHERE state = 'quarantined'), 0) AS aq
+        FROM d GROUP BY campaign_id, negative, exponent),
     g AS (
-        SELECT ch.campaign_id, ch.negative, ch.exponent, COALESCE(max(k.weight), 1) AS w,
-               sum(dp) AS up, sum(dl) AS ul, sum(dd) AS ud, sum(dq) AS uq,
-               sum(dp * ch.count) AS ap, sum(dl * ch.count) AS al,
-               sum(dd * ch.count) AS ad, sum(dq * ch.count) AS aq
-        FROM ch LEFT JOIN campaign_costs k
-             ON k.campaign_id = ch.campaign_id AND k.negative = ch.negative
-            AND k.exponent = ch.exponent
-        GROUP BY ch.campaign_id, ch.negative, ch.exponent),
+        SELECT g0.*,
+               COALESCE((SELECT k.weight FROM campaign_costs k
+                         WHERE k.campaign_id = g0.campaign_id AND k.negative = g0.negative
+                           AND k.exponent = g0.exponent), 1) AS w
+        FROM g0 WHERE up <> 0 OR ul <> 0 OR ud <> 0 OR uq <> 0),
     b AS (
         INSERT INTO binade_tallies AS t (campaign_id, negative, exponent, shard,
             units_pending, units_leased, units_done, units_quarantined,
@@ -163,7 +172,9 @@ CREATE TRIGGER units_tally AFTER UPDATE ON units
     REFERENCING OLD TABLE AS old_units NEW TABLE AS new_units
     FOR EACH STATEMENT EXECUTE FUNCTION tally_units();
 
--- Results recorded (their campaign is their unit's), and verdicts or voids that changed.
+-- Results recorded (their campaign is their unit's), and verdicts or voids that changed. As
+-- above, linear whatever the cached plan: a unit is looked up by its key per result row, and
+-- old and new rows are added with opposite signs instead of joined.
 CREATE FUNCTION tally_results() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     s smallint := (pg_backend_pid() % 16)::smallint;
@@ -178,7 +189,8 @@ BEGIN
                count(*) FILTER (WHERE n.verdict = 'alone' AND NOT n.void AND NOT n.by_trusted),
                count(*) FILTER (WHERE n.verdict = 'refuted'),
                sum(u.count)
-        FROM new_results n JOIN units u ON u.id = n.unit_id
+        FROM new_results n, LATERAL (
+            SELECT campaign_id, count FROM units WHERE units.id = n.unit_id LIMIT 1) u
         GROUP BY u.campaign_id ORDER BY u.campaign_id
         ON CONFLICT (campaign_id, shard) DO UPDATE SET
             results = t.results + EXCLUDED.results,
@@ -189,22 +201,25 @@ BEGIN
             results_refuted = t.results_refuted + EXCLUDED.results_refuted,
             results_arguments = t.results_arguments + EXCLUDED.results_arguments;
     ELSE
-        WITH ch AS (
-            SELECT n.unit_id,
-                   n.void::int - o.void::int AS dv,
-                   (n.verdict = 'outvoted')::int - (o.verdict = 'outvoted')::int AS dout,
-                   (n.verdict = 'alone' AND NOT n.void)::int
-                       - (o.verdict = 'alone' AND NOT o.void)::int AS da,
-                   (n.verdict = 'alone' AND NOT n.void AND NOT n.by_trusted)::int
-                       - (o.verdict = 'alone' AND NOT o.void AND NOT o.by_trusted)::int AS dau,
-                   (n.verdict = 'refuted')::int - (o.verdict = 'refuted')::int AS dr
-            FROM new_results n JOIN old_results o ON o.id = n.id
-            WHERE (n.verdict, n.void, n.by_trusted) IS DISTINCT FROM
-                  (o.verdict, o.void, o.by_trusted))
+        WITH d AS (
+            SELECT unit_id, void, verdict, by_trusted, 1 AS sign FROM new_results
+            UNION ALL
+            SELECT unit_id, void, verdict, by_trusted, -1 AS sign FROM old_results),
+        per_unit AS (
+            SELECT unit_id,
+                   sum(sign * void::int) AS dv,
+                   sum(sign * (verdict = 'outvoted')::int) AS dout,
+                   sum(sign * (verdict = 'alone' AND NOT void)::int) AS da,
+                   sum(sign * (verdict = 'alone' AND NOT void AND NOT by_trusted)::int) AS dau,
+                   sum(sign * (verdict = 'refuted')::int) AS dr
+            FROM d GROUP BY unit_id),
+        ch AS (
+            SELECT * FROM per_unit
+            WHERE dv <> 0 OR dout <> 0 OR da <> 0 OR dau <> 0 OR dr <> 0)
         INSERT INTO campaign_tallies AS t (campaign_id, shard, results_void, results_outvoted,
             results_alone, results_alone_untrusted, results_refuted)
         SELECT u.campaign_id, s, sum(dv), sum(dout), sum(da), sum(dau), sum(dr)
-        FROM ch JOIN units u ON u.id = ch.unit_id
+        FROM ch, LATERAL (SELECT campaign_id FROM units WHERE units.id = ch.unit_id LIMIT 1) u
         GROUP BY u.campaign_id ORDER BY u.campaign_id
         ON CONFLICT (campaign_id, shard) DO UPDATE SET
             results_void = t.results_void + EXCLUDED.results_void,

@@ -210,6 +210,10 @@ pub async fn claim_lease(
             .bind(c.id)
             .execute(&mut *tx)
             .await?;
+        // `ahead` reads the next pending units without locking them, `within` keeps those
+        // the lease's work reaches (all of `ahead` when every weight is 1), `picked` locks
+        // them one by one by key (a lookup per unit whatever the plan: a generic plan made for
+        // a one-unit claim must not scan the table at the next claim of thousands).
         // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
         // is constant along a contiguous run. Locked rows not in it are released at the end
         // of the statement.
@@ -226,9 +230,10 @@ pub async fn claim_lease(
                      SELECT id, sum(work) OVER (ORDER BY seq) - work AS before FROM ahead) t \
                  WHERE before < $5), \
              picked AS ( \
-                 SELECT id, seq FROM units \
-                 WHERE id IN (SELECT id FROM within) AND state = 'pending' \
-                 ORDER BY seq FOR UPDATE SKIP LOCKED), \
+                 SELECT p.id, p.seq FROM within, LATERAL ( \
+                     SELECT id, seq FROM units \
+                     WHERE units.id = within.id AND units.state = 'pending' \
+                     FOR UPDATE SKIP LOCKED) p), \
              run AS ( \
                  SELECT id, seq FROM ( \
                      SELECT id, seq, seq - row_number() OVER (ORDER BY seq) AS g FROM picked) t \
