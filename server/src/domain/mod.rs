@@ -174,7 +174,7 @@ pub fn speed_sample(count: i64, elapsed: f64, wall: f64) -> Option<f64> {
 /// [`speed_sample`] of `work` weighted arguments (the arguments times their binades' weights,
 /// `domain::work`): the speed leases are sized by.
 pub fn speed_sample_work(work: f64, elapsed: f64, wall: f64) -> Option<f64> {
-    if !(elapsed > 0.0 && elapsed.is_finite()) || !(work > 0.0 && work.is_finite()) {
+    if !(elapsed > 0.0 && elapsed.is_finite() && work > 0.0 && work.is_finite()) {
         return None;
     }
     let wall = if wall.is_finite() { wall } else { 0.0 };

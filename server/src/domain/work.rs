@@ -303,3 +303,142 @@ pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
         backend: r.backend.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// With every weight 1 a lease holds what it held before weights: `lease_size` units.
+        #[test]
+        fn uniform_weights_size_leases_as_before(
+            seconds in 1u32..100_000,
+            speed in proptest::option::of(1e-3f64..1e15),
+            unit_bits in 0u32..50,
+            units in 0i64..300,
+            held in 0f64..1e18,
+        ) {
+            let policy = LeasePolicy::default();
+            let held = Held { units, arguments: if units == 0 { 0.0 } else { held } };
+            let before = lease_size(&policy, seconds, speed, unit_bits, held);
+            let now = lease_work(&policy, seconds, speed, unit_bits, held, 1.0);
+            prop_assert_eq!(now.max_units, before);
+            // Full units of weight 1 taken while the work before each is below the budget:
+            // exactly `max_units` of them fit.
+            if speed.is_some() && before > 0 {
+                let per_unit = 2f64.powi(unit_bits as i32);
+                let fit = (now.work / per_unit).ceil().max(1.0);
+                prop_assert!(fit >= f64::from(before), "{fit} < {before}");
+            }
+        }
+    }
+
+    fn target(binades: &[(bool, i32, u128)]) -> EstimateTarget<'_> {
+        EstimateTarget {
+            function: "exp",
+            format: "binary32",
+            min_bits: 12,
+            binades,
+        }
+    }
+
+    fn estimate(spu: &[(bool, i32, f64)]) -> CostEstimate {
+        CostEstimate {
+            version: COST_ESTIMATE_VERSION,
+            function: "exp".into(),
+            format: "binary32".into(),
+            min_bits: 12,
+            unit_bits: 10,
+            backend: "test".into(),
+            seed: 0,
+            binades: spu
+                .iter()
+                .map(|&(negative, exponent, s)| tmd_wire::BinadeCost {
+                    negative,
+                    exponent,
+                    units: 1,
+                    sampled: 1,
+                    seconds_per_unit: s,
+                    seconds_per_unit_stderr: 0.0,
+                    expected_hr_cases: 0.0,
+                    expected_hr_cases_stderr: 0.0,
+                })
+                .collect(),
+            total_seconds: 0.0,
+            total_seconds_stderr: 0.0,
+            total_hr_cases: 0.0,
+            total_hr_cases_stderr: 0.0,
+        }
+    }
+
+    #[test]
+    fn weights_average_one_over_the_campaigns_arguments() {
+        let binades = [(false, 0, 3 << 20), (false, 1, 1 << 20), (true, 0, 4 << 20)];
+        let e = estimate(&[
+            (false, 0, 1.0),
+            (false, 1, 5.0),
+            (true, 0, 0.0),
+            (true, 9, 7.0),
+        ]);
+        let w = weigh(&target(&binades), &e, "binary32").unwrap();
+        let mean: f64 = w
+            .binades
+            .iter()
+            .zip(&binades)
+            .map(|(b, t)| b.weight * t.2 as f64)
+            .sum::<f64>()
+            / (8u64 << 20) as f64;
+        // The zero-cost binade weighs MIN_WEIGHT, a hair above its share of nothing.
+        assert!((mean - 1.0).abs() < 1e-5, "{mean}");
+        assert!((w.binades[1].weight / w.binades[0].weight - 5.0).abs() < 1e-12);
+        assert_eq!(w.min_weight, MIN_WEIGHT);
+        // Seconds per weighted argument: (3 * 1 + 1 * 5) / 8 seconds per 2^10 arguments.
+        assert!((w.seconds_per_work - 1.0 / 1024.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn estimates_of_another_campaign_are_refused() {
+        let binades = [(false, 0, 1u128 << 20)];
+        let ok = estimate(&[(false, 0, 1.0)]);
+        assert!(weigh(&target(&binades), &ok, "binary32").is_ok());
+        assert!(matches!(
+            weigh(&target(&binades), &ok, "binary64"),
+            Err(Error::EstimateMismatch(_))
+        ));
+        let lacking = estimate(&[(false, 1, 1.0)]);
+        assert!(matches!(
+            weigh(&target(&binades), &lacking, "binary32"),
+            Err(Error::EstimateMismatch(_))
+        ));
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            let e = estimate(&[(false, 0, bad)]);
+            assert!(matches!(
+                weigh(&target(&binades), &e, "binary32"),
+                Err(Error::EstimateInvalid(_))
+            ));
+        }
+        let mut future = ok.clone();
+        future.version += 1;
+        assert!(matches!(
+            weigh(&target(&binades), &future, "binary32"),
+            Err(Error::EstimateInvalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_lease_in_a_dear_binade_holds_fewer_units() {
+        let policy = LeasePolicy::default();
+        let held = Held::default();
+        // A worker doing one mean unit (2^10 weighted arguments) a second, asking for 60 s.
+        let l = lease_work(&policy, 60, Some(1024.0), 10, held, 0.01);
+        assert_eq!(l.work, 60.0 * 1024.0);
+        // It may look 6,000 units ahead (all at the cheapest weight, 0.01).
+        assert_eq!(l.max_units, 6000);
+        // Rates and ETAs.
+        assert_eq!(rate(10.0, 4.0, 3.0), 2.0);
+        assert_eq!(rate(4.0, 10.0, 3.0), 0.0);
+        assert_eq!(eta(10.0, 2.0), Some(5.0));
+        assert_eq!(eta(10.0, 0.0), None);
+    }
+}
