@@ -33,6 +33,12 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     ForgedCase(String),
+    /// A cost estimate that cannot be read (version, numbers).
+    #[error("{0}")]
+    EstimateInvalid(String),
+    /// A cost estimate of another campaign (function, format, min_bits, binades).
+    #[error("{0}")]
+    EstimateMismatch(String),
     #[error("{0}")]
     PayloadTooLarge(String),
     /// The worker is quarantined: its record fell below the bar or it reported a forged case.
@@ -70,6 +76,8 @@ impl Error {
             Error::LeaseMismatch(_) => codes::LEASE_MISMATCH,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ForgedCase(_) => codes::FORGED_CASE,
+            Error::EstimateInvalid(_) => codes::ESTIMATE_INVALID,
+            Error::EstimateMismatch(_) => codes::ESTIMATE_MISMATCH,
             Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => codes::WORKER_QUARANTINED,
             Error::Unavailable(_) => codes::UNAVAILABLE,
@@ -92,7 +100,9 @@ impl Error {
             | Error::UnitDone(_)
             | Error::LeaseMismatch(_)
             | Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::ForgedCase(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::ForgedCase(_) | Error::EstimateInvalid(_) | Error::EstimateMismatch(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => StatusCode::FORBIDDEN,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -84,6 +84,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/campaigns/{id}/known-cases", "post"),
         // A worker's own identity (tests below and in tests/tests/operator.rs).
         ("/api/v1/workers/me", "get"),
+        // Cost estimates (tests in work.rs).
+        ("/api/v1/campaigns/{id}/estimate", "post"),
     ];
     for (path, method) in expected {
         assert!(
@@ -93,7 +95,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        29,
+        30,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

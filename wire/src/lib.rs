@@ -62,6 +62,12 @@ pub mod codes {
     pub const RATE_LIMITED: &str = "rate_limited";
     /// An unexpected server error (logged on the server).
     pub const INTERNAL: &str = "internal";
+    /// A cost estimate that cannot be read: another schema version, a number that is not
+    /// finite or negative, a binade listed twice (422).
+    pub const ESTIMATE_INVALID: &str = "estimate_invalid";
+    /// A cost estimate of another campaign: its function, format or min_bits differ, or it
+    /// lacks a binade the campaign has units in (422).
+    pub const ESTIMATE_MISMATCH: &str = "estimate_mismatch";
 }
 
 /// A half-open argument range `[from, to)`, each end a C99 hexadecimal or decimal number.
@@ -332,6 +338,63 @@ pub struct CampaignProgress {
     pub quarantined_units: Vec<QuarantinedUnit>,
     /// What replication cost and caught.
     pub replication: ReplicationReport,
+    /// Progress by expected work: `percent_done` and `eta_seconds` above are the work's.
+    #[serde(default)]
+    pub work: WorkProgress,
+}
+
+/// `POST /api/v1/campaigns/{id}/estimate` (admin): what the coordinator made of a cost
+/// estimate it accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EstimateApplied {
+    pub campaign_id: i64,
+    /// Binades of the campaign weighed by the estimate (all of them).
+    pub binades: u64,
+    /// The estimate's mean seconds per argument over the campaign: the seconds of one
+    /// weighted argument on the estimate's back end.
+    pub seconds_per_work: f64,
+    /// The cheapest binade's weight, the dearest's, relative to the mean.
+    pub min_weight: f64,
+    pub max_weight: f64,
+    /// The campaign's projected seconds on the estimate's back end.
+    pub estimated_seconds_total: f64,
+}
+
+/// A campaign's progress by expected work rather than by units (issue 25): a unit's work is
+/// its arguments times its binade's weight, the binade's cost per argument relative to the
+/// campaign's mean (from a posted [`CostEstimate`]), so the campaign's total work equals its
+/// arguments. Without an estimate every weight is 1: work is counted in arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct WorkProgress {
+    /// `estimate` (weights from a posted estimate) or `arguments` (none: uniform weights).
+    pub basis: String,
+    /// For people: where the weights come from, or "work: unknown, counted in units" when
+    /// there is no estimate.
+    pub note: String,
+    /// Weighted arguments in all, and per state of their units.
+    pub total: f64,
+    pub done: f64,
+    pub leased: f64,
+    pub pending: f64,
+    pub quarantined: f64,
+    /// Work done over work total, in percent.
+    pub percent_done: f64,
+    /// Weighted arguments done per second over the last hour (or the campaign's life, when
+    /// younger).
+    pub per_second_last_hour: f64,
+    /// Seconds to finish the pending and leased work at that rate; absent without a rate.
+    #[serde(default)]
+    pub eta_seconds: Option<f64>,
+    /// The estimate's projected seconds on its back end, in all and for the work left.
+    #[serde(default)]
+    pub estimated_seconds_total: Option<f64>,
+    #[serde(default)]
+    pub estimated_seconds_left: Option<f64>,
+    /// The back end that ran the estimate's sample.
+    #[serde(default)]
+    pub backend: Option<String>,
 }
 
 /// The work a campaign spent on replication, and what it caught.
@@ -821,7 +884,7 @@ pub struct HrCasesDocument {
 }
 
 /// How far one binade (sign and exponent) of a campaign is covered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct BinadeCoverage {
     pub negative: bool,
@@ -834,6 +897,14 @@ pub struct BinadeCoverage {
     /// Decimal strings, as elsewhere: a binade of binary64 holds 2^52 arguments.
     pub arguments_total: String,
     pub arguments_done: String,
+    /// The binade's cost per argument relative to the campaign's mean (1 without an
+    /// estimate).
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// HR-cases with exactly `bits` identical bits after the rounding bit, per kind.

@@ -13,8 +13,8 @@ use crate::AppState;
 use axum::extract::State;
 use axum::Json;
 use tmd_wire::{
-    ApiError, EnrollmentTokenInfo, KnownCaseRefused, KnownCasesLoaded, LoadKnownCases,
-    RequeueUnits, Requeued, WorkerInfo,
+    ApiError, CostEstimate, EnrollmentTokenInfo, EstimateApplied, KnownCaseRefused,
+    KnownCasesLoaded, LoadKnownCases, RequeueUnits, Requeued, WorkerInfo,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -27,6 +27,63 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke_enrollment_token))
         .routes(routes!(revoke_worker))
         .routes(routes!(load_known_cases))
+        .routes(routes!(post_estimate))
+}
+
+/// Weighs a campaign's units by a cost estimate (`tmd-worker estimate`'s output): each
+/// binade's cost per argument relative to the campaign's mean, so progress, the ETA and the
+/// size of leases count expected work instead of units. The estimate must be of the
+/// campaign's function, format and `min_bits`, and cover every binade it has units in; a
+/// later estimate replaces an earlier one. Weights steer leases and the ETA only: no result
+/// is judged by them.
+#[utoipa::path(post, path = "/campaigns/{id}/estimate", tag = "campaigns",
+    security(("admin" = [])), request_body = CostEstimate,
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = EstimateApplied), (status = 400, body = ApiError),
+              (status = 401, body = ApiError), (status = 404, body = ApiError),
+              (status = 413, body = ApiError), (status = 422, body = ApiError)))]
+async fn post_estimate(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(estimate): ApiJson<CostEstimate>,
+) -> Result<Json<EstimateApplied>> {
+    let applied = apply_estimate(&s.pool, id, &estimate).await?;
+    tracing::info!(
+        campaign.id = id,
+        binades = applied.binades,
+        seconds = applied.estimated_seconds_total,
+        "cost estimate applied"
+    );
+    Ok(Json(applied))
+}
+
+/// Checks `estimate` against campaign `id` and weighs its binades (the HTTP route's and the
+/// `campaign create --estimate` command's one path).
+pub async fn apply_estimate(
+    pool: &sqlx::PgPool,
+    id: i64,
+    estimate: &CostEstimate,
+) -> Result<EstimateApplied> {
+    let campaign = store::get_campaign(pool, id).await?;
+    let format = engine::format_name(campaign.precision, campaign.format.as_deref())?;
+    let (function, estimate_format) = engine::estimate_names(&estimate.function, &estimate.format)?;
+    let canonical = CostEstimate {
+        function,
+        ..estimate.clone()
+    };
+    let (_, weights) =
+        store::tallies::set_estimate(pool, id, &format, &canonical, &estimate_format).await?;
+    let max_weight = weights.binades.iter().map(|b| b.weight).fold(0.0, f64::max);
+    let args: f64 = campaign.arguments_total.parse().unwrap_or(0.0);
+    Ok(EstimateApplied {
+        campaign_id: id,
+        binades: weights.binades.len() as u64,
+        seconds_per_work: weights.seconds_per_work,
+        min_weight: weights.min_weight,
+        max_weight,
+        estimated_seconds_total: weights.seconds_per_work * args,
+    })
 }
 
 /// Loads known HR-cases (ringers) into a campaign: each is verified with MPFR on the

@@ -384,6 +384,8 @@ fn same_refusal(e: &Error) -> Error {
         Error::LeaseMismatch(_) => Error::LeaseMismatch(m),
         Error::Conflict(_) => Error::Conflict(m),
         Error::ForgedCase(_) => Error::ForgedCase(m),
+        Error::EstimateInvalid(_) => Error::EstimateInvalid(m),
+        Error::EstimateMismatch(_) => Error::EstimateMismatch(m),
         Error::PayloadTooLarge(_) => Error::PayloadTooLarge(m),
         Error::WorkerQuarantined(_) => Error::WorkerQuarantined(m),
         Error::Unavailable(_) => Error::Unavailable(m),

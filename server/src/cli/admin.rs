@@ -64,6 +64,19 @@ impl AdminClient {
             .await
     }
 
+    pub async fn estimate(
+        &self,
+        id: i64,
+        estimate: &tmd_wire::CostEstimate,
+    ) -> anyhow::Result<tmd_wire::EstimateApplied> {
+        self.call(
+            Method::POST,
+            &format!("/campaigns/{id}/estimate"),
+            Some(estimate),
+        )
+        .await
+    }
+
     pub async fn transition(&self, id: i64, action: &str) -> anyhow::Result<Campaign> {
         self.call::<(), _>(Method::POST, &format!("/campaigns/{id}/{action}"), None)
             .await
@@ -173,7 +186,27 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                 trust_after: a.trust_after,
                 priority: a.priority,
             };
-            print_json(&client.create_campaign(&req).await?)
+            // Read before the campaign is created, so a missing file creates nothing.
+            let estimate = a.estimate.as_deref().map(read_estimate).transpose()?;
+            let campaign = client.create_campaign(&req).await?;
+            let Some(estimate) = estimate else {
+                return print_json(&campaign);
+            };
+            let applied = client
+                .estimate(campaign.id, &estimate)
+                .await
+                .with_context(|| {
+                    format!(
+                        "campaign {} was created, but its estimate was refused (post it again \
+                         with `campaign estimate {} FILE`)",
+                        campaign.id, campaign.id
+                    )
+                })?;
+            print_json(&serde_json::json!({ "campaign": campaign, "estimate": applied }))
+        }
+        CampaignCommand::Estimate { id, file } => {
+            let estimate = read_estimate(file)?;
+            print_json(&client.estimate(*id, &estimate).await?)
         }
         CampaignCommand::List => {
             outln!(
@@ -237,6 +270,21 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::Export(a) => crate::cli::follow::run_export(api, a).await,
         CampaignCommand::Watch(a) => crate::cli::follow::run_watch(api, a).await,
     }
+}
+
+/// A cost estimate from a JSON file (`-`: standard input).
+fn read_estimate(file: &std::path::Path) -> anyhow::Result<tmd_wire::CostEstimate> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a cost estimate (CostEstimate JSON)",
+            file.display()
+        )
+    })
 }
 
 /// Runs `token ...`.

@@ -73,6 +73,10 @@ pub enum BenchMode {
     /// Simulated GPUs finishing units at a rate and posting them in batches to one or more
     /// `tmd-server serve` processes on a throwaway database.
     Farm(crate::cli::bench_farm::FarmArgs),
+    /// A campaign of millions of units (default 10 million) on a throwaway database: its
+    /// creation time, the tables' sizes, and the latency and size of progress, dashboard,
+    /// coverage and metrics requests.
+    Scale(crate::cli::bench_scale::ScaleArgs),
 }
 
 /// A worker-side client of the lease protocol (the bench's simulated workers, and tests).
@@ -258,8 +262,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    if let Some(BenchMode::Farm(farm)) = &args.mode {
-        return crate::cli::bench_farm::run(farm).await;
+    match &args.mode {
+        Some(BenchMode::Farm(farm)) => return crate::cli::bench_farm::run(farm).await,
+        Some(BenchMode::Scale(scale)) => return crate::cli::bench_scale::run(scale).await,
+        None => {}
     }
     if args.workers == 0 || args.seconds == 0 {
         bail!("--workers and --seconds must be at least 1");

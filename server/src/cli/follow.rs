@@ -238,7 +238,7 @@ impl View {
             View::Bars { done, status } => {
                 done.set_length(p.total.units.max(0) as u64);
                 done.set_position(p.done.units.max(0) as u64);
-                done.set_message(format!("({:.2}% of arguments)", p.percent_done));
+                done.set_message(format!("({:.2}% of {})", p.percent_done, work_name(p)));
                 status.set_message(status_text(p));
             }
             View::Lines { last } => {
@@ -286,10 +286,24 @@ fn status_text(p: &CampaignProgress) -> String {
     )
 }
 
+/// What the percentage counts: expected work (a cost estimate was posted) or arguments.
+fn work_name(p: &CampaignProgress) -> &'static str {
+    if p.work.basis == "estimate" {
+        "expected work"
+    } else {
+        "arguments"
+    }
+}
+
 /// One plain line: everything the bars show.
 pub fn summary(p: &CampaignProgress) -> String {
+    let of = if p.work.basis == "estimate" {
+        " of expected work"
+    } else {
+        ""
+    };
     format!(
-        "{}/{} units done ({:.2}%), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}",
+        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}",
         p.done.units,
         p.total.units,
         p.percent_done,

@@ -4,6 +4,7 @@
 mod admin;
 pub mod bench;
 pub mod bench_farm;
+pub mod bench_scale;
 pub mod follow;
 
 pub use admin::*;
@@ -408,6 +409,14 @@ pub enum CampaignCommand {
         #[arg(long)]
         file: std::path::PathBuf,
     },
+    /// Weighs a campaign's units by a cost estimate (`tmd-worker estimate --json` output,
+    /// a `CostEstimate`): progress, ETA and leases then count expected work, not units.
+    /// Prints what the server made of it as JSON.
+    Estimate {
+        id: i64,
+        /// The estimate's JSON file (`-`: standard input).
+        file: std::path::PathBuf,
+    },
     /// Streams the campaign's HR-cases (json, csv or wc) to stdout or a file.
     Export(crate::cli::follow::ExportArgs),
     /// Shows live progress until the campaign completes or is cancelled.
@@ -499,6 +508,10 @@ pub struct CreateArgs {
     /// Label.
     #[arg(long)]
     pub name: Option<String>,
+    /// A cost estimate's JSON file (`tmd-worker estimate --json`), posted once the campaign
+    /// is created (as `campaign estimate` does); without one, work is counted in arguments.
+    #[arg(long)]
+    pub estimate: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

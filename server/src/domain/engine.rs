@@ -54,6 +54,21 @@ pub fn stored_format(precision: u32, format: Option<&str>) -> Result<Format> {
     }
 }
 
+/// A stored campaign's format as the engine names it (`binary64`, `p24`).
+pub fn format_name(precision: u32, format: Option<&str>) -> Result<String> {
+    Ok(stored_format(precision, format)?.name())
+}
+
+/// An estimate's function and format as the engine names them (aliases resolved), or
+/// `estimate_invalid` when the engine knows neither.
+pub fn estimate_names(function: &str, format: &str) -> Result<(String, String)> {
+    let f = Function::from_str(function)
+        .map_err(|e| Error::EstimateInvalid(format!("the estimate's function: {e}")))?;
+    let fmt = Format::from_str(format)
+        .map_err(|e| Error::EstimateInvalid(format!("the estimate's format: {e}")))?;
+    Ok((f.name().to_string(), fmt.name()))
+}
+
 /// How a campaign's results are judged, for people.
 pub fn describe_format(precision: u32, format: Option<&str>) -> String {
     stored_format(precision, format)

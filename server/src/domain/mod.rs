@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod known;
 pub mod trust;
+pub mod work;
 
 use crate::error::{Error, Result};
 use tmd_wire::{CampaignState, CreateCampaign, UnitResult};
@@ -174,12 +175,18 @@ pub const MIN_ELAPSED_SECONDS: f64 = 1e-3;
 /// since the worker's previous result or its lease (whichever is later). `None` when the
 /// worker measured nothing (`elapsed` 0) or sent nonsense.
 pub fn speed_sample(count: i64, elapsed: f64, wall: f64) -> Option<f64> {
-    if !(elapsed > 0.0 && elapsed.is_finite()) || count <= 0 {
+    speed_sample_work(count as f64, elapsed, wall)
+}
+
+/// [`speed_sample`] of `work` weighted arguments (the arguments times their binades' weights,
+/// `domain::work`): the speed leases are sized by.
+pub fn speed_sample_work(work: f64, elapsed: f64, wall: f64) -> Option<f64> {
+    if !(elapsed > 0.0 && elapsed.is_finite() && work > 0.0 && work.is_finite()) {
         return None;
     }
     let wall = if wall.is_finite() { wall } else { 0.0 };
     let seconds = elapsed.max(wall).max(MIN_ELAPSED_SECONDS);
-    Some(count as f64 / seconds)
+    Some(work / seconds)
 }
 
 /// The campaign fields left after validation (the engine checks function, precision and

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use futures_util::stream::{BoxStream, StreamExt};
 use sqlx::PgPool;
 use std::sync::LazyLock;
-use tmd_wire::{BinadeCoverage, ExportedHrCase, HardnessBin, HrKind, SkippedRun, SkippedSummary};
+use tmd_wire::{ExportedHrCase, HardnessBin, HrKind, SkippedRun, SkippedSummary};
 
 /// Which HR-cases of a campaign to list, and in which order.
 #[derive(Debug, Clone)]
@@ -157,49 +157,6 @@ pub fn hr_cases<'p>(pool: &'p PgPool, filter: &HrFilter) -> BoxStream<'p, Result
         .fetch(pool)
         .map(|row| row.map_err(Error::from).and_then(ExportRow::into_wire))
         .boxed()
-}
-
-#[derive(sqlx::FromRow)]
-struct CoverageRow {
-    negative: bool,
-    exponent: i32,
-    units_total: i64,
-    units_done: i64,
-    units_leased: i64,
-    units_quarantined: i64,
-    arguments_total: String,
-    arguments_done: String,
-}
-
-/// Coverage per binade of a campaign, in value order (negative binades first, largest
-/// magnitude first; then positive ones, smallest first).
-pub async fn coverage(pool: &PgPool, campaign_id: i64) -> Result<Vec<BinadeCoverage>> {
-    let rows: Vec<CoverageRow> = sqlx::query_as(
-        "SELECT negative, exponent, count(*) AS units_total, \
-                count(*) FILTER (WHERE state = 'done') AS units_done, \
-                count(*) FILTER (WHERE state = 'leased') AS units_leased, \
-                count(*) FILTER (WHERE state = 'quarantined') AS units_quarantined, \
-                sum(count)::text AS arguments_total, \
-                COALESCE(sum(count) FILTER (WHERE state = 'done'), 0)::text AS arguments_done \
-         FROM units WHERE campaign_id = $1 GROUP BY negative, exponent \
-         ORDER BY negative DESC, CASE WHEN negative THEN -exponent ELSE exponent END",
-    )
-    .bind(campaign_id)
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| BinadeCoverage {
-            negative: r.negative,
-            exponent: r.exponent,
-            units_total: r.units_total,
-            units_done: r.units_done,
-            units_leased: r.units_leased,
-            units_quarantined: r.units_quarantined,
-            arguments_total: r.arguments_total,
-            arguments_done: r.arguments_done,
-        })
-        .collect())
 }
 
 /// How many HR-cases of a campaign have each number of identical bits, per kind.

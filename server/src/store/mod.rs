@@ -10,6 +10,7 @@ pub mod export;
 pub mod known;
 mod leases;
 pub mod results;
+pub mod tallies;
 pub mod trust;
 mod workers;
 
@@ -165,18 +166,110 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     .bind(c.trust_all_workers)
     .fetch_one(&mut *tx)
     .await?;
-    // Bulk insert in chunks: one round trip per 10k units instead of one per unit.
-    for (chunk_no, chunk) in c.units.chunks(10_000).enumerate() {
-        let base = chunk_no * 10_000;
-        let seq: Vec<i32> = (0..chunk.len()).map(|i| (base + i) as i32).collect();
-        let neg: Vec<bool> = chunk.iter().map(|u| u.negative).collect();
-        let exp: Vec<i32> = chunk.iter().map(|u| u.exponent).collect();
-        let first: Vec<String> = chunk.iter().map(|u| u.first.to_string()).collect();
-        let count: Vec<i64> = chunk.iter().map(|u| u.count as i64).collect();
+    insert_units(&mut tx, id, c.unit_bits, c.units).await?;
+    tallies::init(&mut tx, id, c.units).await?;
+    let campaign = fetch_campaign(&mut *tx, id).await?;
+    tx.commit().await?;
+    // A large campaign changes the table's statistics at once, and autovacuum analyzes a
+    // table only after a tenth of it changed: until then the planner plans claims for the
+    // table as it was (issue 25: 20,000-unit claims took seconds on a fresh 10-million-unit
+    // campaign). A sample of 30,000 rows, once per such creation.
+    if c.units.len() >= 100_000 {
+        sqlx::query("ANALYZE units").execute(pool).await?;
+    }
+    Ok(campaign)
+}
+
+/// A run of consecutive units of one binade that the database generates itself: the units
+/// `[max(start, k 2^U), min(end, (k+1) 2^U))` for `k` from `start >> U` to `(end - 1) >> U`,
+/// numbered from `seq0`. The engine cuts a binade's arguments exactly so, which makes a
+/// campaign of millions of units a few hundred rows of parameters (one per binade) and one
+/// `generate_series` statement, instead of millions of values sent over the wire.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct UnitRun {
+    seq0: i32,
+    negative: bool,
+    exponent: i32,
+    start: u128,
+    end: u128,
+}
+
+/// Cuts `units` into [`UnitRun`]s; a unit that does not fit the pattern (none the engine
+/// makes) is a run of its own only if it lies in one aligned block, else it is returned apart
+/// with its seq, to be inserted as it is.
+fn unit_runs(unit_bits: u32, units: &[UnitSpec]) -> (Vec<UnitRun>, Vec<(i32, UnitSpec)>) {
+    let size = 1u128 << unit_bits.min(64);
+    let (mut runs, mut literal): (Vec<UnitRun>, Vec<(i32, UnitSpec)>) = (vec![], vec![]);
+    for (seq, u) in units.iter().enumerate() {
+        let seq = seq as i32;
+        let (first, end) = (
+            u128::from(u.first),
+            u128::from(u.first) + u128::from(u.count),
+        );
+        let one_block = first / size == (end - 1) / size;
+        if let Some(r) = runs.last_mut() {
+            let next_seq = r.seq0 as i64 + ((r.end - 1) / size - r.start / size) as i64 + 1;
+            if r.negative == u.negative
+                && r.exponent == u.exponent
+                && r.end == first
+                && r.end % size == 0
+                && one_block
+                && next_seq == i64::from(seq)
+            {
+                r.end = end;
+                continue;
+            }
+        }
+        if one_block {
+            runs.push(UnitRun {
+                seq0: seq,
+                negative: u.negative,
+                exponent: u.exponent,
+                start: first,
+                end,
+            });
+        } else {
+            literal.push((seq, u.clone()));
+        }
+    }
+    (runs, literal)
+}
+
+/// Inserts a new campaign's units: runs generated in the database, in statements of at most
+/// about a million units (bounded memory on both sides), and the odd unit as it is.
+async fn insert_units(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+    unit_bits: u32,
+    units: &[UnitSpec],
+) -> Result<()> {
+    let (runs, literal) = unit_runs(unit_bits, units);
+    let size = 1u128 << unit_bits.min(64);
+    let mut batch: Vec<UnitRun> = Vec::new();
+    let mut in_batch = 0u128;
+    for r in runs {
+        in_batch += (r.end - 1) / size - r.start / size + 1;
+        batch.push(r);
+        if in_batch >= 1 << 20 {
+            insert_runs(tx, id, size, &batch).await?;
+            batch.clear();
+            in_batch = 0;
+        }
+    }
+    if !batch.is_empty() {
+        insert_runs(tx, id, size, &batch).await?;
+    }
+    for chunk in literal.chunks(10_000) {
+        let seq: Vec<i32> = chunk.iter().map(|(s, _)| *s).collect();
+        let neg: Vec<bool> = chunk.iter().map(|(_, u)| u.negative).collect();
+        let exp: Vec<i32> = chunk.iter().map(|(_, u)| u.exponent).collect();
+        let first: Vec<String> = chunk.iter().map(|(_, u)| u.first.to_string()).collect();
+        let count: Vec<i64> = chunk.iter().map(|(_, u)| u.count as i64).collect();
         sqlx::query(
             "INSERT INTO units (campaign_id, seq, negative, exponent, first, count) \
              SELECT $1, s, n, e, f::numeric, k \
-             FROM UNNEST($2::int4[], $3::bool[], $4::int4[], $5::text[], $6::int8[]) AS t(s, n, e, f, k)",
+             FROM UNNEST($2::int4[], $3::bool[], $4::int4[], $5::text[], $6::int8[]) \
+                  AS t(s, n, e, f, k)",
         )
         .bind(id)
         .bind(&seq)
@@ -184,12 +277,57 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
         .bind(&exp)
         .bind(&first)
         .bind(&count)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    let campaign = fetch_campaign(&mut *tx, id).await?;
-    tx.commit().await?;
-    Ok(campaign)
+    Ok(())
+}
+
+/// One statement generating the units of `runs`.
+async fn insert_runs(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+    size: u128,
+    runs: &[UnitRun],
+) -> Result<()> {
+    let seq0: Vec<i32> = runs.iter().map(|r| r.seq0).collect();
+    let neg: Vec<bool> = runs.iter().map(|r| r.negative).collect();
+    let exp: Vec<i32> = runs.iter().map(|r| r.exponent).collect();
+    let start: Vec<String> = runs.iter().map(|r| r.start.to_string()).collect();
+    let end: Vec<String> = runs.iter().map(|r| r.end.to_string()).collect();
+    let k0: Vec<i64> = runs.iter().map(|r| (r.start / size) as i64).collect();
+    let k1: Vec<i64> = runs.iter().map(|r| ((r.end - 1) / size) as i64).collect();
+    // Significands below 2^63 (every precision but 64) are computed in int8, the rest in
+    // numeric (several times slower).
+    let wide = runs.iter().any(|r| r.end > i64::MAX as u128);
+    let sql = if wide {
+        "INSERT INTO units (campaign_id, seq, negative, exponent, first, count) \
+         SELECT $1, r.seq0 + (k - r.k0)::int4, r.neg, r.exp, \
+                GREATEST(r.st, k::numeric * $2::numeric), \
+                (LEAST(r.en, (k + 1)::numeric * $2::numeric) \
+                 - GREATEST(r.st, k::numeric * $2::numeric))::int8 \
+         FROM UNNEST($3::int4[], $4::bool[], $5::int4[], $6::numeric[], $7::numeric[], \
+                     $8::int8[], $9::int8[]) AS r(seq0, neg, exp, st, en, k0, k1), \
+              LATERAL generate_series(r.k0, r.k1) AS k"
+    } else {
+        "INSERT INTO units (campaign_id, seq, negative, exponent, first, count) \
+         SELECT $1, r.seq0 + (k - r.k0)::int4, r.neg, r.exp, \
+                GREATEST(r.st, k * $2::int8)::numeric, \
+                LEAST(r.en, (k + 1) * $2::int8) - GREATEST(r.st, k * $2::int8) \
+         FROM UNNEST($3::int4[], $4::bool[], $5::int4[], $6::int8[], $7::int8[], \
+                     $8::int8[], $9::int8[]) AS r(seq0, neg, exp, st, en, k0, k1), \
+              LATERAL generate_series(r.k0, r.k1) AS k"
+    };
+    let q = sqlx::query(sql).bind(id).bind(size.to_string());
+    let q = if wide {
+        q.bind(&seq0).bind(&neg).bind(&exp).bind(&start).bind(&end)
+    } else {
+        let st: Vec<i64> = runs.iter().map(|r| r.start as i64).collect();
+        let en: Vec<i64> = runs.iter().map(|r| r.end as i64).collect();
+        q.bind(&seq0).bind(&neg).bind(&exp).bind(st).bind(en)
+    };
+    q.bind(&k0).bind(&k1).execute(&mut **tx).await?;
+    Ok(())
 }
 
 async fn fetch_campaign<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Result<Campaign> {
@@ -265,54 +403,14 @@ fn parse_u128(s: &str) -> u128 {
     s.parse().unwrap_or(0)
 }
 
-/// Progress of a campaign: counts per state, rate over the last hour, ETA, hardest cases.
+/// Progress of a campaign: counts per state, work, rate over the last hour, ETA, hardest
+/// cases. Reads the maintained counters (`tallies`), one rate snapshot and a few indexed rows,
+/// never the campaign's units: its cost does not grow with the campaign.
 pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgress> {
     let campaign = fetch_campaign(pool, id).await?;
-    let rows: Vec<(String, i64, String)> = sqlx::query_as(
-        "SELECT state, count(*), COALESCE(sum(count), 0)::text FROM units \
-         WHERE campaign_id = $1 GROUP BY state",
-    )
-    .bind(id)
-    .fetch_all(pool)
-    .await?;
-    let mut by_state = std::collections::HashMap::new();
-    for (state, units, args) in rows {
-        by_state.insert(
-            state,
-            StateCount {
-                units,
-                arguments: args,
-            },
-        );
-    }
-    let get = |s: &str| {
-        by_state.get(s).cloned().unwrap_or(StateCount {
-            units: 0,
-            arguments: "0".into(),
-        })
-    };
-    let (done, leased, pending, quarantined) = (
-        get("done"),
-        get("leased"),
-        get("pending"),
-        get("quarantined"),
-    );
-    // The window is the last hour, or the campaign's age if younger, so a new campaign's rate
-    // is not diluted by an hour it did not exist.
-    let rate: f64 = sqlx::query_scalar(
-        "SELECT COALESCE(sum(u.count), 0)::float8 \
-              / GREATEST(1.0, LEAST(3600.0, extract(epoch FROM now() - c.created_at)::float8)) \
-         FROM campaigns c LEFT JOIN units u ON u.campaign_id = c.id AND u.state = 'done' \
-              AND u.done_at > now() - interval '1 hour' \
-         WHERE c.id = $1 GROUP BY c.created_at",
-    )
-    .bind(id)
-    .fetch_one(pool)
-    .await?;
-    let hr_cases: i64 = sqlx::query_scalar("SELECT count(*) FROM hr_cases WHERE campaign_id = $1")
-        .bind(id)
-        .fetch_one(pool)
-        .await?;
+    let t = tallies::campaign_tally(pool, id).await?;
+    let info = tallies::estimate_info(pool, id).await?;
+    let base = tallies::rate_base(pool, id).await?;
     let hardest = hardest_cases(pool, id, 10).await?;
     let skipped = export::skipped_summary(pool, id).await?;
     let skipped_runs = export::skipped_runs(pool, id, Some(100)).await?;
@@ -323,38 +421,30 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     .bind(id)
     .fetch_all(pool)
     .await?;
-    #[allow(clippy::type_complexity)]
-    let (results, void, outvoted, alone, single_untrusted, refuted, computed): (
-        i64,
-        i64,
-        i64,
-        i64,
-        i64,
-        i64,
-        f64,
-    ) = sqlx::query_as(
-        "SELECT count(*), count(*) FILTER (WHERE r.void), \
-                count(*) FILTER (WHERE r.verdict = 'outvoted'), \
-                count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void), \
-                count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void AND NOT r.by_trusted \
-                                   AND u.state = 'done'), \
-                count(*) FILTER (WHERE r.verdict = 'refuted'), \
-                COALESCE(sum(u.count), 0)::float8 \
-         FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1",
-    )
-    .bind(id)
-    .fetch_one(pool)
-    .await?;
-    let total_args = parse_u128(&campaign.arguments_total);
-    let done_args = parse_u128(&done.arguments);
-    let remaining = total_args
-        .saturating_sub(done_args)
-        .saturating_sub(parse_u128(&quarantined.arguments));
-    let percent_done = if total_args == 0 {
-        100.0
-    } else {
-        done_args as f64 * 100.0 / total_args as f64
+    let count = |units: i64, args: &str| StateCount {
+        units,
+        arguments: args.to_string(),
     };
+    let (done, leased, pending, quarantined) = (
+        count(t.units_done, &t.args_done),
+        count(t.units_leased, &t.args_leased),
+        count(t.units_pending, &t.args_pending),
+        count(t.units_quarantined, &t.args_quarantined),
+    );
+    let done_args = parse_u128(&t.args_done);
+    let work = domain::work::progress(&domain::work::Readings {
+        total: t.work_pending + t.work_leased + t.work_done + t.work_quarantined,
+        done: t.work_done,
+        leased: t.work_leased,
+        pending: t.work_pending,
+        quarantined: t.work_quarantined,
+        base: base.map(|(w, _, secs)| (w, secs)),
+        seconds_per_work: info.seconds_per_work,
+        backend: info.backend,
+    });
+    let rate = base.map_or(0.0, |(_, args, secs)| {
+        domain::work::rate(done_args as f64, args, secs)
+    });
     Ok(CampaignProgress {
         campaign_id: id,
         state: campaign.state,
@@ -368,10 +458,10 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         leased,
         pending,
         quarantined,
-        percent_done,
+        percent_done: work.percent_done,
         arguments_per_second_last_hour: rate,
-        eta_seconds: (rate > 0.0).then(|| remaining as f64 / rate),
-        hr_cases,
+        eta_seconds: work.eta_seconds,
+        hr_cases: t.hr_cases,
         skipped,
         skipped_runs,
         hardest,
@@ -391,18 +481,19 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
             )
             .collect(),
         replication: ReplicationReport {
-            results,
-            void,
-            outvoted,
-            alone,
-            single_untrusted,
-            refuted,
+            results: t.results,
+            void: t.results_void,
+            outvoted: t.results_outvoted,
+            alone: t.results_alone,
+            single_untrusted: t.results_alone_untrusted,
+            refuted: t.results_refuted,
             work_factor: if done_args == 0 {
                 0.0
             } else {
-                computed / done_args as f64
+                parse_u128(&t.results_arguments) as f64 / done_args as f64
             },
         },
+        work,
     })
 }
 
@@ -634,11 +725,7 @@ pub async fn complete_finished_campaigns(pool: &PgPool) -> Result<Vec<i64>> {
     Ok(done.into_iter().map(|(id,)| id).collect())
 }
 
-/// Units per state over all campaigns, for `/metrics`.
+/// Units per state over all campaigns, for `/metrics`: from the maintained counters.
 pub async fn unit_state_counts(pool: &PgPool) -> Result<Vec<(String, i64)>> {
-    Ok(
-        sqlx::query_as("SELECT state, count(*) FROM units GROUP BY state ORDER BY state")
-            .fetch_all(pool)
-            .await?,
-    )
+    tallies::unit_state_counts(pool).await
 }

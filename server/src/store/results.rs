@@ -281,6 +281,9 @@ struct UnitForResult {
     replicas_needed: Option<i32>,
     /// Some verified case lies in the unit: its facts must be read.
     proven: bool,
+    /// Its binade's weight (1 without an estimate): the worker's speed is in weighted
+    /// arguments per second, the measure leases are sized in.
+    weight: f64,
 }
 
 /// A lease locked for recording, with its age on the database clock.
@@ -329,8 +332,10 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     let units: Vec<UnitForResult> = sqlx::query_as(
         "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
                 u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
-                c.trust_after, u.replicas_needed, u.proven \
+                c.trust_after, u.replicas_needed, u.proven, COALESCE(k.weight, 1) AS weight \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+         LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
+              AND k.negative = u.negative AND k.exponent = u.exponent \
          WHERE u.id = ANY($1) ORDER BY u.id FOR UPDATE OF u",
     )
     .bind(&unit_ids)
@@ -489,7 +494,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     // inserted, so it is written once, with its verdict (its stand-in id is negative).
     let mut changes = store_trust::Changes::default();
     let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
-    let (mut count, mut elapsed, mut oldest_lease) = (0i64, 0f64, 0f64);
+    let (mut count, mut elapsed, mut oldest_lease) = (0f64, 0f64, 0f64);
     let mut done_campaigns = BTreeSet::new();
     for (slot, &i) in accepted.iter().enumerate() {
         let p = &posts[i];
@@ -528,7 +533,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         u_live.push(replicas.len() as i32);
         u_needed.push(needed as i32);
         u_state.push(state);
-        count += row.unit.count;
+        count += row.unit.count as f64 * row.weight;
         elapsed += p.result.elapsed;
         oldest_lease = oldest_lease.max(leases[&p.lease_id].age_seconds);
     }
@@ -595,7 +600,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     {
         let own = changes.worker(worker_id);
         own.done += accepted.len() as i64;
-        own.speed = domain::speed_sample(count, elapsed, wall);
+        own.speed = domain::speed_sample_work(count, elapsed, wall);
     }
     store_trust::apply_verdicts(&mut tx, &changes).await?;
     let records = store_trust::apply_records(&mut tx, &changes).await?;

@@ -9,9 +9,10 @@
 
 use crate::api::auth::Admin;
 use crate::api::ApiPath;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store;
 use crate::store::export as store_export;
+use crate::views::export::ApiQuery;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::header;
@@ -100,21 +101,55 @@ async fn page() -> impl IntoResponse {
     )
 }
 
+/// A page of coverage: binades from `offset` (0 when absent), at most `limit` of them
+/// (1024 when absent, and at most 1024).
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CoverageQuery {
+    /// The first binade of the page, counted in value order from 0.
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+    /// Binades in the page (1 to 1024).
+    #[param(minimum = 1, maximum = 1024)]
+    pub limit: Option<i64>,
+}
+
 /// Coverage of a campaign by binade: units and arguments done per (sign, exponent), in value
-/// order.
+/// order, a page at a time (a whole binary64 function has over 4,000 binades). Read from the
+/// binades' maintained counters, not from the units. `X-Tmd-Binades` gives the number of
+/// binades in all.
 #[utoipa::path(get, path = "/campaigns/{id}/coverage", tag = "campaigns",
     security(("admin" = [])),
-    params(("id" = i64, Path, description = "campaign id")),
-    responses((status = 200, body = Vec<BinadeCoverage>), (status = 401, body = ApiError),
+    params(("id" = i64, Path, description = "campaign id"), CoverageQuery),
+    responses((status = 200, body = Vec<BinadeCoverage>,
+               headers(("x-tmd-binades" = u64, description = "binades of the campaign in all"))),
+              (status = 400, body = ApiError), (status = 401, body = ApiError),
               (status = 404, body = ApiError)))]
 async fn coverage(
     State(s): State<AppState>,
     _: Admin,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<Vec<BinadeCoverage>>> {
+    ApiQuery(q): ApiQuery<CoverageQuery>,
+) -> Result<impl IntoResponse> {
+    let offset = q.offset.unwrap_or(0);
+    let limit = q.limit.unwrap_or(store::tallies::COVERAGE_PAGE_MAX);
+    if offset < 0 || !(1..=store::tallies::COVERAGE_PAGE_MAX).contains(&limit) {
+        return Err(Error::BadRequest(format!(
+            "offset must be at least 0 and limit in 1..={}",
+            store::tallies::COVERAGE_PAGE_MAX
+        )));
+    }
     // A campaign always has units, so an empty answer would only hide a wrong id.
     store::get_campaign(&s.pool, id).await?;
-    Ok(Json(store_export::coverage(&s.pool, id).await?))
+    let (page, total) = store::tallies::coverage_page(&s.pool, id, offset, limit).await?;
+    Ok((
+        [(
+            header::HeaderName::from_static("x-tmd-binades"),
+            header::HeaderValue::from(total.max(0) as u64),
+        )],
+        Json(page),
+    ))
 }
 
 /// Histogram of hardness: HR-cases per number of identical bits, per kind.

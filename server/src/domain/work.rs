@@ -1,0 +1,446 @@
+//! Work: what a unit is expected to cost, from a posted cost estimate, and what follows from
+//! it without I/O (the estimate's checks, the binades' weights, a lease's budget of work, the
+//! rate and ETA of a campaign).
+//!
+//! A binade's weight is its cost per argument relative to the campaign's mean, so a unit's
+//! work is `count * weight` "weighted arguments" and a campaign's total work equals its
+//! arguments: without an estimate every weight is 1 and work is counted in arguments, exactly
+//! as before (issue 25). Weights only steer leases and the ETA; nothing a worker says enters
+//! them, and no result is judged by them.
+
+use super::{lease_size, Held, LeasePolicy};
+use crate::error::{Error, Result};
+use tmd_wire::{CostEstimate, COST_ESTIMATE_VERSION};
+
+/// The smallest weight a binade gets: a binade whose sample measured nothing (an exact
+/// region) still costs a little, so no claim has to look ahead without bound to fill a lease.
+pub const MIN_WEIGHT: f64 = 1e-6;
+
+/// The campaign an estimate must describe.
+#[derive(Debug, Clone)]
+pub struct EstimateTarget<'a> {
+    pub function: &'a str,
+    /// The campaign's format as the engine names it (`binary64`, `p24`).
+    pub format: &'a str,
+    pub min_bits: u32,
+    /// Each binade the campaign has units in: sign, exponent, arguments.
+    pub binades: &'a [(bool, i32, u128)],
+}
+
+/// One binade's weight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BinadeWeight {
+    pub negative: bool,
+    pub exponent: i32,
+    /// Cost per argument over the campaign's mean cost per argument (at least [`MIN_WEIGHT`]).
+    pub weight: f64,
+    /// The estimate's seconds per argument.
+    pub seconds_per_argument: f64,
+}
+
+/// What an estimate makes of a campaign.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weights {
+    /// One per binade of the campaign, in the target's order.
+    pub binades: Vec<BinadeWeight>,
+    /// The estimate's seconds per weighted argument (its mean seconds per argument).
+    pub seconds_per_work: f64,
+    /// The smallest of the weights.
+    pub min_weight: f64,
+}
+
+/// Checks `e` against the campaign and derives the binades' weights. `estimate_format` is
+/// the estimate's format as the engine names it (the caller resolves aliases).
+///
+/// Refused: another schema version, a number that is not finite or is negative, a binade
+/// listed twice, a unit size outside 0..=62 (`estimate_invalid`); another function, format or
+/// min_bits, or a binade of the campaign the estimate lacks (`estimate_mismatch`). Binades of
+/// the estimate beyond the campaign's are ignored (an estimate of a wider range fits).
+pub fn weigh(t: &EstimateTarget<'_>, e: &CostEstimate, estimate_format: &str) -> Result<Weights> {
+    check_numbers(e)?;
+    if e.function != t.function || estimate_format != t.format || e.min_bits != t.min_bits {
+        return Err(Error::EstimateMismatch(format!(
+            "the estimate is of {} in {} at min_bits {}, the campaign of {} in {} at min_bits {}",
+            e.function, e.format, e.min_bits, t.function, t.format, t.min_bits
+        )));
+    }
+    let per_unit = 2f64.powi(e.unit_bits as i32);
+    let mut by_binade = std::collections::HashMap::with_capacity(e.binades.len());
+    for b in &e.binades {
+        if by_binade
+            .insert((b.negative, b.exponent), b.seconds_per_unit / per_unit)
+            .is_some()
+        {
+            return Err(Error::EstimateInvalid(format!(
+                "binade {}2^{} is listed twice",
+                if b.negative { "-" } else { "+" },
+                b.exponent
+            )));
+        }
+    }
+    let mut missing = Vec::new();
+    let mut rows = Vec::with_capacity(t.binades.len());
+    let (mut seconds, mut arguments) = (0f64, 0f64);
+    for &(negative, exponent, args) in t.binades {
+        match by_binade.get(&(negative, exponent)) {
+            Some(&spa) => {
+                seconds += spa * args as f64;
+                arguments += args as f64;
+                rows.push((negative, exponent, spa));
+            }
+            None => missing.push(format!("{}2^{exponent}", if negative { "-" } else { "+" })),
+        }
+    }
+    if !missing.is_empty() {
+        let shown: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
+        return Err(Error::EstimateMismatch(format!(
+            "the estimate lacks {} binade(s) of the campaign ({}{})",
+            missing.len(),
+            shown.join(", "),
+            if missing.len() > 5 { ", ..." } else { "" }
+        )));
+    }
+    let mean = seconds / arguments;
+    if !(mean.is_finite() && mean > 0.0) {
+        return Err(Error::EstimateInvalid(
+            "the estimate puts no cost on the campaign's arguments".into(),
+        ));
+    }
+    let binades: Vec<BinadeWeight> = rows
+        .into_iter()
+        .map(|(negative, exponent, spa)| BinadeWeight {
+            negative,
+            exponent,
+            weight: (spa / mean).max(MIN_WEIGHT),
+            seconds_per_argument: spa,
+        })
+        .collect();
+    let min_weight = binades
+        .iter()
+        .map(|b| b.weight)
+        .fold(f64::INFINITY, f64::min);
+    Ok(Weights {
+        binades,
+        seconds_per_work: mean,
+        min_weight: if min_weight.is_finite() {
+            min_weight
+        } else {
+            1.0
+        },
+    })
+}
+
+/// The estimate's own consistency: version, unit size, every number finite and not negative.
+fn check_numbers(e: &CostEstimate) -> Result<()> {
+    if e.version != COST_ESTIMATE_VERSION {
+        return Err(Error::EstimateInvalid(format!(
+            "estimate version {} is not {COST_ESTIMATE_VERSION}, the version this server reads",
+            e.version
+        )));
+    }
+    if e.unit_bits > 62 {
+        return Err(Error::EstimateInvalid(format!(
+            "unit_bits {} is not in 0..=62",
+            e.unit_bits
+        )));
+    }
+    let bad = |x: f64| !(x.is_finite() && x >= 0.0);
+    if [
+        e.total_seconds,
+        e.total_seconds_stderr,
+        e.total_hr_cases,
+        e.total_hr_cases_stderr,
+    ]
+    .into_iter()
+    .any(bad)
+    {
+        return Err(Error::EstimateInvalid(
+            "the estimate's totals must be finite and not negative".into(),
+        ));
+    }
+    if let Some(b) = e.binades.iter().find(|b| {
+        [
+            b.seconds_per_unit,
+            b.seconds_per_unit_stderr,
+            b.expected_hr_cases,
+            b.expected_hr_cases_stderr,
+        ]
+        .into_iter()
+        .any(bad)
+    }) {
+        return Err(Error::EstimateInvalid(format!(
+            "binade {}2^{}: every number must be finite and not negative",
+            if b.negative { "-" } else { "+" },
+            b.exponent
+        )));
+    }
+    Ok(())
+}
+
+/// A lease's size: at most `max_units` units, and units taken in order while the work before
+/// each is below `work` (weighted arguments), so the first is always taken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaseSize {
+    pub max_units: u32,
+    pub work: f64,
+}
+
+/// About `seconds` of work at the worker's measured `speed` (weighted arguments per second),
+/// within what keeps its `held` work under `policy.max_held_seconds`. The unit cap lets the
+/// claim look as far ahead as the campaign's cheapest binade (`min_weight`) could need, never
+/// beyond `policy.max_units`. With every weight 1 it is [`lease_size`]'s count of units. An
+/// unmeasured worker gets the `first` units it computes at once (its first results calibrate
+/// it).
+pub fn lease_work(
+    policy: &LeasePolicy,
+    seconds: u32,
+    speed: Option<f64>,
+    unit_bits: u32,
+    held: Held,
+    min_weight: f64,
+    first: u32,
+) -> LeaseSize {
+    let Some(speed) = speed.filter(|s| s.is_finite() && *s > 0.0) else {
+        return LeaseSize {
+            max_units: lease_size(policy, seconds, speed, unit_bits, held, first),
+            work: f64::INFINITY,
+        };
+    };
+    let per_unit = 2f64.powi(unit_bits as i32);
+    let min_weight = if min_weight.is_finite() && min_weight > 0.0 {
+        min_weight.min(1.0)
+    } else {
+        1.0
+    };
+    let want = f64::from(seconds) * speed;
+    let mut room = f64::from(policy.max_held_seconds) * speed - held.arguments;
+    if held.units <= 0 {
+        room = room.max(per_unit);
+    }
+    // The cheapest unit must fit, as a full unit had to before weights.
+    if room < per_unit * min_weight {
+        return LeaseSize {
+            max_units: 0,
+            work: 0.0,
+        };
+    }
+    let work = want.min(room).max(f64::MIN_POSITIVE);
+    let max_units = (work / (per_unit * min_weight))
+        .floor()
+        .clamp(1.0, f64::from(policy.max_units.max(1)));
+    LeaseSize {
+        max_units: max_units as u32,
+        work,
+    }
+}
+
+/// A rate from two readings of a counter: `(done_now - done_then) / seconds`, 0 when nothing
+/// was done or no time passed.
+pub fn rate(done_now: f64, done_then: f64, seconds: f64) -> f64 {
+    let d = done_now - done_then;
+    if d > 0.0 && seconds > 0.0 && d.is_finite() {
+        d / seconds.max(1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Seconds to do `left` at `rate`; absent without a rate (nothing done in the window).
+pub fn eta(left: f64, rate: f64) -> Option<f64> {
+    (rate > 0.0).then(|| left.max(0.0) / rate)
+}
+
+/// A campaign's work counters and the rate's base, as storage read them.
+#[derive(Debug, Clone, Default)]
+pub struct Readings {
+    pub total: f64,
+    pub done: f64,
+    pub leased: f64,
+    pub pending: f64,
+    pub quarantined: f64,
+    /// The done work at the start of the rate's window, and the window's seconds.
+    pub base: Option<(f64, f64)>,
+    /// The estimate's seconds per weighted argument (absent without an estimate).
+    pub seconds_per_work: Option<f64>,
+    pub backend: Option<String>,
+}
+
+/// The note a campaign without an estimate shows: its work is its arguments.
+pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate posted; \
+     every argument weighs the same)";
+
+/// Progress by work: percent done, the rate over the window, the ETA of the pending and
+/// leased work (quarantined work waits on an admin), and the estimate's seconds.
+pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
+    let rate = r.base.map_or(0.0, |(then, secs)| rate(r.done, then, secs));
+    let left = r.pending + r.leased;
+    let percent_done = if r.total > 0.0 {
+        (r.done * 100.0 / r.total).clamp(0.0, 100.0)
+    } else {
+        100.0
+    };
+    let (basis, note) = match (&r.seconds_per_work, &r.backend) {
+        (Some(_), backend) => (
+            "estimate",
+            format!(
+                "work weighted by the cost estimate of {}",
+                backend.as_deref().unwrap_or("an unnamed back end")
+            ),
+        ),
+        (None, _) => ("arguments", NO_ESTIMATE.to_string()),
+    };
+    tmd_wire::WorkProgress {
+        basis: basis.into(),
+        note,
+        total: r.total,
+        done: r.done,
+        leased: r.leased,
+        pending: r.pending,
+        quarantined: r.quarantined,
+        percent_done,
+        per_second_last_hour: rate,
+        eta_seconds: eta(left, rate),
+        estimated_seconds_total: r.seconds_per_work.map(|s| s * r.total),
+        estimated_seconds_left: r.seconds_per_work.map(|s| s * left),
+        backend: r.backend.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// With every weight 1 a lease holds what it held before weights: `lease_size` units.
+        #[test]
+        fn uniform_weights_size_leases_as_before(
+            seconds in 1u32..100_000,
+            speed in proptest::option::of(1e-3f64..1e15),
+            unit_bits in 0u32..50,
+            units in 0i64..300,
+            held in 0f64..1e18,
+        ) {
+            let policy = LeasePolicy::default();
+            let held = Held { units, arguments: if units == 0 { 0.0 } else { held } };
+            let before = lease_size(&policy, seconds, speed, unit_bits, held, 1);
+            let now = lease_work(&policy, seconds, speed, unit_bits, held, 1.0, 1);
+            prop_assert_eq!(now.max_units, before);
+            // Full units of weight 1 taken while the work before each is below the budget:
+            // exactly `max_units` of them fit.
+            if speed.is_some() && before > 0 {
+                let per_unit = 2f64.powi(unit_bits as i32);
+                let fit = (now.work / per_unit).ceil().max(1.0);
+                prop_assert!(fit >= f64::from(before), "{fit} < {before}");
+            }
+        }
+    }
+
+    fn target(binades: &[(bool, i32, u128)]) -> EstimateTarget<'_> {
+        EstimateTarget {
+            function: "exp",
+            format: "binary32",
+            min_bits: 12,
+            binades,
+        }
+    }
+
+    fn estimate(spu: &[(bool, i32, f64)]) -> CostEstimate {
+        CostEstimate {
+            version: COST_ESTIMATE_VERSION,
+            function: "exp".into(),
+            format: "binary32".into(),
+            min_bits: 12,
+            unit_bits: 10,
+            backend: "test".into(),
+            seed: 0,
+            binades: spu
+                .iter()
+                .map(|&(negative, exponent, s)| tmd_wire::BinadeCost {
+                    negative,
+                    exponent,
+                    units: 1,
+                    sampled: 1,
+                    seconds_per_unit: s,
+                    seconds_per_unit_stderr: 0.0,
+                    expected_hr_cases: 0.0,
+                    expected_hr_cases_stderr: 0.0,
+                })
+                .collect(),
+            total_seconds: 0.0,
+            total_seconds_stderr: 0.0,
+            total_hr_cases: 0.0,
+            total_hr_cases_stderr: 0.0,
+        }
+    }
+
+    #[test]
+    fn weights_average_one_over_the_campaigns_arguments() {
+        let binades = [(false, 0, 3 << 20), (false, 1, 1 << 20), (true, 0, 4 << 20)];
+        let e = estimate(&[
+            (false, 0, 1.0),
+            (false, 1, 5.0),
+            (true, 0, 0.0),
+            (true, 9, 7.0),
+        ]);
+        let w = weigh(&target(&binades), &e, "binary32").unwrap();
+        let mean: f64 = w
+            .binades
+            .iter()
+            .zip(&binades)
+            .map(|(b, t)| b.weight * t.2 as f64)
+            .sum::<f64>()
+            / (8u64 << 20) as f64;
+        // The zero-cost binade weighs MIN_WEIGHT, a hair above its share of nothing.
+        assert!((mean - 1.0).abs() < 1e-5, "{mean}");
+        assert!((w.binades[1].weight / w.binades[0].weight - 5.0).abs() < 1e-12);
+        assert_eq!(w.min_weight, MIN_WEIGHT);
+        // Seconds per weighted argument: (3 * 1 + 1 * 5) / 8 seconds per 2^10 arguments.
+        assert!((w.seconds_per_work - 1.0 / 1024.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn estimates_of_another_campaign_are_refused() {
+        let binades = [(false, 0, 1u128 << 20)];
+        let ok = estimate(&[(false, 0, 1.0)]);
+        assert!(weigh(&target(&binades), &ok, "binary32").is_ok());
+        assert!(matches!(
+            weigh(&target(&binades), &ok, "binary64"),
+            Err(Error::EstimateMismatch(_))
+        ));
+        let lacking = estimate(&[(false, 1, 1.0)]);
+        assert!(matches!(
+            weigh(&target(&binades), &lacking, "binary32"),
+            Err(Error::EstimateMismatch(_))
+        ));
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            let e = estimate(&[(false, 0, bad)]);
+            assert!(matches!(
+                weigh(&target(&binades), &e, "binary32"),
+                Err(Error::EstimateInvalid(_))
+            ));
+        }
+        let mut future = ok.clone();
+        future.version += 1;
+        assert!(matches!(
+            weigh(&target(&binades), &future, "binary32"),
+            Err(Error::EstimateInvalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_lease_in_a_dear_binade_holds_fewer_units() {
+        let policy = LeasePolicy::default();
+        let held = Held::default();
+        // A worker doing one mean unit (2^10 weighted arguments) a second, asking for 60 s.
+        let l = lease_work(&policy, 60, Some(1024.0), 10, held, 0.01, 1);
+        assert_eq!(l.work, 60.0 * 1024.0);
+        // It may look 6,000 units ahead (all at the cheapest weight, 0.01).
+        assert_eq!(l.max_units, 6000);
+        // Rates and ETAs.
+        assert_eq!(rate(10.0, 4.0, 3.0), 2.0);
+        assert_eq!(rate(4.0, 10.0, 3.0), 0.0);
+        assert_eq!(eta(10.0, 2.0), Some(5.0));
+        assert_eq!(eta(10.0, 0.0), None);
+    }
+}

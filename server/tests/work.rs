@@ -1,0 +1,537 @@
+//! Work and scale (issue 25) over real HTTP and PostgreSQL: the maintained counters equal a
+//! full scan after a random sequence of every operation that changes a unit, a result or an
+//! HR-case; cost estimates are checked and weigh progress and leases; coverage comes in pages;
+//! units generated in the database are the engine's plan.
+
+mod common;
+
+use common::{TestApp, ADMIN};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_wire::BatchedResult;
+
+/// A small deterministic generator (xorshift64*), so a failure replays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// exp in binary32 over two binades, [1, 2) and [2, 4), units of 2^16 arguments: 256 units.
+fn two_binades(extra: Value) -> Value {
+    let mut body = json!({"function": "exp", "format": "binary32", "min_bits": 12,
+        "ranges": [{"from": "0x1p+0", "to": "0x1p+2"}], "unit_bits": 16});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// A valid estimate of [`two_binades`]: `ms` milliseconds per unit in [1, 2) and [2, 4).
+fn estimate(ms: [f64; 2]) -> Value {
+    json!({
+        "version": 1, "function": "exp", "format": "binary32", "min_bits": 12,
+        "unit_bits": 16, "backend": "test", "seed": 1,
+        "binades": [
+            {"negative": false, "exponent": 0, "units": 128, "sampled": 4,
+             "seconds_per_unit": ms[0] / 1e3, "seconds_per_unit_stderr": 0.0,
+             "expected_hr_cases": 0.0, "expected_hr_cases_stderr": 0.0},
+            {"negative": false, "exponent": 1, "units": 128, "sampled": 4,
+             "seconds_per_unit": ms[1] / 1e3, "seconds_per_unit_stderr": 0.0,
+             "expected_hr_cases": 0.0, "expected_hr_cases_stderr": 0.0}
+        ],
+        "total_seconds": 128.0 * (ms[0] + ms[1]) / 1e3, "total_seconds_stderr": 0.0,
+        "total_hr_cases": 0.0, "total_hr_cases_stderr": 0.0
+    })
+}
+
+/// The counters as the server keeps them and as a full scan computes them, for one campaign:
+/// (name, kept, scanned) per counter.
+async fn compare(pool: &PgPool, campaign: i64) -> Vec<(String, f64, f64)> {
+    let kept: Vec<(String, f64)> = sqlx::query_as(
+        "SELECT k, v FROM ( \
+           SELECT sum(units_pending)::float8 AS up, sum(units_leased)::float8 AS ul, \
+                  sum(units_done)::float8 AS ud, sum(units_quarantined)::float8 AS uq, \
+                  sum(args_pending)::float8 AS ap, sum(args_leased)::float8 AS al, \
+                  sum(args_done)::float8 AS ad, sum(args_quarantined)::float8 AS aq, \
+                  sum(work_pending) AS wp, sum(work_leased) AS wl, sum(work_done) AS wd, \
+                  sum(work_quarantined) AS wq, sum(hr_cases)::float8 AS hr, \
+                  sum(results)::float8 AS r, sum(results_void)::float8 AS rv, \
+                  sum(results_outvoted)::float8 AS ro, sum(results_alone)::float8 AS ra, \
+                  sum(results_alone_untrusted)::float8 AS rau, \
+                  sum(results_refuted)::float8 AS rr, sum(results_arguments)::float8 AS rargs \
+           FROM campaign_tallies WHERE campaign_id = $1) t, \
+         LATERAL (VALUES ('up', up), ('ul', ul), ('ud', ud), ('uq', uq), ('ap', ap), \
+             ('al', al), ('ad', ad), ('aq', aq), ('wp', wp), ('wl', wl), ('wd', wd), \
+             ('wq', wq), ('hr', hr), ('r', r), ('rv', rv), ('ro', ro), ('ra', ra), \
+             ('rau', rau), ('rr', rr), ('rargs', rargs)) AS x(k, v)",
+    )
+    .bind(campaign)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let scanned: Vec<(String, f64)> = sqlx::query_as(
+        "WITH u AS (SELECT u.*, COALESCE(k.weight, 1) AS w FROM units u \
+                    LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
+                         AND k.negative = u.negative AND k.exponent = u.exponent \
+                    WHERE u.campaign_id = $1), \
+         s AS (SELECT \
+             count(*) FILTER (WHERE state = 'pending')::float8 AS up, \
+             count(*) FILTER (WHERE state = 'leased')::float8 AS ul, \
+             count(*) FILTER (WHERE state = 'done')::float8 AS ud, \
+             count(*) FILTER (WHERE state = 'quarantined')::float8 AS uq, \
+             COALESCE(sum(count) FILTER (WHERE state = 'pending'), 0)::float8 AS ap, \
+             COALESCE(sum(count) FILTER (WHERE state = 'leased'), 0)::float8 AS al, \
+             COALESCE(sum(count) FILTER (WHERE state = 'done'), 0)::float8 AS ad, \
+             COALESCE(sum(count) FILTER (WHERE state = 'quarantined'), 0)::float8 AS aq, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'pending'), 0) AS wp, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'leased'), 0) AS wl, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'done'), 0) AS wd, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'quarantined'), 0) AS wq \
+           FROM u), \
+         r AS (SELECT count(*)::float8 AS r, count(*) FILTER (WHERE r.void)::float8 AS rv, \
+             count(*) FILTER (WHERE r.verdict = 'outvoted')::float8 AS ro, \
+             count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void)::float8 AS ra, \
+             count(*) FILTER (WHERE r.verdict = 'alone' AND NOT r.void AND NOT r.by_trusted \
+                              AND u.state = 'done')::float8 AS rau, \
+             count(*) FILTER (WHERE r.verdict = 'refuted')::float8 AS rr, \
+             COALESCE(sum(u.count), 0)::float8 AS rargs \
+           FROM results r JOIN units u ON u.id = r.unit_id WHERE u.campaign_id = $1), \
+         h AS (SELECT count(*)::float8 AS hr FROM hr_cases WHERE campaign_id = $1) \
+         SELECT k, v FROM s, r, h, \
+         LATERAL (VALUES ('up', up), ('ul', ul), ('ud', ud), ('uq', uq), ('ap', ap), \
+             ('al', al), ('ad', ad), ('aq', aq), ('wp', wp), ('wl', wl), ('wd', wd), \
+             ('wq', wq), ('hr', hr), ('r', r), ('rv', rv), ('ro', ro), ('ra', ra), \
+             ('rau', rau), ('rr', rr), ('rargs', rargs)) AS x(k, v)",
+    )
+    .bind(campaign)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    kept.into_iter()
+        .zip(scanned)
+        .map(|((k, a), (k2, b))| {
+            assert_eq!(k, k2);
+            (k, a, b)
+        })
+        .collect()
+}
+
+/// The binades' counters against a scan grouped by binade.
+async fn binades_match(pool: &PgPool, campaign: i64) {
+    let diff: Vec<(bool, i32)> = sqlx::query_as(
+        "WITH kept AS ( \
+             SELECT negative, exponent, sum(units_pending) AS up, sum(units_leased) AS ul, \
+                    sum(units_done) AS ud, sum(units_quarantined) AS uq, \
+                    sum(args_pending) AS ap, sum(args_leased) AS al, sum(args_done) AS ad, \
+                    sum(args_quarantined) AS aq \
+             FROM binade_tallies WHERE campaign_id = $1 GROUP BY negative, exponent), \
+         scan AS ( \
+             SELECT negative, exponent, \
+                    count(*) FILTER (WHERE state = 'pending')::numeric AS up, \
+                    count(*) FILTER (WHERE state = 'leased')::numeric AS ul, \
+                    count(*) FILTER (WHERE state = 'done')::numeric AS ud, \
+                    count(*) FILTER (WHERE state = 'quarantined')::numeric AS uq, \
+                    COALESCE(sum(count) FILTER (WHERE state = 'pending'), 0) AS ap, \
+                    COALESCE(sum(count) FILTER (WHERE state = 'leased'), 0) AS al, \
+                    COALESCE(sum(count) FILTER (WHERE state = 'done'), 0) AS ad, \
+                    COALESCE(sum(count) FILTER (WHERE state = 'quarantined'), 0) AS aq \
+             FROM units WHERE campaign_id = $1 GROUP BY negative, exponent) \
+         SELECT COALESCE(kept.negative, scan.negative), COALESCE(kept.exponent, scan.exponent) \
+         FROM kept FULL JOIN scan USING (negative, exponent) \
+         WHERE (kept.up, kept.ul, kept.ud, kept.uq, kept.ap, kept.al, kept.ad, kept.aq) \
+               IS DISTINCT FROM \
+               (scan.up, scan.ul, scan.ud, scan.uq, scan.ap, scan.al, scan.ad, scan.aq)",
+    )
+    .bind(campaign)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(diff.is_empty(), "binades whose counters differ: {diff:?}");
+}
+
+async fn assert_counters(pool: &PgPool, campaign: i64, step: &str) {
+    for (k, kept, scanned) in compare(pool, campaign).await {
+        let tol = 1e-9 * scanned.abs().max(1.0);
+        assert!(
+            (kept - scanned).abs() <= tol,
+            "after {step}: counter {k} is {kept}, a scan says {scanned}"
+        );
+    }
+    binades_match(pool, campaign).await;
+}
+
+/// Posts results for `units` of `lease` (some with a wrong digest when `lie`).
+async fn post(w: &WorkerClient, lease: &tmd_wire::Lease, units: &[i64], lie: bool) {
+    let results = units
+        .iter()
+        .map(|&u| {
+            let mut r = empty_result(lease.fencing_token, u, 0.5);
+            if lie {
+                r.stats.domains += 7;
+            }
+            BatchedResult {
+                lease_id: lease.lease_id,
+                unit_id: u,
+                result: r,
+            }
+        })
+        .collect();
+    // Refusals (a lease revoked by a quarantine, a unit done meanwhile) are part of the game.
+    let _ = w.post_batch(results).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_equal_a_full_scan_after_random_operations() {
+    let app = TestApp::new().await;
+    let pool = app.db.pool().clone();
+    // One campaign settled by one result, one with two replicas (verdicts, votes, voids).
+    let single = app.campaign(two_binades(json!({}))).await["id"]
+        .as_i64()
+        .unwrap();
+    let double = app
+        .campaign(two_binades(json!({"replication": 2, "name": "replicated"})))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let mut workers = Vec::new();
+    for i in 0..4 {
+        workers.push(app.worker(&format!("w{i}")).await);
+    }
+    let mut held: Vec<(usize, tmd_wire::Lease)> = Vec::new();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for step in 0..120 {
+        // Worker 3 (a liar now and then) is quarantined half way: its results become void and
+        // the units it vouched for are redone.
+        let op = if step == 60 { 99 } else { rng.below(10) };
+        let what = match op {
+            0..=2 => {
+                let i = rng.below(workers.len() as u64) as usize;
+                if let Ok(r) = workers[i].1.lease(Some(1 + rng.below(30) as u32)).await {
+                    if let Some(l) = r.lease {
+                        held.push((i, l));
+                    }
+                }
+                "a lease"
+            }
+            3..=5 if !held.is_empty() => {
+                let (i, l) = held.swap_remove(rng.below(held.len() as u64) as usize);
+                let ids: Vec<i64> = l.units.iter().map(|u| u.unit_id).collect();
+                let take = 1 + rng.below(ids.len() as u64) as usize;
+                // Worker 3 lies now and then: outvoted results, then a quarantine.
+                post(&workers[i].1, &l, &ids[..take], i == 3 && rng.below(2) == 0).await;
+                if take < ids.len() {
+                    held.push((i, l));
+                }
+                "results"
+            }
+            6 if !held.is_empty() => {
+                let (i, l) = held.swap_remove(rng.below(held.len() as u64) as usize);
+                // Only the liar reports failures (enough of them quarantine a worker).
+                let failed: Vec<i64> = l
+                    .units
+                    .iter()
+                    .filter(|_| i == 3 && rng.below(2) == 0)
+                    .map(|u| u.unit_id)
+                    .collect();
+                let _ = workers[i].1.release(&l, &failed).await;
+                "a release"
+            }
+            7 => {
+                // Every lease out expires at once; the next lease request returns its units.
+                sqlx::query(
+                    "UPDATE leases SET expires_at = now() - interval '1 second' \
+                             WHERE state = 'active'",
+                )
+                .execute(&pool)
+                .await
+                .unwrap();
+                held.clear();
+                let _ = workers[0].1.lease(Some(1)).await.map(|r| {
+                    if let Some(l) = r.lease {
+                        held.push((0, l));
+                    }
+                });
+                "an expiry"
+            }
+            8 => {
+                let (status, _) = app
+                    .admin(
+                        Method::POST,
+                        &format!("/api/v1/campaigns/{single}/requeue"),
+                        Some(json!({})),
+                    )
+                    .await;
+                assert!(status.is_success() || status == StatusCode::NOT_FOUND);
+                "a requeue"
+            }
+            99 => {
+                // (Its lies may have had it quarantined already: 409.)
+                let (status, v) = app.quarantine(workers[3].0, "test").await;
+                assert!(
+                    status == StatusCode::OK || status == StatusCode::CONFLICT,
+                    "{v}"
+                );
+                "a quarantine"
+            }
+            9 => {
+                let ms = [1.0 + rng.below(10) as f64, 1.0 + rng.below(1000) as f64];
+                let (status, v) = app
+                    .admin(
+                        Method::POST,
+                        &format!("/api/v1/campaigns/{single}/estimate"),
+                        Some(estimate(ms)),
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::OK, "{v}");
+                "an estimate"
+            }
+            _ => continue,
+        };
+        for c in [single, double] {
+            assert_counters(&pool, c, &format!("step {step} ({what})")).await;
+        }
+    }
+    // The sequence went through every kind of change.
+    let (done, void, outvoted, quarantined, expired): (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM units WHERE state = 'done'), \
+                (SELECT count(*) FROM results WHERE void), \
+                (SELECT count(*) FROM results WHERE verdict = 'outvoted'), \
+                (SELECT count(*) FROM units WHERE attempts > 0), \
+                (SELECT count(*) FROM leases WHERE state = 'expired')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        done > 0 && void > 0 && quarantined > 0 && expired > 0,
+        "{done} {void} {outvoted} {quarantined} {expired}"
+    );
+    // Progress reads the counters: its numbers are the scan's.
+    let p = app.progress(single).await;
+    let units: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'done'")
+            .bind(single)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(p["done"]["units"], units);
+    app.db.assert_no_orphans().await;
+}
+
+#[tokio::test]
+async fn estimates_are_checked_and_weigh_progress() {
+    let app = TestApp::new().await;
+    let id = app.campaign(two_binades(json!({}))).await["id"]
+        .as_i64()
+        .unwrap();
+    let p = app.progress(id).await;
+    assert_eq!(p["work"]["basis"], "arguments");
+    assert!(
+        p["work"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("unknown, counted in units"),
+        "{p}"
+    );
+    assert_eq!(p["work"]["total"], (1u64 << 24) as f64);
+    let path = format!("/api/v1/campaigns/{id}/estimate");
+    let refused = |mut body: Value, edit: &dyn Fn(&mut Value)| {
+        edit(&mut body);
+        body
+    };
+    for (body, code) in [
+        (
+            refused(estimate([1.0, 2.0]), &|b| b["version"] = json!(2)),
+            "estimate_invalid",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| b["function"] = json!("log")),
+            "estimate_mismatch",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| b["format"] = json!("binary64")),
+            "estimate_mismatch",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| b["min_bits"] = json!(13)),
+            "estimate_mismatch",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| b["format"] = json!("binary7")),
+            "estimate_invalid",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| {
+                b["binades"][1]["seconds_per_unit"] = json!(-1.0)
+            }),
+            "estimate_invalid",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| {
+                b["binades"].as_array_mut().unwrap().pop();
+            }),
+            "estimate_mismatch",
+        ),
+        (
+            refused(estimate([1.0, 2.0]), &|b| {
+                let first = b["binades"][0].clone();
+                b["binades"].as_array_mut().unwrap().push(first);
+            }),
+            "estimate_invalid",
+        ),
+        (estimate([0.0, 0.0]), "estimate_invalid"),
+    ] {
+        let (status, v) = app.admin(Method::POST, &path, Some(body)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert_eq!(v["code"], code, "{v}");
+    }
+    let (status, v) = app
+        .call(
+            Method::POST,
+            &path,
+            Some("not-admin"),
+            Some(estimate([1.0, 3.0])),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+    // An alias of the format and the function's name as the engine spells it are accepted.
+    let mut body = estimate([1.0, 99.0]);
+    body["format"] = json!("single");
+    let (status, v) = app.admin(Method::POST, &path, Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["binades"], 2);
+    assert!(
+        (v["min_weight"].as_f64().unwrap() - 0.02).abs() < 1e-12,
+        "{v}"
+    );
+    assert!(
+        (v["max_weight"].as_f64().unwrap() - 1.98).abs() < 1e-12,
+        "{v}"
+    );
+    let p = app.progress(id).await;
+    assert_eq!(p["work"]["basis"], "estimate");
+    let total = p["work"]["total"].as_f64().unwrap();
+    assert!((total - (1u64 << 24) as f64).abs() < 1e-3, "{p}");
+    // 12.8 s in all: 128 units at 1 ms and 128 at 99 ms.
+    let seconds = p["work"]["estimated_seconds_total"].as_f64().unwrap();
+    assert!((seconds - 12.8).abs() < 1e-9, "{p}");
+
+    // Leases by work: a worker measured at one mean unit (2^16 weighted arguments) per second
+    // asking for 10 s gets the whole cheap binade (128 units at 0.02) and then the dear units
+    // (1.98 each) while the work before each is under 10: 132 units, not 10.
+    let (wid, w) = app.worker("weighed").await;
+    sqlx::query("UPDATE workers SET speed = 65536 WHERE id = $1")
+        .bind(wid)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let l = w.lease(Some(10)).await.unwrap().lease.unwrap();
+    assert_eq!(l.units.len(), 132);
+    // In the dear binade alone, 10 s of work is 6 units (before each: 0, 1.98, ..., 9.9).
+    let l2 = w.lease(Some(10)).await.unwrap().lease.unwrap();
+    assert_eq!(l2.units.len(), 6);
+    assert!(l2.units.iter().all(|u| u.spec.exponent == 1));
+}
+
+#[tokio::test]
+async fn coverage_comes_in_pages() {
+    let app = TestApp::new().await;
+    // exp in binary32 from 2^-10 to 2^10 with units of 2^20: 20 binades of 8 units.
+    let id = app
+        .campaign(
+            json!({"function": "exp", "format": "binary32", "min_bits": 12,
+            "ranges": [{"from": "0x1p-10", "to": "0x1p+10"}], "unit_bits": 20}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let page = |q: &str| {
+        let url = app.url(&format!("/api/v1/campaigns/{id}/coverage{q}"));
+        let http = app.http.clone();
+        async move {
+            let resp = http.get(url).bearer_auth(ADMIN).send().await.unwrap();
+            let status = resp.status();
+            let total = resp
+                .headers()
+                .get("x-tmd-binades")
+                .map(|v| v.to_str().unwrap().to_string());
+            (status, total, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, total, all) = page("").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(total.as_deref(), Some("20"));
+    let all = all.as_array().unwrap().clone();
+    assert_eq!(all.len(), 20);
+    assert_eq!(all[0]["exponent"], -10);
+    assert_eq!(all[19]["exponent"], 9);
+    assert!(all
+        .iter()
+        .all(|b| b["units_total"] == 8 && b["weight"] == 1.0));
+    let (_, _, second) = page("?offset=5&limit=3").await;
+    assert_eq!(second.as_array().unwrap()[..], all[5..8]);
+    let (_, total, past) = page("?offset=40").await;
+    assert_eq!(past, json!([]));
+    assert_eq!(total.as_deref(), Some("20"));
+    for bad in [
+        "?limit=0",
+        "?limit=1025",
+        "?offset=-1",
+        "?limit=x",
+        "?page=2",
+    ] {
+        let (status, _, v) = page(bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        assert_eq!(v["code"], "bad_request");
+    }
+}
+
+#[tokio::test]
+async fn units_generated_in_the_database_are_the_plan() {
+    let app = TestApp::new().await;
+    // Ranges that start and end inside units, over a binade's edge, both signs, subnormal
+    // numbers of binary16 and a binade of one unit.
+    let body = json!({"function": "exp", "format": "binary16", "min_bits": 6,
+        "ranges": [{"from": "-0x1.8p+1", "to": "-0x1.02p-1"},
+                   {"from": "0x0.04p-14", "to": "0x1.0cp-13"},
+                   {"from": "0x1.1p+0", "to": "0x1.f8p+2"}], "unit_bits": 5});
+    let id = app.campaign(body.clone()).await["id"].as_i64().unwrap();
+    let new =
+        tmd_server::domain::validate_campaign(&serde_json::from_value(body).unwrap()).unwrap();
+    let plan = tmd_server::domain::engine::plan(&new, 1 << 20).unwrap();
+    let rows: Vec<(i32, bool, i32, String, i64)> = sqlx::query_as(
+        "SELECT seq, negative, exponent, first::text, count FROM units \
+         WHERE campaign_id = $1 ORDER BY seq",
+    )
+    .bind(id)
+    .fetch_all(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), plan.units.len());
+    for (i, (row, u)) in rows.iter().zip(&plan.units).enumerate() {
+        assert_eq!(
+            (row.0, row.1, row.2, row.3.clone(), row.4),
+            (
+                i as i32,
+                u.negative,
+                u.exponent,
+                u.first.to_string(),
+                u.count as i64
+            ),
+            "unit {i}"
+        );
+    }
+    let p = app.progress(id).await;
+    assert_eq!(p["pending"]["units"], plan.units.len());
+}
