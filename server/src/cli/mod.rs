@@ -409,7 +409,7 @@ pub enum CampaignCommand {
         #[arg(long)]
         file: std::path::PathBuf,
     },
-    /// Weighs a campaign's units by a cost estimate (`tmd-worker estimate --json` output,
+    /// Weighs a campaign's units by a cost estimate (`tmd-worker estimate --output json` output,
     /// a `CostEstimate`): progress, ETA and leases then count expected work, not units.
     /// Prints what the server made of it as JSON.
     Estimate {
@@ -508,7 +508,7 @@ pub struct CreateArgs {
     /// Label.
     #[arg(long)]
     pub name: Option<String>,
-    /// A cost estimate's JSON file (`tmd-worker estimate --json`), posted once the campaign
+    /// A cost estimate's JSON file (`tmd-worker estimate --output json`), posted once the campaign
     /// is created (as `campaign estimate` does); without one, work is counted in arguments.
     #[arg(long)]
     pub estimate: Option<std::path::PathBuf>,
