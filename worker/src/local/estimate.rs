@@ -105,34 +105,48 @@ fn strata(units: &[UnitSpec], unit_bits: u32, seed: u64) -> Vec<Stratum> {
     out
 }
 
-/// Runs `picks` (stratum, unit) on the back end as `search` runs units (concurrently);
-/// records each unit's wall time and HR-cases. Returns the batch's wall time.
+/// Runs `picks` (stratum, unit) on the back end as `search` runs units (concurrently), one
+/// binade at a time; records each unit's share of the machine and its HR-cases. Returns the
+/// walls summed: (the binades' batches, their units').
+///
+/// A unit's share is its wall time scaled by its binade's batch wall over the sum of that
+/// batch's unit walls. Batches of one binade keep a cheap unit from being charged for the
+/// expensive units it ran beside: a whole-function sample in one batch made a binade's
+/// projection 0.5 to 1.7 times its measured time on one H100 (BENCHMARKS.md).
 fn run_batch(
     cfg: &SearchConfig,
     backend: &dyn Backend,
     strata: &mut [Stratum],
     picks: &[(usize, UnitSpec)],
     progress: &mut (dyn FnMut(usize) + Send),
-) -> Result<f64> {
-    let t0 = Instant::now();
+) -> Result<(f64, f64)> {
     let done = std::sync::atomic::AtomicUsize::new(0);
     let tick = Mutex::new(progress);
-    let results: Vec<Result<(f64, usize)>> = picks
-        .par_iter()
-        .map(|&(_, unit)| {
-            let t = Instant::now();
-            let r = search_unit(cfg, unit, backend)?;
-            let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            (tick.lock().unwrap_or_else(|e| e.into_inner()))(n);
-            Ok((t.elapsed().as_secs_f64(), r.hr_cases.len()))
-        })
-        .collect();
-    for (&(s, _), r) in picks.iter().zip(results) {
-        let (secs, hr) = r?;
-        strata[s].seconds.push(secs);
-        strata[s].hr_cases.push(hr as f64);
+    let (mut batches, mut units) = (0.0, 0.0);
+    for group in picks.chunk_by(|a, b| a.0 == b.0) {
+        let t0 = Instant::now();
+        let results: Vec<Result<(f64, usize)>> = group
+            .par_iter()
+            .map(|&(_, unit)| {
+                let t = Instant::now();
+                let r = search_unit(cfg, unit, backend)?;
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                (tick.lock().unwrap_or_else(|e| e.into_inner()))(n);
+                Ok((t.elapsed().as_secs_f64(), r.hr_cases.len()))
+            })
+            .collect();
+        let wall = t0.elapsed().as_secs_f64();
+        let results = results.into_iter().collect::<Result<Vec<_>>>()?;
+        let walls: f64 = results.iter().map(|r| r.0).sum();
+        let share = if walls > 0.0 { wall / walls } else { 1.0 };
+        for (&(s, _), (secs, hr)) in group.iter().zip(results) {
+            strata[s].seconds.push(secs * share);
+            strata[s].hr_cases.push(hr as f64);
+        }
+        batches += wall;
+        units += walls;
     }
-    Ok(t0.elapsed().as_secs_f64())
+    Ok((batches, units))
 }
 
 /// The next units of each stratum's order, `take[s]` of them.
@@ -219,7 +233,7 @@ pub fn estimate(a: EstimateArgs) -> Result<()> {
         }
     };
     let of = batch.len();
-    let mut wall = run_batch(&cfg, backend, &mut strata, &batch, &mut |n| {
+    let (mut wall, mut unit_walls) = run_batch(&cfg, backend, &mut strata, &batch, &mut |n| {
         line(1, n, of, sampled)
     })?;
     sampled += batch.len();
@@ -244,20 +258,21 @@ pub fn estimate(a: EstimateArgs) -> Result<()> {
         round += 1;
         warm_up(&cfg, &engine, &batch)?;
         let of = batch.len();
-        wall += run_batch(&cfg, backend, &mut strata, &batch, &mut |n| {
+        let (w, u) = run_batch(&cfg, backend, &mut strata, &batch, &mut |n| {
             line(round, n, of, sampled)
         })?;
+        wall += w;
+        unit_walls += u;
         sampled += batch.len();
     }
-    let unit_walls: f64 = strata.iter().flat_map(|s| s.seconds.iter()).sum();
-    // Units ran concurrently: each one's share of the machine is its wall time scaled by the
-    // batches' wall over the sum of the units' walls.
+    // The units' times are already their shares of the machine (`run_batch`); `share` is how
+    // concurrently they ran, for the table.
     let share = if unit_walls > 0.0 {
         wall / unit_walls
     } else {
         1.0
     };
-    let est = build(&cfg, unit_bits, a.seed, backend.name(), &strata, share);
+    let est = build(&cfg, unit_bits, a.seed, backend.name(), &strata, 1.0);
     let text = match a.output {
         EstimateOutput::Json => format!("{}\n", serde_json::to_string_pretty(&est)?),
         EstimateOutput::Table => table(&est, &engine, &planned, share),
