@@ -20,7 +20,12 @@ DIR=${TMD_LOCAL_DIR:-/tmp/tmd-local}
 ADMIN_TOKEN=${TMD_ADMIN_TOKEN:-local-admin-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}
 export RUST_BACKTRACE=0
 
-say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
+# Bold only on a terminal: a log file would keep the escape codes.
+if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
+  say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
+else
+  say() { printf '== %s\n' "$*" >&2; }
+fi
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
