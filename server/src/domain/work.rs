@@ -272,8 +272,15 @@ pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate
 /// Progress by work: percent done, the rate over the window, the ETA of the pending and
 /// leased work (quarantined work waits on an admin), and the estimate's seconds.
 pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
+    // The counters add and subtract weighted arguments in floating point: a state emptied again
+    // may read a fraction of an argument below zero (-0.125 of 2^53 seen), which is zero.
+    let (leased, pending, quarantined) = (
+        r.leased.max(0.0),
+        r.pending.max(0.0),
+        r.quarantined.max(0.0),
+    );
     let rate = r.base.map_or(0.0, |(then, secs)| rate(r.done, then, secs));
-    let left = r.pending + r.leased;
+    let left = pending + leased;
     let percent_done = if r.total > 0.0 {
         (r.done * 100.0 / r.total).clamp(0.0, 100.0)
     } else {
@@ -294,9 +301,9 @@ pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
         note,
         total: r.total,
         done: r.done,
-        leased: r.leased,
-        pending: r.pending,
-        quarantined: r.quarantined,
+        leased,
+        pending,
+        quarantined,
         percent_done,
         per_second_last_hour: rate,
         eta_seconds: eta(left, rate),
@@ -442,5 +449,19 @@ mod tests {
         assert_eq!(rate(4.0, 10.0, 3.0), 0.0);
         assert_eq!(eta(10.0, 2.0), Some(5.0));
         assert_eq!(eta(10.0, 0.0), None);
+        // A state emptied again in floating point reads zero, not a fraction below it.
+        let r = Readings {
+            total: 8.0,
+            done: 8.0,
+            leased: -0.125,
+            pending: -0.125,
+            quarantined: -0.0,
+            base: Some((0.0, 10.0)),
+            seconds_per_work: None,
+            backend: None,
+        };
+        let p = progress(&r);
+        assert_eq!((p.leased, p.pending, p.quarantined), (0.0, 0.0, 0.0));
+        assert_eq!(p.eta_seconds.unwrap_or(0.0), 0.0);
     }
 }
