@@ -199,7 +199,7 @@ pub struct NewCampaign {
     pub precision: Option<u32>,
     pub min_bits: u32,
     pub ranges: Vec<tmd_wire::ArgRange>,
-    /// Every finite argument of the format (`ranges` is empty): `tmd_kernels::whole`.
+    /// Every finite argument of the format (`ranges` is empty): `tmd_kernels::plan::whole`.
     pub whole: bool,
     pub unit_bits: Option<u32>,
     pub replication: u32,

@@ -33,7 +33,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tmd_kernels::format::Format;
+use tmd_kernels::numbers::format::Format;
 use tmd_kernels::search::{Backend, SearchConfig};
 use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, Lease, LeaseResponse, LeasedUnit, ReleaseLease};
