@@ -252,12 +252,57 @@ pub fn empty_result(fencing_token: i64, unit_id: i64, elapsed: f64) -> UnitResul
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p` quantile (0 to 1) of sorted values, the nearest rank; NaN for none.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs `bench` on a throwaway database `{prefix}_<uuid>` of the PostgreSQL at `database_url`:
+/// created first, dropped afterwards (with its connections) whatever the bench returns. `bench`
+/// gets the database's name and must have ended its processes that use it when it returns.
+pub(crate) async fn with_bench_database<T, F, Fut>(
+    database_url: &str,
+    prefix: &str,
+    bench: F,
+) -> anyhow::Result<T>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(database_url)
+        .await
+        .context("cannot connect to the benchmark's PostgreSQL")?;
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await?;
+    let outcome = bench(name.clone()).await;
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+        .await?;
+    outcome
+}
+
+/// The campaign the scale and farm benches create: exp in binary64 at 40 bits over the binades
+/// `[1, 2^binades)`, units of 2^32 (2^20 per binade), every worker trusted.
+pub(crate) fn exp_campaign(name: &str, binades: u64) -> CreateCampaign {
+    CreateCampaign {
+        name: Some(name.into()),
+        function: "exp".into(),
+        format: Some("binary64".into()),
+        min_bits: 40,
+        ranges: vec![ArgRange {
+            from: "0x1p+0".into(),
+            to: format!("0x1p+{binades}"),
+        }],
+        unit_bits: Some(32),
+        trust_all_workers: Some(true),
+        ..Default::default()
+    }
 }
 
 /// Runs the benchmark and prints its figures.
@@ -270,18 +315,12 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.workers == 0 || args.seconds == 0 {
         bail!("--workers and --seconds must be at least 1");
     }
-    let name = format!("tmd_bench_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&args.database.database_url)
-        .await
-        .context("cannot connect to the benchmark's PostgreSQL")?;
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await?;
-    let outcome = run_on(args, &name).await;
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-        .await?;
-    outcome
+    with_bench_database(
+        &args.database.database_url,
+        "tmd_bench",
+        |name| async move { run_on(args, &name).await },
+    )
+    .await
 }
 
 async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {

@@ -17,14 +17,14 @@
 //! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
 //! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
 
-use crate::cli::bench::{empty_result, register, BenchDatabase, Refused, WorkerClient};
+use crate::cli::bench::{self, empty_result, register, BenchDatabase, Refused, WorkerClient};
 use anyhow::{bail, Context};
 use clap::Args;
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{Connection, PgConnection};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tmd_wire::{ArgRange, BatchedResult, CreateCampaign, CreateEnrollmentToken, EnrollmentToken};
+use tmd_wire::{BatchedResult, CreateEnrollmentToken, EnrollmentToken};
 
 /// `bench farm` options.
 #[derive(Debug, Clone, Args)]
@@ -82,12 +82,10 @@ struct Tally {
     single: Vec<(f64, f64)>,
 }
 
+/// The `p` quantile of `v`, sorted here.
 fn percentile(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
     v.sort_by(f64::total_cmp);
-    v[(((v.len() - 1) as f64) * p).round() as usize]
+    bench::percentile(v, p)
 }
 
 /// CPU seconds (user + system) a process used so far, from `/proc`.
@@ -142,25 +140,19 @@ pub async fn run(args: &FarmArgs) -> anyhow::Result<()> {
     if !(args.units_per_second > 0.0 && args.batch_seconds > 0.0) {
         bail!("--units-per-second and --batch-seconds must be positive");
     }
-    let name = format!("tmd_farm_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&args.database.database_url)
-        .await
-        .context("cannot connect to the benchmark's PostgreSQL")?;
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await?;
-    let mut url = reqwest::Url::parse(&args.database.database_url)?;
-    url.set_path(&format!("/{name}"));
-    let mut children = Vec::new();
-    let outcome = run_on(args, url.as_str(), &mut children).await;
-
-    for c in &mut children {
-        let _ = c.kill().await;
-    }
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-        .await?;
-    outcome
+    let database_url = &args.database.database_url;
+    bench::with_bench_database(database_url, "tmd_farm", |name| async move {
+        let mut url = reqwest::Url::parse(database_url)?;
+        url.set_path(&format!("/{name}"));
+        let mut children = Vec::new();
+        let outcome = run_on(args, url.as_str(), &mut children).await;
+        // The servers hold connections to the database: they end before it is dropped.
+        for c in &mut children {
+            let _ = c.kill().await;
+        }
+        outcome
+    })
+    .await
 }
 
 async fn run_on(
@@ -225,19 +217,7 @@ async fn run_on(
     // The farm is the operator's own GPUs: one result settles a unit. A coordinator older than
     // issue 24 (`--server-exe`, for comparisons) knows no such field and settled on one
     // result anyway: it is asked again without it.
-    let mut request = CreateCampaign {
-        name: Some("farm".into()),
-        function: "exp".into(),
-        format: Some("binary64".into()),
-        min_bits: 40,
-        ranges: vec![ArgRange {
-            from: "0x1p+0".into(),
-            to: format!("0x1p+{binades}"),
-        }],
-        unit_bits: Some(32),
-        trust_all_workers: Some(true),
-        ..Default::default()
-    };
+    let mut request = bench::exp_campaign("farm", binades);
     let mut resp = http
         .post(format!("{}/api/v1/campaigns", bases[0]))
         .bearer_auth(&admin_token)

@@ -5,15 +5,18 @@
 //! campaign's progress, a coverage page, `/metrics`. It prints the creation time, the process's
 //! peak memory, the tables' sizes and each request's latency (p50/p99) and response size.
 
-use crate::cli::bench::{empty_result, register, BenchDatabase, WorkerClient};
+use crate::cli::bench::{
+    empty_result, exp_campaign, percentile, register, with_bench_database, BenchDatabase,
+    WorkerClient,
+};
 use crate::Config;
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
-use sqlx::{Connection, Executor, PgConnection, PgPool};
+use sqlx::PgPool;
 use std::time::{Duration, Instant};
 use tmd_wire::{
-    ArgRange, BatchedResult, BinadeCost, CostEstimate, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, COST_ESTIMATE_VERSION,
+    BatchedResult, BinadeCost, CostEstimate, CreateEnrollmentToken, EnrollmentToken,
+    COST_ESTIMATE_VERSION,
 };
 
 /// `bench scale` options.
@@ -38,25 +41,12 @@ pub struct ScaleArgs {
 
 /// Runs the bench on a throwaway database, dropped afterwards.
 pub async fn run(args: &ScaleArgs) -> anyhow::Result<()> {
-    let name = format!("tmd_bench_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&args.database.database_url)
-        .await
-        .context("cannot connect to the benchmark's PostgreSQL")?;
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await?;
-    let outcome = run_on(args, &name).await;
-    admin
-        .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-        .await?;
-    outcome
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+    with_bench_database(
+        &args.database.database_url,
+        "tmd_bench",
+        |name| async move { run_on(args, &name).await },
+    )
+    .await
 }
 
 /// Peak resident memory of this process (Linux), in MiB.
@@ -187,19 +177,7 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
     let resp = http
         .post(format!("{base}/api/v1/campaigns"))
         .bearer_auth(&admin_token)
-        .json(&CreateCampaign {
-            name: Some("scale".into()),
-            function: "exp".into(),
-            format: Some("binary64".into()),
-            min_bits: 40,
-            ranges: vec![ArgRange {
-                from: "0x1p+0".into(),
-                to: format!("0x1p+{binades}"),
-            }],
-            unit_bits: Some(32),
-            trust_all_workers: Some(true),
-            ..Default::default()
-        })
+        .json(&exp_campaign("scale", binades))
         .send()
         .await?;
     if !resp.status().is_success() {
