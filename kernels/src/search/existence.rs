@@ -149,13 +149,6 @@ fn divrem(x: u64, y: u64) -> (u64, u64) {
     (x / y, x % y)
 }
 
-/// `ceil(m / u) >= k` for `u > 0`, i.e. `(k - 1) u < m`: one multiplication instead of a
-/// division.
-#[inline(always)]
-fn ceil_div_ge(m: u64, u: u64, k: u64) -> bool {
-    k == 0 || ((k - 1) as u128 * u as u128) < m as u128
-}
-
 /// The regular test: each iteration consumes one full partial quotient of the continued
 /// fraction of `a`, so neighbouring lanes run the same number of iterations. With `p = A`,
 /// `u = 1`, `v = 0`, `d = B`, the first step divides `1 = 2^64` by `p`; then each half-step
@@ -189,60 +182,126 @@ pub fn regular(a: u64, b: u64, n: u64, e: u64) -> bool {
     regular_narrow(start, false, n, e)
 }
 
-/// The state of the regular test where `N < 2^32` (`regular_narrow`).
+/// The state of the regular test: the gaps `p`, `q`, the offset `d`, and how many points each
+/// gap takes to build, `u` and `v`, counted in `C` ([`Count`]).
 #[derive(Debug, Clone, Copy)]
-struct Narrow {
+struct Gaps<C> {
     p: u64,
     q: u64,
     d: u64,
-    u: u32,
-    v: u32,
+    u: C,
+    v: C,
 }
 
-/// The cap test of the regular test for `N < 2^32`: whether the full quotient `k` is at most
-/// `ceil(m / w)`, `m, w < 2^32`, `w >= 1`; as `ceil_div_ge` (`k <= m` is necessary since
-/// `w >= 1`, then `(k - 1) w < m` is a product below 2^64).
-#[inline(always)]
-fn fits_cap(m: u32, w: u32, k: u64) -> bool {
-    k == 0 || (k <= m as u64 && (k - 1) * (w as u64) < m as u64)
+/// The state where `N < 2^32`: 32-bit counts.
+type Narrow = Gaps<u32>;
+
+/// The counts `u`, `v` of the regular test. For `N < 2^32`, `u32`: `u` and `v` stay below `N`
+/// (a capped quotient keeps `u + v <= N`, and `k u < m + u` for any quotient within the cap), so
+/// nothing saturates and the cap test is one 64-bit product, fewer instructions (issue 15; the
+/// GPU's `regular` does the same). For any `N`, `u64` counts that saturate.
+trait Count: Copy {
+    /// Whether the count is 0.
+    fn is_zero(self) -> bool;
+    /// Whether `u + v` reached `N`.
+    fn done(u: Self, v: Self, n: u64) -> bool;
+    /// `N - u - v`, where `u + v < N`.
+    fn rest(n: u64, u: Self, v: Self) -> Self;
+    /// Whether the full quotient `k` is at most `ceil(m / w)`, `w >= 1`.
+    fn fits(m: Self, w: Self, k: u64) -> bool;
+    /// `ceil(m / w)`.
+    fn cap(m: Self, w: Self) -> u64;
+    /// `x + k w`.
+    fn grow(x: Self, k: u64, w: Self) -> Self;
+}
+
+impl Count for u32 {
+    #[inline(always)]
+    fn is_zero(self) -> bool {
+        self == 0
+    }
+    #[inline(always)]
+    fn done(u: u32, v: u32, n: u64) -> bool {
+        u as u64 + v as u64 >= n
+    }
+    #[inline(always)]
+    fn rest(n: u64, u: u32, v: u32) -> u32 {
+        n as u32 - u - v
+    }
+    /// `k <= m` is necessary since `w >= 1`, then `(k - 1) w < m` is a product below 2^64.
+    #[inline(always)]
+    fn fits(m: u32, w: u32, k: u64) -> bool {
+        k == 0 || (k <= m as u64 && (k - 1) * (w as u64) < m as u64)
+    }
+    #[inline(always)]
+    fn cap(m: u32, w: u32) -> u64 {
+        m.div_ceil(w) as u64
+    }
+    /// `k w < m + w`: below `N`, no overflow.
+    #[inline(always)]
+    fn grow(x: u32, k: u64, w: u32) -> u32 {
+        x + k as u32 * w
+    }
+}
+
+impl Count for u64 {
+    #[inline(always)]
+    fn is_zero(self) -> bool {
+        self == 0
+    }
+    #[inline(always)]
+    fn done(u: u64, v: u64, n: u64) -> bool {
+        u as u128 + v as u128 >= n as u128
+    }
+    #[inline(always)]
+    fn rest(n: u64, u: u64, v: u64) -> u64 {
+        n - u - v
+    }
+    /// `(k - 1) w < m`: one multiplication instead of a division.
+    #[inline(always)]
+    fn fits(m: u64, w: u64, k: u64) -> bool {
+        k == 0 || ((k - 1) as u128 * w as u128) < m as u128
+    }
+    #[inline(always)]
+    fn cap(m: u64, w: u64) -> u64 {
+        m.div_ceil(w)
+    }
+    #[inline(always)]
+    fn grow(x: u64, k: u64, w: u64) -> u64 {
+        x.saturating_add(k.saturating_mul(w))
+    }
 }
 
 /// The loop of the regular test from state `s` (at the top of an iteration, or before its
-/// second half with `second`), for `N < 2^32`. `u` and `v` stay below `N` (a capped quotient
-/// keeps `u + v <= N`, and `k u < m + u` for any quotient within the cap), so they are 32-bit,
-/// the cap test is one 64-bit product and nothing saturates: the same states as
-/// `regular_wide`, fewer instructions (issue 15; the GPU's `regular` does the same).
+/// second half with `second`), for either width of counts: the same states for both.
 #[inline]
-fn regular_narrow(s: Narrow, second: bool, n: u64, e: u64) -> bool {
-    let Narrow {
+fn regular_loop<C: Count>(s: Gaps<C>, second: bool, n: u64, e: u64) -> bool {
+    let Gaps {
         mut p,
         mut q,
         mut d,
         mut u,
         mut v,
     } = s;
-    let nn = n as u32;
-    let done = |u: u32, v: u32| u as u64 + v as u64 >= n;
     let mut skip_first = second;
     loop {
         if !skip_first {
-            if done(u, v) {
+            if C::done(u, v, n) {
                 return d >= e;
             }
             if q == 0 {
                 return false;
             }
             // The p-gaps split into a p'-gap followed by k q-gaps.
-            let m = nn - u - v;
+            let m = C::rest(n, u, v);
             let (mut k, rem) = divrem(p, q);
-            if fits_cap(m, u, k) {
+            if C::fits(m, u, k) {
                 p = rem;
             } else {
-                k = m.div_ceil(u) as u64;
+                k = C::cap(m, u);
                 p -= k * q;
             }
-            // k u < m + u: v stays below N.
-            v += k as u32 * u;
+            v = C::grow(v, k, u);
             // d < p + k q, so where d >= p, (d - p) / q < k.
             if k <= 2 {
                 let t = d.wrapping_sub(p);
@@ -253,7 +312,7 @@ fn regular_narrow(s: Narrow, second: bool, n: u64, e: u64) -> bool {
             }
         }
         skip_first = false;
-        if done(u, v) {
+        if C::done(u, v, n) {
             return d >= e;
         }
         if p == 0 {
@@ -261,15 +320,15 @@ fn regular_narrow(s: Narrow, second: bool, n: u64, e: u64) -> bool {
         }
         // The q-gaps split into k p-gaps followed by a q'-gap; with v = 0 every quotient fits
         // and u does not move.
-        let m = nn - u - v;
+        let m = C::rest(n, u, v);
         let (mut k, rem) = divrem(q, p);
-        if v == 0 || fits_cap(m, v, k) {
+        if v.is_zero() || C::fits(m, v, k) {
             q = rem;
         } else {
-            k = m.div_ceil(v) as u64;
+            k = C::cap(m, v);
             q -= k * p;
         }
-        u += if v == 0 { 0 } else { k as u32 * v };
+        u = if v.is_zero() { u } else { C::grow(u, k, v) };
         // d < k p + q: d - k p where that is >= 0, else d mod p, whose quotient is below k.
         let kp = k * p;
         d = if k <= 2 {
@@ -287,6 +346,12 @@ fn regular_narrow(s: Narrow, second: bool, n: u64, e: u64) -> bool {
     }
 }
 
+/// The loop of the regular test for `N < 2^32` ([`regular_loop`] on 32-bit counts).
+#[inline]
+fn regular_narrow(s: Narrow, second: bool, n: u64, e: u64) -> bool {
+    regular_loop(s, second, n, e)
+}
+
 /// The regular test for any `N` (`u`, `v` saturating 64-bit counts): `regular` where
 /// `N >= 2^32`.
 #[inline]
@@ -295,65 +360,14 @@ pub fn regular_wide(a: u64, b: u64, n: u64, e: u64) -> bool {
         return answer;
     }
     // Not flat, so a != 0. 2^64 = k p + q with 0 <= q < p: q = 2^64 mod p = (2^64 - p) mod p.
-    let (mut p, mut q, mut d) = (a, divrem(a.wrapping_neg(), a).1, b % a);
-    let (mut u, mut v) = (1u64, 0u64);
-    let done = |u: u64, v: u64| u as u128 + v as u128 >= n as u128;
-    loop {
-        if done(u, v) {
-            return d >= e;
-        }
-        if q == 0 {
-            return false;
-        }
-        // The p-gaps split into a p'-gap followed by k q-gaps.
-        let m = n - u - v;
-        let (mut k, rem) = divrem(p, q);
-        if ceil_div_ge(m, u, k) {
-            p = rem;
-        } else {
-            k = m.div_ceil(u);
-            p -= k * q;
-        }
-        v = v.saturating_add(k.saturating_mul(u));
-        // d < p + k q, so where d >= p, (d - p) / q < k.
-        if k <= 2 {
-            let t = d.wrapping_sub(p);
-            let t = if t >= q { t - q } else { t };
-            d = if d >= p { t } else { d };
-        } else if d >= p {
-            d = (d - p) % q;
-        }
-        if done(u, v) {
-            return d >= e;
-        }
-        if p == 0 {
-            return false;
-        }
-        // The q-gaps split into k p-gaps followed by a q'-gap.
-        let m = n - u - v;
-        let (mut k, rem) = divrem(q, p);
-        if ceil_div_ge(m, v, k) {
-            q = rem;
-        } else {
-            k = m.div_ceil(v);
-            q -= k * p;
-        }
-        u = u.saturating_add(k.saturating_mul(v));
-        // d < k p + q: d - k p where that is >= 0, else d mod p, whose quotient is below k.
-        let kp = k * p;
-        d = if k <= 2 {
-            let r = if d >= p { d - p } else { d };
-            if d < kp {
-                r
-            } else {
-                d - kp
-            }
-        } else if d < kp {
-            d % p
-        } else {
-            d - kp
-        };
-    }
+    let start = Gaps {
+        p: a,
+        q: divrem(a.wrapping_neg(), a).1,
+        d: b % a,
+        u: 1u64,
+        v: 0,
+    };
+    regular_loop(start, false, n, e)
 }
 
 /// splitmix64: the reproducible random slopes and offsets of [`bare_loop`].
@@ -597,11 +611,10 @@ mod tests {
                 0 => rng.gen::<u64>() >> rng.gen_range(8..64),
                 _ => brute_force_min(a, b, n.min(4096)).saturating_add(rng.gen_range(0..3)),
             };
-            assert_eq!(
-                regular(a, b, n, e),
-                regular_before(a, b, n, e),
-                "a={a:#x} b={b:#x} n={n} e={e:#x}"
-            );
+            let before = regular_before(a, b, n, e);
+            assert_eq!(regular(a, b, n, e), before, "a={a:#x} b={b:#x} n={n} e={e:#x}");
+            // The loop on 64-bit counts holds for any N: the same answers here too.
+            assert_eq!(regular_wide(a, b, n, e), before, "a={a:#x} b={b:#x} n={n} e={e:#x}");
         }
     }
 
