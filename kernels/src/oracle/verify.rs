@@ -169,49 +169,125 @@ pub fn classify_float(
     classify_float_in(f, Format::bare(p), x, min_bits)
 }
 
-/// As [`classify_in`], for an argument given as an MPFR number.
+/// As [`classify_in`], for an argument given as an MPFR number. Evaluates `f(x)` at a working
+/// precision, places it on the format's grid ([`OnGrid`]) and decides the verdict where the
+/// error of that precision cannot change it, else doubles the precision.
 pub fn classify_float_in(
     f: Function,
     fmt: Format,
     x: &Float,
     min_bits: u32,
 ) -> Result<Verdict, VerifyError> {
-    let p = fmt.precision;
-    let pb = p.bits();
+    let pb = fmt.precision.bits();
     let hex = || float_to_hex(x);
     let mut prec = (pb + min_bits + 64).max(128);
     loop {
         let (y, ord) = f.eval(x, prec);
-        let pole = (f.has_poles() && !y.is_finite()) || (x.is_zero() && y.is_infinite());
-        if pole && ord == Ordering::Equal {
-            return Ok(Verdict::Skipped(SkipReason::Pole));
+        if let Some(verdict) = off_the_grid(f, fmt, x, &y, ord) {
+            return verdict;
         }
-        if fmt.exponents.is_some() && y.is_infinite() && !x.is_zero() {
-            // MPFR's own exponent range (about 2^(2^30)) overflowed: far beyond any format's.
-            return Ok(Verdict::Skipped(SkipReason::Overflow));
-        }
-        if fmt.exponents.is_some() && y.is_zero() && ord != Ordering::Equal {
-            // Underflow below MPFR's exponent range: far below any format's subnormals.
-            return Ok(Verdict::Skipped(SkipReason::Underflow));
-        }
-        if !y.is_finite() {
-            return Err(VerifyError::Undefined {
-                function: f,
-                x: hex(),
-            });
-        }
-        if y.is_zero() {
-            if ord == Ordering::Equal {
-                return Ok(Verdict::Exact(ExactCase {
-                    x: hex(),
-                    value: float_to_hex(&y),
-                }));
+        let at = OnGrid::new(fmt, &y, ord, prec);
+        match at.range(fmt) {
+            InRange::Beyond(r) => return Ok(Verdict::Skipped(r)),
+            InRange::Unsure => {}
+            InRange::Yes => {
+                if at.exact && at.d.is_zero() {
+                    return Ok(Verdict::Exact(ExactCase {
+                        x: hex(),
+                        value: float_to_hex(&y),
+                    }));
+                }
+                if !at.near_binade_edge || at.exact {
+                    if let Some(verdict) = at.judge(f, fmt, x, &y, min_bits) {
+                        return Ok(verdict);
+                    }
+                }
             }
-            return Err(VerifyError::Undefined {
+        }
+        if prec >= MAX_PREC {
+            return Err(VerifyError::Undecided {
                 function: f,
                 x: hex(),
+                prec,
             });
         }
+        prec *= 2;
+    }
+}
+
+/// The verdict where `y = f(x)` (with MPFR's ternary `ord`) has no place on the grid: a pole,
+/// beyond MPFR's own exponent range, undefined, or zero; `None` for a finite nonzero `y`.
+fn off_the_grid(
+    f: Function,
+    fmt: Format,
+    x: &Float,
+    y: &Float,
+    ord: Ordering,
+) -> Option<Result<Verdict, VerifyError>> {
+    let hex = || float_to_hex(x);
+    let pole = (f.has_poles() && !y.is_finite()) || (x.is_zero() && y.is_infinite());
+    if pole && ord == Ordering::Equal {
+        return Some(Ok(Verdict::Skipped(SkipReason::Pole)));
+    }
+    if fmt.exponents.is_some() && y.is_infinite() && !x.is_zero() {
+        // MPFR's own exponent range (about 2^(2^30)) overflowed: far beyond any format's.
+        return Some(Ok(Verdict::Skipped(SkipReason::Overflow)));
+    }
+    if fmt.exponents.is_some() && y.is_zero() && ord != Ordering::Equal {
+        // Underflow below MPFR's exponent range: far below any format's subnormals.
+        return Some(Ok(Verdict::Skipped(SkipReason::Underflow)));
+    }
+    if !y.is_finite() {
+        return Some(Err(VerifyError::Undefined {
+            function: f,
+            x: hex(),
+        }));
+    }
+    if y.is_zero() {
+        if ord == Ordering::Equal {
+            return Some(Ok(Verdict::Exact(ExactCase {
+                x: hex(),
+                value: float_to_hex(y),
+            })));
+        }
+        return Some(Err(VerifyError::Undefined {
+            function: f,
+            x: hex(),
+        }));
+    }
+    None
+}
+
+/// `y = f(x)` (finite, nonzero) on the format's grid at working precision `prec`: `G = |y|
+/// 2^(p - e_g)` puts the breakpoints on the integers, `d = |G - n|` from the nearest one `n`.
+struct OnGrid {
+    prec: u32,
+    /// The binade of `y`, and that of its grid (the subnormal one below `2^emin`).
+    e_y: i32,
+    e_g: i32,
+    g: Float,
+    n: Float,
+    d: Float,
+    /// Whether `y` is exact.
+    exact: bool,
+    /// The error of `g` in units of `G`: half an ulp of `y` scaled, at most `2^(p - prec)`.
+    err: Float,
+    /// Whether `y` may have rounded across the power of two at the bottom of its binade.
+    near_binade_edge: bool,
+}
+
+/// Whether `y` is a number of a named format's range ([`OnGrid::range`]).
+enum InRange {
+    Yes,
+    /// Beyond it, decided: overflow or underflow.
+    Beyond(SkipReason),
+    /// Not decided at this precision.
+    Unsure,
+}
+
+impl OnGrid {
+    fn new(fmt: Format, y: &Float, ord: Ordering, prec: u32) -> OnGrid {
+        let pb = fmt.precision.bits();
         let e_y = y.get_exp().expect("finite nonzero") - 1;
         // The grid: that of y's binade, or for a named format below 2^emin the subnormal one
         // (the grid of the binade 2^emin).
@@ -247,94 +323,104 @@ pub fn classify_float_in(
             let bottom = Float::with_val(prec, 1) << pb;
             Float::with_val(prec, &g - &bottom) <= err
         };
-        if let Some(r) = fmt.exponents {
-            // Above 2^(emax+2) y cannot have rounded down across 2^(emax+1): no need to wait
-            // for the precision that resolves the edge (2^66048 - 1 needs 66048 bits).
-            if e_y > r.emax + 1 || (e_y > r.emax && (!near_binade_edge || exact)) {
-                return Ok(Verdict::Skipped(SkipReason::Overflow));
-            }
-            if !near_binade_edge || exact {
-                // G < 1/2: rounds like 0, decided only when the error cannot cross 1/2.
-                let half = Float::with_val(prec, 1) >> 1u32;
-                let below = Float::with_val(prec, &g + &err) < half;
-                let above = Float::with_val(prec, &g - &err) >= half;
-                if below {
-                    return Ok(Verdict::Skipped(SkipReason::Underflow));
-                }
-                if !above {
-                    if prec >= MAX_PREC {
-                        return Err(VerifyError::Undecided {
-                            function: f,
-                            x: hex(),
-                            prec,
-                        });
-                    }
-                    prec *= 2;
-                    continue;
-                }
-            }
+        OnGrid {
+            prec,
+            e_y,
+            e_g,
+            g,
+            n,
+            d,
+            exact,
+            err,
+            near_binade_edge,
         }
-        if exact && d.is_zero() {
-            return Ok(Verdict::Exact(ExactCase {
-                x: hex(),
-                value: float_to_hex(&y),
-            }));
+    }
+
+    /// Whether `y` overflows or rounds like 0 in a named format (a bare precision has neither).
+    fn range(&self, fmt: Format) -> InRange {
+        let Some(r) = fmt.exponents else {
+            return InRange::Yes;
+        };
+        let (prec, e_y) = (self.prec, self.e_y);
+        let decidable = !self.near_binade_edge || self.exact;
+        // Above 2^(emax+2) y cannot have rounded down across 2^(emax+1): no need to wait
+        // for the precision that resolves the edge (2^66048 - 1 needs 66048 bits).
+        if e_y > r.emax + 1 || (e_y > r.emax && decidable) {
+            return InRange::Beyond(SkipReason::Overflow);
         }
-        if !near_binade_edge || exact {
-            // At the working precision: rounded to 64 bits, a d just above a power of two
-            // (within 2^-64 relative: exp(2^-126) at 8 bits) had d_lo on the power itself, and
-            // the two floors never agreed at any precision.
-            let d_lo = Float::with_val_round(prec, &d - &err, Round::Down).0;
-            let d_hi = Float::with_val_round(prec, &d + &err, Round::Up).0;
-            let threshold = Float::with_val(64, 1) >> min_bits;
-            let bits_of = |v: &Float| -> u32 {
-                // floor(-log2 v) for 0 < v <= 1/2
-                let e = v.get_exp().expect("nonzero");
-                // v in [2^(e-1), 2^e): -log2 v in (-e, 1-e]; floor is -e unless v is 2^(e-1).
-                let is_pow2 = *v == (Float::with_val(64, 1) << (e - 1));
-                if is_pow2 {
-                    (1 - e) as u32
-                } else {
-                    (-e) as u32
-                }
-            };
-            if d_lo > threshold {
-                let bits = if d.is_zero() { u32::MAX } else { bits_of(&d) };
-                return Ok(Verdict::NotHard { bits });
+        if decidable {
+            // G < 1/2: rounds like 0, decided only when the error cannot cross 1/2.
+            let half = Float::with_val(prec, 1) >> 1u32;
+            let below = Float::with_val(prec, &self.g + &self.err) < half;
+            let above = Float::with_val(prec, &self.g - &self.err) >= half;
+            if below {
+                return InRange::Beyond(SkipReason::Underflow);
             }
-            // -log2 d is printed from d_hi (a lower bound), so y must be close enough that
-            // the bound loses at most 2^-30 relative: about 1.4e-9 in -log2 d, far below the
-            // four decimals printed (issue 29: log2p1(2^109) in bfloat16 printed 106.4713
-            // above the true 106.471234 from the midpoint of a d known to 2^-13 relative).
-            let sharp = exact || prec >= MAX_PREC || Float::with_val(64, &d_lo >> 30u32) >= err;
-            if d_hi <= threshold && d_lo.is_sign_positive() && !d_lo.is_zero() && sharp {
-                let (b_lo, b_hi) = (bits_of(&d_hi), bits_of(&d_lo));
-                if b_lo == b_hi {
-                    let n_int = n.to_integer().expect("finite");
-                    let kind = if n_int.is_even() { Kind::Fp } else { Kind::Mid };
-                    let neg_log2_d = truncated_neg_log2(&d_hi, b_lo);
-                    let rounded = match fmt.exponents {
-                        None => float_to_hex(&f.eval(x, pb).0),
-                        Some(r) => rounded_on_grid(&y, &g, &n_int, e_g, pb, r.emax),
-                    };
-                    return Ok(Verdict::Hard(HrCase {
-                        x: hex(),
-                        bits: b_lo,
-                        neg_log2_d,
-                        kind,
-                        rounded,
-                    }));
-                }
+            if !above {
+                return InRange::Unsure;
             }
         }
-        if prec >= MAX_PREC {
-            return Err(VerifyError::Undecided {
-                function: f,
-                x: hex(),
-                prec,
-            });
+        InRange::Yes
+    }
+
+    /// The verdict on `d` where the error cannot change it: not hard (`d` above `2^-min_bits`
+    /// even at its lowest), or hard with its bits known exactly; `None` otherwise.
+    fn judge(
+        &self,
+        f: Function,
+        fmt: Format,
+        x: &Float,
+        y: &Float,
+        min_bits: u32,
+    ) -> Option<Verdict> {
+        let (prec, d, err, n) = (self.prec, &self.d, &self.err, &self.n);
+        let pb = fmt.precision.bits();
+        // At the working precision: rounded to 64 bits, a d just above a power of two
+        // (within 2^-64 relative: exp(2^-126) at 8 bits) had d_lo on the power itself, and
+        // the two floors never agreed at any precision.
+        let d_lo = Float::with_val_round(prec, d - err, Round::Down).0;
+        let d_hi = Float::with_val_round(prec, d + err, Round::Up).0;
+        let threshold = Float::with_val(64, 1) >> min_bits;
+        let bits_of = |v: &Float| -> u32 {
+            // floor(-log2 v) for 0 < v <= 1/2
+            let e = v.get_exp().expect("nonzero");
+            // v in [2^(e-1), 2^e): -log2 v in (-e, 1-e]; floor is -e unless v is 2^(e-1).
+            let is_pow2 = *v == (Float::with_val(64, 1) << (e - 1));
+            if is_pow2 {
+                (1 - e) as u32
+            } else {
+                (-e) as u32
+            }
+        };
+        if d_lo > threshold {
+            let bits = if d.is_zero() { u32::MAX } else { bits_of(d) };
+            return Some(Verdict::NotHard { bits });
         }
-        prec *= 2;
+        // -log2 d is printed from d_hi (a lower bound), so y must be close enough that
+        // the bound loses at most 2^-30 relative: about 1.4e-9 in -log2 d, far below the
+        // four decimals printed (issue 29: log2p1(2^109) in bfloat16 printed 106.4713
+        // above the true 106.471234 from the midpoint of a d known to 2^-13 relative).
+        let sharp = self.exact || prec >= MAX_PREC || Float::with_val(64, &d_lo >> 30u32) >= *err;
+        if d_hi <= threshold && d_lo.is_sign_positive() && !d_lo.is_zero() && sharp {
+            let (b_lo, b_hi) = (bits_of(&d_hi), bits_of(&d_lo));
+            if b_lo == b_hi {
+                let n_int = n.to_integer().expect("finite");
+                let kind = if n_int.is_even() { Kind::Fp } else { Kind::Mid };
+                let neg_log2_d = truncated_neg_log2(&d_hi, b_lo);
+                let rounded = match fmt.exponents {
+                    None => float_to_hex(&f.eval(x, pb).0),
+                    Some(r) => rounded_on_grid(y, &self.g, &n_int, self.e_g, pb, r.emax),
+                };
+                return Some(Verdict::Hard(HrCase {
+                    x: float_to_hex(x),
+                    bits: b_lo,
+                    neg_log2_d,
+                    kind,
+                    rounded,
+                }));
+            }
+        }
+        None
     }
 }
 

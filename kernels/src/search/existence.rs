@@ -612,9 +612,17 @@ mod tests {
                 _ => brute_force_min(a, b, n.min(4096)).saturating_add(rng.gen_range(0..3)),
             };
             let before = regular_before(a, b, n, e);
-            assert_eq!(regular(a, b, n, e), before, "a={a:#x} b={b:#x} n={n} e={e:#x}");
+            assert_eq!(
+                regular(a, b, n, e),
+                before,
+                "a={a:#x} b={b:#x} n={n} e={e:#x}"
+            );
             // The loop on 64-bit counts holds for any N: the same answers here too.
-            assert_eq!(regular_wide(a, b, n, e), before, "a={a:#x} b={b:#x} n={n} e={e:#x}");
+            assert_eq!(
+                regular_wide(a, b, n, e),
+                before,
+                "a={a:#x} b={b:#x} n={n} e={e:#x}"
+            );
         }
     }
 
