@@ -1,0 +1,421 @@
+//! Tests of the server's calls to the engine: plans, re-verification, recomputed skipped runs.
+use super::*;
+
+fn unit_at_one(count: u64) -> UnitSpec {
+    UnitSpec {
+        negative: false,
+        exponent: 0,
+        first: 1 << 23,
+        count,
+    }
+}
+
+#[test]
+fn arguments_are_located_in_their_unit_exactly() {
+    let p = Precision::BINARY32;
+    let u = unit_at_one(16);
+    assert!(in_unit(p, &u, "0x1p+0"));
+    assert!(in_unit(p, &u, "0x1.00001ep+0"));
+    assert!(!in_unit(p, &u, "0x1.00002p+0"), "one past the unit");
+    assert!(!in_unit(p, &u, "-0x1p+0"), "other sign");
+    assert!(!in_unit(p, &u, "0x1p+1"), "other binade");
+    assert!(!in_unit(p, &u, "0x1.000001p+0"), "not a binary32 number");
+    assert!(!in_unit(p, &u, "garbage"));
+    assert_eq!(
+        locate(Format::bare(p), &u, "0x1p+0"),
+        locate(Format::bare(p), &u, "0x2p-1"),
+        "one key per argument"
+    );
+    assert_eq!(
+        locate(Format::bare(p), &u, "0x1p+0"),
+        locate(Format::bare(p), &u, "1.0")
+    );
+}
+
+#[test]
+fn farm_units_are_2_44_at_binary64_and_bounded_by_their_cases() {
+    assert_eq!(default_unit_bits(53, 44), 44);
+    assert_eq!(
+        default_unit_bits(53, 32),
+        41,
+        "at most 2^10 expected HR-cases"
+    );
+    assert_eq!(
+        default_unit_bits(24, 20),
+        20,
+        "binary32 as the engine's default"
+    );
+    // binary80: units of 2^50 (about 2 s of an H100 in [1, 2) at 54 bits, issue 25).
+    assert_eq!(default_unit_bits(64, 60), 50);
+    assert_eq!(default_unit_bits(64, 54), 50);
+    assert_eq!(default_unit_bits(8, 30), 12);
+    for p in 8..=64 {
+        for k in 1..=64 {
+            let u = default_unit_bits(p, k);
+            let most = if p > 53 { 50 } else { 44 };
+            assert!(u <= most && u <= k + 9, "p {p} k {k}: {u}");
+            // The server's refusal of campaigns whose results would overflow never fires
+            // on a default.
+            assert!(
+                crate::domain::check_cases_fit(u, k, 10_000).is_ok(),
+                "p {p} k {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn planning_resolves_names_and_refuses_overlaps() {
+    let c = NewCampaign {
+        name: "t".into(),
+        function: "EXP".into(),
+        format: Some("binary32".into()),
+        precision: None,
+        min_bits: 10,
+        ranges: vec![tmd_wire::ArgRange {
+            from: "1".into(),
+            to: "2".into(),
+        }],
+        whole: false,
+        unit_bits: Some(20),
+        replication: 1,
+        distinct_owners: false,
+        adaptive: false,
+        audit_rate: 0.1,
+        trust_after: 20,
+        trust_all_workers: false,
+        priority: 0,
+    };
+    let p = plan(&c, 100).unwrap();
+    assert_eq!(
+        (p.function.as_str(), p.precision, p.unit_bits),
+        ("exp", 24, 20)
+    );
+    assert_eq!(p.units.len(), 8);
+    assert!(plan(&c, 7).is_err(), "more units than allowed");
+    assert_eq!(p.format.as_deref(), Some("binary32"));
+    // Every named format is accepted with its precision, and keeps its name.
+    for (name, bits, unit_bits) in [
+        ("binary16", 11, 6),
+        ("bfloat16", 8, 4),
+        ("binary32", 24, 12),
+        ("binary64", 53, 40),
+        ("binary80", 64, 44),
+        ("half", 11, 6),
+        ("extended", 64, 44),
+    ] {
+        let p = plan(
+            &NewCampaign {
+                format: Some(name.into()),
+                unit_bits: Some(unit_bits),
+                ranges: vec![tmd_wire::ArgRange {
+                    from: "1".into(),
+                    to: "1.0625".into(),
+                }],
+                ..c.clone()
+            },
+            1 << 16,
+        )
+        .unwrap();
+        assert_eq!(p.precision, bits, "{name}");
+        let named = p.format.expect("a named format");
+        assert_eq!(Format::named(&named).unwrap().precision.bits(), bits);
+        assert!(stored_format(bits, Some(&named)).is_ok());
+    }
+    // A bare precision has no format: its exponent is unbounded, and says so.
+    let p11 = NewCampaign {
+        format: Some("p11".into()),
+        ..c.clone()
+    };
+    let p = plan(&p11, 100).unwrap();
+    assert_eq!((p.precision, p.format), (11, None));
+    assert!(describe_format(11, None).contains("unbounded"));
+    assert!(describe_format(11, Some("binary16")).contains("subnormal"));
+    // Arguments of a named format are its normal numbers: beyond binary16's largest
+    // binade nothing is left.
+    let big = NewCampaign {
+        format: Some("binary16".into()),
+        ranges: vec![tmd_wire::ArgRange {
+            from: "0x1p+16".into(),
+            to: "0x1p+17".into(),
+        }],
+        unit_bits: Some(8),
+        ..c.clone()
+    };
+    assert!(plan(&big, 100).is_err());
+    let mut twice = c.clone();
+    twice.ranges.push(tmd_wire::ArgRange {
+        from: "1.5".into(),
+        to: "3".into(),
+    });
+    assert!(plan(&twice, 100)
+        .unwrap_err()
+        .to_string()
+        .contains("overlap"));
+    let default = NewCampaign {
+        unit_bits: None,
+        ..c
+    };
+    assert_eq!(
+        plan(&default, 1000).unwrap().unit_bits,
+        tmd_kernels::plan::default_unit_bits(Precision::BINARY32).min(10 + 9)
+    );
+}
+
+/// Issue 25: a whole campaign plans every finite argument of its format, stores the
+/// domain as its one range, and refuses what is out of reach.
+#[test]
+fn whole_campaigns_plan_the_format_and_refuse_what_is_out_of_reach() {
+    let c = NewCampaign {
+        name: "w".into(),
+        function: "exp".into(),
+        format: Some("binary16".into()),
+        precision: None,
+        min_bits: 8,
+        ranges: Vec::new(),
+        whole: true,
+        unit_bits: Some(6),
+        replication: 1,
+        distinct_owners: false,
+        adaptive: false,
+        audit_rate: 0.1,
+        trust_after: 20,
+        trust_all_workers: false,
+        priority: 0,
+    };
+    let p = plan(&c, 1 << 20).unwrap();
+    let (from, to) = (&p.ranges[0].from, &p.ranges[0].to);
+    assert_eq!((from.as_str(), to.as_str()), ("-0x1.ffcp+15", "0x1p+16"));
+    // Every finite binary16 number but -0: 2^16 - 2^11 (infinities, NaNs) - 1.
+    let arguments: u64 = p.units.iter().map(|u| u.count).sum();
+    assert_eq!(arguments, (1 << 16) - (1 << 11) - 1);
+    assert!(
+        p.units.iter().any(|u| u.count > 1 << 6),
+        "nothing collapsed"
+    );
+    let sin64 = NewCampaign {
+        function: "sin".into(),
+        format: Some("binary64".into()),
+        ..c.clone()
+    };
+    let e = plan(&sin64, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("out of reach") && e.contains("0x1p+20"), "{e}");
+    let bare = NewCampaign {
+        format: Some("p24".into()),
+        ..c
+    };
+    assert!(plan(&bare, 1 << 20)
+        .unwrap_err()
+        .to_string()
+        .contains("named format"));
+}
+
+/// The unit of binary16 significands `[first, first + count)` at `2^exponent`.
+#[test]
+fn a_binade_that_skips_nothing_answers_for_its_units() {
+    let b64 = Format::named("binary64").unwrap();
+    let lead = 1u64 << 52;
+    let in_one = half_unit(false, 0, lead + (5 << 32), 1 << 32);
+    // Unknown until learned (the first unit is recomputed), then answered for any unit.
+    assert!(!skips_nothing("exp", b64, 40, &in_one));
+    learn_binade("exp", b64, 40, &in_one);
+    assert!(skips_nothing("exp", b64, 40, &in_one));
+    assert!(check_skipped("exp", b64, 40, &in_one, &[])
+        .unwrap()
+        .is_empty());
+    // The same binade for another function or min_bits is learned apart.
+    assert!(!skips_nothing("sin", b64, 40, &in_one));
+    assert!(!skips_nothing("exp", b64, 44, &in_one));
+    // [512, 1024): exp overflows binary64 from about 709.78 on, so no unit there is answered
+    // from the binade, and one beyond the edge has its run.
+    let edge = half_unit(false, 9, lead + (lead >> 1), 1 << 32);
+    learn_binade("exp", b64, 40, &edge);
+    assert!(!skips_nothing("exp", b64, 40, &edge));
+    let runs = check_skipped("exp", b64, 40, &edge, &[]);
+    assert!(
+        runs.is_err(),
+        "a unit beyond 709.78 must list its overflow run"
+    );
+    // Near 0 a trivial rule reaches: never answered from the binade.
+    let tiny = half_unit(false, -30, lead, 1 << 32);
+    learn_binade("exp", b64, 40, &tiny);
+    assert!(!skips_nothing("exp", b64, 40, &tiny));
+    // Subnormal significands (below 2^(p-1) in binade emin) are outside the binade key.
+    let sub = half_unit(false, -1022, 0, 1 << 32);
+    learn_binade("exp", b64, 40, &sub);
+    assert!(!skips_nothing("exp", b64, 40, &sub));
+    // A function with poles is always recomputed.
+    let t = half_unit(false, 0, lead, 1 << 32);
+    learn_binade("tan", b64, 40, &t);
+    assert!(!skips_nothing("tan", b64, 40, &t));
+    // Far trivial runs depend on the cut (tanh near 1 in [64, 128)), and so do exact runs
+    // (sinpi in [2^51, 2^52), every argument a half-integer): never answered from the
+    // binade, and a unit there without its run is refused.
+    for (f, e) in [("tanh", 6), ("sinpi", 51), ("exp2", 60)] {
+        let far = half_unit(false, e, lead, 1 << 32);
+        learn_binade(f, b64, 40, &far);
+        assert!(!skips_nothing(f, b64, 40, &far), "{f}");
+        assert!(
+            !skips_nothing(f, Format::bare(Precision::new(53).unwrap()), 40, &far),
+            "{f}"
+        );
+    }
+    let far = half_unit(false, 6, lead, 1 << 32);
+    assert!(
+        check_skipped("tanh", b64, 40, &far, &[]).is_err(),
+        "tanh's far run is required"
+    );
+}
+
+fn half_unit(negative: bool, exponent: i32, first: u64, count: u64) -> UnitSpec {
+    UnitSpec {
+        negative,
+        exponent,
+        first,
+        count,
+    }
+}
+
+fn run(first: &str, last: &str, count: u64, reason: &str) -> SkippedRun {
+    SkippedRun {
+        first: first.into(),
+        last: last.into(),
+        count,
+        reason: reason.into(),
+        rule: String::new(),
+    }
+}
+
+#[test]
+fn skipped_runs_are_recomputed_and_a_forged_or_missing_run_is_refused() {
+    let fmt = Format::named("binary16").unwrap();
+    // exp on [8, 16) in binary16: overflow from log(2^16) = 11.09 on.
+    let unit = half_unit(false, 3, 1024, 1024);
+    let expected = check_skipped("exp", fmt, 10, &unit, &[]).unwrap_err();
+    assert!(
+        matches!(&expected, Error::ForgedCase(m) if m.contains("lists 0 runs") && m.contains("overflow")),
+        "a missing run is refused: {expected}"
+    );
+    let engine = tmd_kernels::regions::skip::skipped_runs(
+        Function::Exp,
+        fmt,
+        10,
+        EngineUnit {
+            negative: false,
+            exponent: 3,
+            first: 1024,
+            count: 1024,
+        },
+    )
+    .unwrap();
+    assert_eq!(engine.len(), 1);
+    let honest = run(
+        &engine[0].first,
+        &engine[0].last,
+        engine[0].count,
+        "overflow",
+    );
+    assert_eq!(honest.last, "0x1.ffcp+3");
+    let stored = check_skipped("exp", fmt, 10, &unit, std::slice::from_ref(&honest)).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].reason, "overflow");
+    assert!(stored[0].rule.contains("emax"), "{}", stored[0].rule);
+    // The same run spelled another way is the same run.
+    let respelled = SkippedRun {
+        last: "0x3.ff8p+2".into(),
+        ..honest.clone()
+    };
+    let r = check_skipped("exp", fmt, 10, &unit, &[respelled]);
+    assert!(r.is_ok(), "{r:?}");
+    // Forged: one argument fewer, another reason, a run that starts elsewhere, an extra run.
+    for forged in [
+        vec![SkippedRun {
+            count: honest.count - 1,
+            ..honest.clone()
+        }],
+        vec![SkippedRun {
+            reason: "underflow".into(),
+            ..honest.clone()
+        }],
+        vec![SkippedRun {
+            first: "0x1.8p+3".into(),
+            ..honest.clone()
+        }],
+        vec![honest.clone(), run("0x1p+3", "0x1p+3", 1, "pole")],
+    ] {
+        let e = check_skipped("exp", fmt, 10, &unit, &forged).unwrap_err();
+        assert!(matches!(e, Error::ForgedCase(_)), "{forged:?}: {e}");
+    }
+    // A unit in range skips nothing, and a run claimed there is refused.
+    let calm = half_unit(false, 0, 1024, 1024);
+    assert!(check_skipped("exp", fmt, 10, &calm, &[])
+        .unwrap()
+        .is_empty());
+    assert!(check_skipped(
+        "exp",
+        fmt,
+        10,
+        &calm,
+        &[run("0x1p+0", "0x1p+0", 1, "overflow")]
+    )
+    .is_err());
+    // A bare precision of the same function has an unbounded exponent: nothing skipped.
+    let bare = Format::bare(Precision::new(11).unwrap());
+    assert!(skips_nothing("exp", bare, 10, &unit));
+    assert!(!skips_nothing("exp", fmt, 10, &unit));
+    assert!(
+        !skips_nothing("tanpi", bare, 10, &unit),
+        "poles are skipped in any format"
+    );
+    assert!(check_skipped("exp", bare, 10, &unit, &[])
+        .unwrap()
+        .is_empty());
+}
+
+/// Issue 29: a tie at `d = 1/2` (exp2(-26) = 2^-26 in binary16, halfway between 0 and the
+/// midpoint 2^-25) is stored as `fp`, the convention of the engine's verification
+/// (docs/error-analysis.md §7), whatever the worker said.
+#[test]
+fn ties_at_one_half_are_stored_as_fp() {
+    let b16 = Format::named("binary16").unwrap();
+    let unit = half_unit(true, 4, 0x680, 1);
+    let case = HrCase {
+        x: "-0x1.ap+4".into(),
+        bits: 1,
+        neg_log2_d: 1.0,
+        kind: HrKind::Mid,
+        rounded: "0x0p+0".into(),
+    };
+    let v = verify_result("exp2", b16, 1, &unit, &[case], &[]).unwrap();
+    assert_eq!(
+        (v[0].bits, v[0].kind, v[0].neg_log2_d),
+        (1, HrKind::Fp, 1.0)
+    );
+}
+
+#[test]
+fn subnormal_results_are_verified_on_the_subnormal_grid() {
+    // Issue 14's example: exp(-0x1.8feebp+6) is about 16.3 bits hard on binary32's
+    // subnormal grid, and -0x1.8ff9eap+6 (hard only with an unbounded exponent) is not.
+    let b32 = Format::named("binary32").unwrap();
+    let unit = UnitSpec {
+        negative: true,
+        exponent: 6,
+        first: 0xc7f000,
+        count: 4096,
+    };
+    let case = |x: &str| HrCase {
+        x: x.into(),
+        bits: 16,
+        neg_log2_d: 40.0,
+        kind: HrKind::Fp,
+        rounded: "0x1p-140".into(),
+    };
+    let v = verify_result("exp", b32, 12, &unit, &[case("-0x1.8feebp+6")], &[]).unwrap();
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].bits, 16);
+    let e = verify_result("exp", b32, 12, &unit, &[case("-0x1.8ff9eap+6")], &[]).unwrap_err();
+    assert!(matches!(e, Error::ForgedCase(_)), "{e}");
+    let p24 = Format::bare(Precision::BINARY32);
+    assert!(verify_result("exp", p24, 12, &unit, &[case("-0x1.8ff9eap+6")], &[]).is_ok());
+}
