@@ -6,58 +6,13 @@
 
 mod common;
 
-use common::{judge, Truth};
-use rug::float::Round;
-use rug::Float;
-use std::cmp::Ordering;
+use common::brute_force;
 use std::collections::BTreeMap;
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::oracle::verify::Kind;
 use tmd_kernels::plan::split_range_in;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
 use tmd_kernels::Function;
-
-/// Every argument through MPFR at 1024 bits (16384 where `y` came out on a breakpoint without
-/// being exact), judged on the format's grid by the shared oracle.
-fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth {
-    let x = fmt.exponents.expect("a named format");
-    let p = fmt.precision;
-    let pb = p.bits() as i32;
-    let threshold = Float::with_val(64, 1) >> k;
-    let mut t = Truth::default();
-    for u in split_range_in(f, fmt, from, to, Some(30)).unwrap() {
-        for o in 0..u.count {
-            let a = u.argument(o);
-            let eval = |prec: u32| {
-                let mut y = a.to_float(p);
-                y.set_prec(prec);
-                let ord = f.eval_round(&mut y, Round::Nearest);
-                (y, ord)
-            };
-            let (mut y, mut ord) = eval(1024);
-            if ord != Ordering::Equal && y.is_finite() && !y.is_zero() {
-                let mut s = Float::with_val(1024, y.abs_ref());
-                s <<= pb - (y.get_exp().unwrap() - 1).max(x.emin);
-                if s.is_integer() {
-                    (y, ord) = eval(16384);
-                }
-            }
-            let hex = a.to_hex(p);
-            judge(
-                &mut t,
-                f,
-                x,
-                pb,
-                &threshold,
-                hex,
-                a.significand == 0,
-                &y,
-                ord,
-            );
-        }
-    }
-    t
-}
 
 fn engine(
     f: Function,

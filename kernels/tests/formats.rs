@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{hardness, judge, Truth};
+use common::{brute_force, hardness, Truth};
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
@@ -17,51 +17,6 @@ use tmd_kernels::plan::split_range_in;
 use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
 use tmd_kernels::Function;
-
-/// Every argument through MPFR at 1024 bits, judged directly on the format's grid: the
-/// breakpoints of `y` are the multiples of `2^(max(e_y, emin) - p)`; `2^(emax+1)` is none;
-/// `|y| >= 2^(emax+1)` overflows, `|y| < 2^(emin-p-1)` underflows.
-fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth {
-    let x = fmt.exponents.expect("a named format");
-    let p = fmt.precision;
-    let pb = p.bits() as i32;
-    let units = split_range_in(f, fmt, from, to, Some(30)).unwrap();
-    let threshold = Float::with_val(64, 1) >> k;
-    let mut t = Truth::default();
-    for u in units {
-        for o in 0..u.count {
-            let a = u.argument(o);
-            let hex = a.to_hex(p);
-            // 1024 bits, or 16384 where y came out on a breakpoint without being exact.
-            let eval = |prec: u32| {
-                let mut y = a.to_float(p);
-                y.set_prec(prec);
-                let ord = f.eval_round(&mut y, Round::Nearest);
-                (y, ord)
-            };
-            let (mut y, mut ord) = eval(1024);
-            if ord != Ordering::Equal && y.is_finite() && !y.is_zero() {
-                let mut s = Float::with_val(1024, y.abs_ref());
-                s <<= pb - (y.get_exp().unwrap() - 1).max(x.emin);
-                if s.is_integer() {
-                    (y, ord) = eval(16384);
-                }
-            }
-            judge(
-                &mut t,
-                f,
-                x,
-                pb,
-                &threshold,
-                hex,
-                a.significand == 0,
-                &y,
-                ord,
-            );
-        }
-    }
-    t
-}
 
 fn engine(
     f: Function,

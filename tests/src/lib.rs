@@ -340,6 +340,34 @@ pub async fn wait_for_units(server: &str, campaign: i64, units: i64, limit: Dura
     }
 }
 
+/// Every unit of `campaign` computed by one trusted CPU worker (two threads, `--exit-when-idle`,
+/// state in `state_dir`): waits until the `units` are done and the worker has exited (its log
+/// on failure), and returns it.
+pub async fn compute_on_one_worker(
+    server: &str,
+    state_dir: &Path,
+    campaign: i64,
+    units: i64,
+) -> Worker {
+    let token = admin(server, &["token", "create", "--trusted"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut worker = Worker::start(
+        server,
+        &token,
+        state_dir,
+        &["--threads", "2", "--exit-when-idle", "--backend", "cpu"],
+    );
+    wait_for_units(server, campaign, units, Duration::from_secs(120)).await;
+    assert!(
+        worker.wait_exit(Duration::from_secs(30)).is_some(),
+        "{}",
+        worker.log()
+    );
+    worker
+}
+
 /// The JSON output of `tmd-worker search` with these arguments (function, format, range, ...;
 /// `--output json --quiet` are added).
 pub fn search_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {

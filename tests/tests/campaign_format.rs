@@ -7,10 +7,9 @@
 
 use rug::float::Round;
 use std::collections::BTreeSet;
-use std::time::Duration;
 use tmd_kernels::numbers::format::{parse_number, Format};
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, every_unit_done_once, get, scratch, wait_for_units, Server, Worker};
+use tmd_tests::{admin, compute_on_one_worker, every_unit_done_once, get, scratch, Server};
 
 /// exp in binary32: [88.5, 89) holds log(2^128) = 88.72 (overflow above), [-105, -104.5)
 /// holds log(2^-151) = -104.67 (rounds like 0 below, subnormal above), and issue 14's
@@ -132,22 +131,7 @@ async fn campaign_equals_search(spec: Spec) -> Found {
     }
     let judged = if bare { "unbounded" } else { "subnormal" };
     assert!(c["judged_as"].as_str().unwrap().contains(judged), "{c}");
-    let token = admin(&url, &["token", "create", "--trusted"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut worker = Worker::start(
-        &url,
-        &token,
-        &dir.join("w"),
-        &["--threads", "2", "--exit-when-idle", "--backend", "cpu"],
-    );
-    wait_for_units(&url, campaign, units, Duration::from_secs(120)).await;
-    assert!(
-        worker.wait_exit(Duration::from_secs(30)).is_some(),
-        "{}",
-        worker.log()
-    );
+    let worker = compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
 
     let mut want_cases = BTreeSet::new();
     let mut want_runs = BTreeSet::new();

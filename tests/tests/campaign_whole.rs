@@ -3,9 +3,8 @@
 //! collapsed ones (a block whose every argument is skipped, larger than a unit) included, and
 //! the campaign's HR-cases and skipped arguments equal those of `tmd-worker search --whole`.
 
-use std::time::Duration;
 use tmd_test_support::TestDb;
-use tmd_tests::{admin, every_unit_done_once, scratch, wait_for_units, Server, Worker};
+use tmd_tests::{admin, compute_on_one_worker, every_unit_done_once, scratch, Server};
 
 const ARGS: [&str; 8] = [
     "--function",
@@ -31,22 +30,7 @@ async fn a_whole_campaign_equals_a_whole_search() {
     let units = c["units_total"].as_i64().unwrap();
     // Its one range is the format's: [-max, 2^16).
     assert_eq!(c["ranges"][0]["from"], "-0x1.ffcp+15", "{c}");
-    let token = admin(&url, &["token", "create", "--trusted"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut worker = Worker::start(
-        &url,
-        &token,
-        &dir.join("w"),
-        &["--threads", "2", "--exit-when-idle", "--backend", "cpu"],
-    );
-    wait_for_units(&url, campaign, units, Duration::from_secs(120)).await;
-    assert!(
-        worker.wait_exit(Duration::from_secs(30)).is_some(),
-        "{}",
-        worker.log()
-    );
+    compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
     let got = every_unit_done_once(&db, campaign, units).await;
     let mut local = vec!["--whole"];
     local.extend(ARGS);

@@ -1,11 +1,17 @@
-//! The brute-force oracle's judgement of one value on a named format's grid, shared by the
-//! integration tests that check the engine argument by argument (`formats.rs`, `far_regions.rs`).
+//! The brute-force oracle's judgement of one value on a named format's grid, and the brute force
+//! of a range built on it, shared by the integration tests that check the engine argument by
+//! argument (`formats.rs`, `dense.rs`, `far_regions.rs`).
 
+// Each test crate that includes this module uses a part of it.
+#![allow(dead_code)]
+
+use rug::float::Round;
 use rug::{Float, Integer};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use tmd_kernels::numbers::format::Exponents;
+use tmd_kernels::numbers::format::{Exponents, Format};
 use tmd_kernels::oracle::verify::{Kind, SkipReason};
+use tmd_kernels::plan::split_range_in;
 use tmd_kernels::Function;
 
 /// What the brute force finds: HR-cases (bits, kind), exact cases, skipped arguments.
@@ -84,4 +90,48 @@ pub fn judge(
         let kind = if n.is_even() { Kind::Fp } else { Kind::Mid };
         t.hard.insert(hex, (hardness(&d), kind));
     }
+}
+
+/// Every argument of `[from, to)` through MPFR at 1024 bits (16384 where `y` came out on a
+/// breakpoint without being exact), judged directly on the format's grid by [`judge`].
+pub fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth {
+    let x = fmt.exponents.expect("a named format");
+    let p = fmt.precision;
+    let pb = p.bits() as i32;
+    let units = split_range_in(f, fmt, from, to, Some(30)).unwrap();
+    let threshold = Float::with_val(64, 1) >> k;
+    let mut t = Truth::default();
+    for u in units {
+        for o in 0..u.count {
+            let a = u.argument(o);
+            let hex = a.to_hex(p);
+            // 1024 bits, or 16384 where y came out on a breakpoint without being exact.
+            let eval = |prec: u32| {
+                let mut y = a.to_float(p);
+                y.set_prec(prec);
+                let ord = f.eval_round(&mut y, Round::Nearest);
+                (y, ord)
+            };
+            let (mut y, mut ord) = eval(1024);
+            if ord != Ordering::Equal && y.is_finite() && !y.is_zero() {
+                let mut s = Float::with_val(1024, y.abs_ref());
+                s <<= pb - (y.get_exp().unwrap() - 1).max(x.emin);
+                if s.is_integer() {
+                    (y, ord) = eval(16384);
+                }
+            }
+            judge(
+                &mut t,
+                f,
+                x,
+                pb,
+                &threshold,
+                hex,
+                a.significand == 0,
+                &y,
+                ord,
+            );
+        }
+    }
+    t
 }
