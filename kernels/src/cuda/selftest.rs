@@ -303,6 +303,11 @@ fn prepare(dev: &Device, reference: &OnceLock<Reference>) -> Result<(), CudaErro
 /// (`--gpu-memory`); the known-answer checks before them hold at most about 6 MiB at a time
 /// (the existence tests' 2^17 cases), freed before the first slot is made, and the tiny slot of
 /// the chunked runs a few KiB.
+///
+/// Long (about 320 lines): the known-answer checks one after the other, each a block on the
+/// same stream, generator and modules, in the order a failure is easiest to read (products,
+/// divisions, words, binomials, the existence tests, whole pieces); not split yet because only
+/// the device runs it (issue 28).
 pub(super) fn run(
     cuda: &Cuda,
     dev: &Device,

@@ -191,6 +191,9 @@ impl Function {
 
     /// The Taylor series of `f(u)` where `u` is a series whose constant term is a ball; the
     /// result has `u.len()` coefficients.
+    ///
+    /// Long (about 180 lines) on purpose: one arm per function, the series rules side by side
+    /// in the one list of functions, so that a new function cannot compile without its rule.
     pub fn series(self, u: &Series) -> Result<Series, BallError> {
         use Function::*;
         let prec = u.c[0].prec();
