@@ -124,8 +124,11 @@ impl Dispatch {
     /// Starts takers up to `slots` while units are queued. Under the queue's lock, as a taker
     /// that finds the queue empty stops under it: no unit is left queued with no taker.
     fn start_takers(self: &Arc<Self>, q: &mut Queue) {
-        while q.takers < self.slots && q.takers < q.jobs.len() && self.may_take() {
+        // Every taker running is on a unit of its own: each queued unit may start one more.
+        let mut wanted = q.jobs.len();
+        while q.takers < self.slots && wanted > 0 && self.may_take() {
             q.takers += 1;
+            wanted -= 1;
             let me = self.clone();
             rayon::spawn(move || me.take_one());
         }
@@ -221,4 +224,119 @@ fn compute(
         result,
     };
     Work::Done(entry, hr_cases)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tmd_kernels::search::Cpu;
+    use tmd_kernels::{Function, Precision};
+    use tmd_wire::{LeaseTask, UnitSpec};
+
+    fn lease(units: u64) -> Arc<Lease> {
+        Arc::new(Lease {
+            lease_id: 7,
+            fencing_token: 7,
+            expires_at: chrono::Utc::now() + chrono::Duration::seconds(300),
+            heartbeat_seconds: 100,
+            task: LeaseTask {
+                campaign_id: 1,
+                function: "exp".into(),
+                precision: 20,
+                min_bits: 12,
+                format: None,
+            },
+            units: (0..units)
+                .map(|i| LeasedUnit {
+                    unit_id: 100 + i as i64,
+                    spec: UnitSpec {
+                        negative: false,
+                        exponent: 0,
+                        first: (1 << 19) + (i << 14),
+                        count: 1 << 14,
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    fn jobs(lease: &Arc<Lease>) -> Vec<Job> {
+        let cfg = SearchConfig::new(Function::Exp, Precision::new(20).unwrap(), 12);
+        lease
+            .units
+            .iter()
+            .map(|u| Job {
+                lease: lease.clone(),
+                cfg,
+                unit: u.clone(),
+            })
+            .collect()
+    }
+
+    fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Finished>) -> Finished {
+        let t = Instant::now();
+        loop {
+            if let Ok(f) = rx.try_recv() {
+                return f;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "no result came");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn takers_compute_every_unit_once_and_stop_when_the_queue_is_empty() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let d = Dispatch::new(3, Arc::new(Cpu), None, tx);
+        let l = lease(10);
+        d.push(jobs(&l).into_iter().take(4));
+        assert!(d.lock().takers <= 3, "never more takers than slots");
+        // More units while the first ones compute: they queue behind.
+        d.push(jobs(&l).into_iter().skip(4));
+        let mut ids: Vec<i64> = (0..10)
+            .map(|_| {
+                let f = next(&mut rx);
+                d.spooled();
+                assert!(matches!(f.work, Work::Done(..)), "unit {}", f.unit_id);
+                f.unit_id
+            })
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (100..110).collect::<Vec<_>>());
+        let t = Instant::now();
+        while d.lock().takers > 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "takers left running");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(d.waiting(), 0);
+        assert!(rx.try_recv().is_err(), "no unit computed twice");
+    }
+
+    #[test]
+    fn a_full_spool_stops_the_takers_until_results_are_written() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let d = Dispatch::new(1, Arc::new(Cpu), None, tx);
+        let l = lease(5);
+        d.push(jobs(&l));
+        // One slot: two results may wait for the spool, then nothing starts.
+        let (a, b) = (next(&mut rx), next(&mut rx));
+        assert_eq!((a.unit_id, b.unit_id), (100, 101));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            rx.try_recv().is_err(),
+            "a third unit started on a full spool"
+        );
+        assert_eq!(d.waiting(), 3);
+        d.spooled();
+        assert_eq!(next(&mut rx).unit_id, 102);
+        std::thread::sleep(Duration::from_millis(300));
+        // The lease stops: its units not started come back to the loop.
+        assert_eq!(d.withdraw(l.lease_id), 2);
+        d.spooled();
+        d.spooled();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(rx.try_recv().is_err(), "a withdrawn unit was computed");
+        assert_eq!(d.lock().takers, 0);
+    }
 }
