@@ -6,28 +6,12 @@
 
 mod common;
 
-use common::brute_force;
+use common::{brute_force, engine};
 use std::collections::BTreeMap;
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::oracle::verify::Kind;
-use tmd_kernels::plan::split_range_in;
-use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
+use tmd_kernels::search::RangeResult;
 use tmd_kernels::Function;
-
-fn engine(
-    f: Function,
-    fmt: Format,
-    from: &str,
-    to: &str,
-    k: u32,
-    u: u32,
-    dense: bool,
-) -> RangeResult {
-    let units = split_range_in(f, fmt, from, to, Some(u)).unwrap();
-    let mut cfg = SearchConfig::in_format(f, fmt, k);
-    cfg.dense = dense;
-    search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
-}
 
 /// The route on and off give the same cases and runs, equal to the brute force's, and the
 /// route is taken (at least `min_dense` arguments walked). Returns the result with the route.
@@ -41,8 +25,8 @@ fn compare(
     min_dense: u64,
 ) -> RangeResult {
     let fmt: Format = name.parse().unwrap();
-    let on = engine(f, fmt, from, to, k, u, true);
-    let off = engine(f, fmt, from, to, k, u, false);
+    let on = engine(f, fmt, from, to, k, u, |c| c.dense = true);
+    let off = engine(f, fmt, from, to, k, u, |c| c.dense = false);
     let what = format!("{f} {name} [{from}, {to}) k={k}");
     assert!(
         on.stats.dense_arguments >= min_dense,

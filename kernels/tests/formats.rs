@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{brute_force, hardness, Truth};
+use common::{brute_force, engine, hardness, Truth};
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
@@ -17,21 +17,6 @@ use tmd_kernels::plan::split_range_in;
 use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
 use tmd_kernels::Function;
-
-fn engine(
-    f: Function,
-    fmt: Format,
-    from: &str,
-    to: &str,
-    k: u32,
-    test: Test,
-    u: u32,
-) -> RangeResult {
-    let units = split_range_in(f, fmt, from, to, Some(u)).unwrap();
-    let mut cfg = SearchConfig::in_format(f, fmt, k);
-    cfg.test = test;
-    search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
-}
 
 /// The engine equals the brute force: the same HR-cases with the same bits and kinds, the
 /// same exact cases, and skipped runs that hold exactly the skipped arguments, each with its
@@ -60,7 +45,7 @@ fn compare_in(
             exact: truth.exact.clone(),
             skipped: truth.skipped.clone(),
         };
-        let mut r = engine(f, fmt, from, to, k, test, unit_bits);
+        let mut r = engine(f, fmt, from, to, k, unit_bits, |c| c.test = test);
         let full = r.clone();
         // Trivial runs: every argument in them hard enough (or exact) by the brute force; then
         // they leave both sides.
@@ -247,8 +232,8 @@ fn a_bare_precision_is_unbounded_and_says_so() {
         "-0x1.a4p+6",
         "-0x1.a2p+6",
         12,
-        Test::Regular,
         16,
+        |c| c.test = Test::Regular,
     );
     assert!(r.skipped.is_empty() && !r.hr_cases.is_empty());
 }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use tmd_kernels::numbers::format::{Exponents, Format};
 use tmd_kernels::oracle::verify::{Kind, SkipReason};
 use tmd_kernels::plan::split_range_in;
+use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
 use tmd_kernels::Function;
 
 /// What the brute force finds: HR-cases (bits, kind), exact cases, skipped arguments.
@@ -134,4 +135,21 @@ pub fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Tr
         }
     }
     t
+}
+
+/// The engine's result over `[from, to)` in units of `2^u`, on the CPU, with the configuration
+/// of `(f, fmt, k)` changed by `set` (the test, the dense route).
+pub fn engine(
+    f: Function,
+    fmt: Format,
+    from: &str,
+    to: &str,
+    k: u32,
+    u: u32,
+    set: impl FnOnce(&mut SearchConfig),
+) -> RangeResult {
+    let units = split_range_in(f, fmt, from, to, Some(u)).unwrap();
+    let mut cfg = SearchConfig::in_format(f, fmt, k);
+    set(&mut cfg);
+    search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
 }
