@@ -755,8 +755,12 @@ mod tests {
         let mut out = Vec::new();
         let mut stack = vec![unit];
         while let Some(piece) = stack.pop() {
+            if piece.count <= EXHAUSTIVE_MAX {
+                continue;
+            }
             match generate(cfg.function, cfg.precision, &cfg.gen, piece) {
                 Ok(g) if !split_steep(cfg, &g) => out.push((piece, g.degree, g.limbs)),
+                Err(GenError::Overflow | GenError::Underflow | GenError::Threshold) => {}
                 _ => {
                     let (l, r) = split(piece);
                     stack.push(r);
@@ -812,6 +816,43 @@ mod tests {
             );
             assert!(old.len() >= 2, "not split");
             assert_eq!(old, new, "{f} {} 2^{e} negative {negative}", fmt.name());
+        }
+    }
+
+    /// The same at the small precisions of `kernels/tests/pipeline.rs`
+    /// (`steep_regions_split_against_brute_force`), with the split forced on (`max_limbs: 0`),
+    /// where pieces go several halvings deep and the halves' domain sizes differ.
+    #[test]
+    fn forced_steep_splits_are_the_halving_routes() {
+        use crate::format::Precision;
+        let cases = [
+            (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
+            (Function::Sinh, 22, "0x1p+5", "0x1.2p+5", 14, 18),
+            (Function::Tan, 22, "0x1.8p+0", "0x1.92p+0", 14, 18),
+            (Function::Exp, 22, "-0x1.6p+5", "-0x1.4p+5", 14, 18),
+        ];
+        for (f, bits, from, to, k, u) in cases {
+            let p = Precision::new(bits).unwrap();
+            let mut cfg = SearchConfig::new(f, p, k);
+            cfg.steep = SteepSplit {
+                max_limbs: 0,
+                min_domains: 128,
+            };
+            let mut split_units = 0;
+            for unit in crate::plan::split_range(f, p, from, to, Some(u)).unwrap() {
+                let new: Vec<_> =
+                    plan_pieces(&cfg, unit, &mut Stats::default(), &mut Timings::default())
+                        .into_iter()
+                        .filter_map(|(p, plan)| match plan {
+                            PiecePlan::Generated(g) => Some((p, g.degree, g.limbs)),
+                            _ => None,
+                        })
+                        .collect();
+                let old = halving_route(&cfg, unit);
+                split_units += (new.len() > 1) as u32;
+                assert_eq!(old, new, "{f} p={bits} {unit:?}");
+            }
+            assert!(split_units > 0, "{f} p={bits}: nothing split");
         }
     }
 }
