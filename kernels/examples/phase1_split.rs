@@ -5,12 +5,12 @@
 //! unit-step walk and the scalar regular test; 4 the same with the test in lanes; 2 and 3
 //! Lefevre's test and four interleaved scalar regular tests.
 use std::time::Instant;
-use tmd_kernels::existence::{regular_lanes, Test, LANES};
-use tmd_kernels::fixed;
-use tmd_kernels::generation::{generate, GenConfig};
-use tmd_kernels::phases::packet_state;
+use tmd_kernels::numbers::fixed;
 use tmd_kernels::plan::UnitSpec;
-use tmd_kernels::stripe::Stripes;
+use tmd_kernels::search::existence::{regular_lanes, Test, LANES};
+use tmd_kernels::search::generation::{generate, GenConfig};
+use tmd_kernels::search::phases::packet_state;
+use tmd_kernels::search::stripe::Stripes;
 use tmd_kernels::{Function, Precision};
 
 fn main() {

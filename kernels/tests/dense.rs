@@ -11,10 +11,10 @@ use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use tmd_kernels::format::Format;
+use tmd_kernels::numbers::format::Format;
+use tmd_kernels::oracle::verify::Kind;
 use tmd_kernels::plan::split_range_in;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
-use tmd_kernels::verify::Kind;
 use tmd_kernels::Function;
 
 /// Every argument through MPFR at 1024 bits (16384 where `y` came out on a breakpoint without

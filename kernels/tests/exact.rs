@@ -8,12 +8,12 @@ use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
 use std::time::Instant;
-use tmd_kernels::exact::{exact_run, rule_value};
-use tmd_kernels::format::{Argument, Exponents, Format, Precision};
+use tmd_kernels::numbers::format::{Argument, Exponents, Format, Precision};
+use tmd_kernels::oracle::verify::SkipReason;
 use tmd_kernels::plan::split_range_in;
+use tmd_kernels::regions::exact::{exact_run, rule_value};
+use tmd_kernels::regions::skip::skipped_runs;
 use tmd_kernels::search::{search_unit, search_units, Cpu, SearchConfig};
-use tmd_kernels::skip::skipped_runs;
-use tmd_kernels::verify::SkipReason;
 use tmd_kernels::Function;
 
 /// What MPFR says of one argument, judged directly on the format's grid.

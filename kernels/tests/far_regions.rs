@@ -13,12 +13,12 @@ use rug::float::{Constant, Round};
 use rug::Float;
 use std::collections::BTreeMap;
 use std::time::Instant;
-use tmd_kernels::existence::Test;
-use tmd_kernels::format::{parse_number, Format};
+use tmd_kernels::numbers::format::{parse_number, Format};
+use tmd_kernels::oracle::verify::{Kind, SkipReason};
 use tmd_kernels::plan::split_range_in;
+use tmd_kernels::regions::skip::skipped_runs;
+use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::{search_unit, search_units, Cpu, RangeResult, SearchConfig};
-use tmd_kernels::skip::skipped_runs;
-use tmd_kernels::verify::{Kind, SkipReason};
 use tmd_kernels::Function;
 
 const PREC: u32 = 1024;

@@ -11,11 +11,11 @@ use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use tmd_kernels::existence::Test;
-use tmd_kernels::format::{parse_number, Format};
+use tmd_kernels::numbers::format::{parse_number, Format};
+use tmd_kernels::oracle::verify::{Kind, SkipReason};
 use tmd_kernels::plan::split_range_in;
+use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
-use tmd_kernels::verify::{Kind, SkipReason};
 use tmd_kernels::Function;
 
 /// Every argument through MPFR at 1024 bits, judged directly on the format's grid: the
@@ -487,7 +487,7 @@ fn binary32_subnormal_arguments() {
 /// near 0 proven argument by argument.
 #[test]
 fn small_precision_with_an_exponent_range_every_argument() {
-    use tmd_kernels::format::{Exponents, Precision};
+    use tmd_kernels::numbers::format::{Exponents, Precision};
     let fmt = Format {
         precision: Precision::new(10).unwrap(),
         exponents: Some(Exponents {
@@ -554,7 +554,7 @@ fn neg_log2_d_at_2048(f: Function, fmt: Format, x: &Float) -> Float {
 /// 106.471234, from a `d` known to 13 bits).
 #[test]
 fn neg_log2_d_is_a_lower_bound() {
-    use tmd_kernels::verify::{classify_in, Verdict};
+    use tmd_kernels::oracle::verify::{classify_in, Verdict};
     let k = 3;
     use Function::*;
     let mut checked = 0;

@@ -2,14 +2,14 @@
 //! with the same words, as a domain-by-domain walk and a subdomain-by-subdomain loop with the
 //! scalar test.
 
-use tmd_kernels::existence::{self, Test};
-use tmd_kernels::fixed::{self, Word};
-use tmd_kernels::generation::{generate, GenConfig, Generated};
-use tmd_kernels::phases::{
+use tmd_kernels::numbers::fixed::{self, Word};
+use tmd_kernels::plan::UnitSpec;
+use tmd_kernels::search::existence::{self, Test};
+use tmd_kernels::search::generation::{generate, GenConfig, Generated};
+use tmd_kernels::search::phases::{
     domain_polynomial, packet_state, phase1_packet, phase2_domains, subdomain_line, FailedDomain,
     LineOffsets,
 };
-use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::search::Stats;
 use tmd_kernels::{Function, Precision};
 

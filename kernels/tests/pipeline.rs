@@ -3,10 +3,10 @@
 
 use rug::Float;
 use std::collections::BTreeMap;
-use tmd_kernels::existence::Test;
+use tmd_kernels::oracle::verify::Kind;
 use tmd_kernels::plan::split_range;
+use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig, SteepSplit};
-use tmd_kernels::verify::Kind;
 use tmd_kernels::{Function, Precision};
 
 /// Brute force, independent of the engine's verification: every argument at 256 bits.
@@ -218,7 +218,7 @@ fn output_binade_crossings_and_exact_cases() {
 #[test]
 fn piece_modules_are_the_modules_a_unit_runs() {
     use std::sync::Mutex;
-    use tmd_kernels::generation::Generated;
+    use tmd_kernels::search::generation::Generated;
     use tmd_kernels::search::{piece_modules, search_unit, Backend, PieceOutcome, SearchError};
 
     /// The CPU back end, noting each piece's (limbs, degree).

@@ -2,11 +2,11 @@
 //! the published hardness and kind (Lefevre and Muller's tables, as used by CORE-MATH).
 
 use rug::float::Round;
-use tmd_kernels::existence::Test;
-use tmd_kernels::format::{parse_number, Argument};
+use tmd_kernels::numbers::format::{parse_number, Argument};
+use tmd_kernels::oracle::verify::Kind;
 use tmd_kernels::plan::UnitSpec;
+use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::{search_units, Cpu, SearchConfig};
-use tmd_kernels::verify::Kind;
 use tmd_kernels::{Function, Precision};
 
 fn around(x: &str, half_width: u64) -> UnitSpec {

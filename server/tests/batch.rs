@@ -197,7 +197,7 @@ async fn a_stale_lease_in_a_batch_is_refused_and_the_rest_recorded() {
 
 /// An argument of the unit that MPFR finds not hard at the tests' 8 bits.
 fn easy_argument(spec: &tmd_wire::UnitSpec) -> String {
-    use tmd_kernels::verify::{classify, Verdict};
+    use tmd_kernels::oracle::verify::{classify, Verdict};
     use tmd_kernels::{Function, Precision};
     let unit = tmd_kernels::plan::UnitSpec {
         negative: spec.negative,

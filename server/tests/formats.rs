@@ -107,7 +107,7 @@ async fn a_result_must_carry_the_units_skipped_runs() {
 /// export's object shape with its rule.
 #[tokio::test]
 async fn exact_runs_are_checked_stored_and_exported() {
-    use tmd_kernels::format::Format;
+    use tmd_kernels::numbers::format::Format;
     use tmd_kernels::plan::UnitSpec;
     let app = TestApp::new().await;
     let c = app
@@ -139,8 +139,13 @@ async fn exact_runs_are_checked_stored_and_exported() {
                 first: u.spec.first,
                 count: u.spec.count,
             };
-            let runs = tmd_kernels::skip::skipped_runs(tmd_kernels::Function::Sinpi, fmt, 20, spec)
-                .unwrap();
+            let runs = tmd_kernels::regions::skip::skipped_runs(
+                tmd_kernels::Function::Sinpi,
+                fmt,
+                20,
+                spec,
+            )
+            .unwrap();
             assert_eq!(runs.len(), 1, "{runs:?}");
             let mut r = empty_result(lease.fencing_token, u.unit_id, 1.0);
             r.skipped = runs

@@ -8,7 +8,7 @@
 use rug::float::Round;
 use std::collections::BTreeSet;
 use std::time::Duration;
-use tmd_kernels::format::{parse_number, Format};
+use tmd_kernels::numbers::format::{parse_number, Format};
 use tmd_test_support::TestDb;
 use tmd_tests::{admin, every_unit_done_once, get, scratch, wait_for_units, Server, Worker};
 

@@ -101,7 +101,8 @@ fn a_census_estimate_is_the_search() {
     let mut by_binade: BTreeMap<(bool, i32), f64> = BTreeMap::new();
     for c in found["hr_cases"].as_array().unwrap() {
         let x = c["x"].as_str().unwrap();
-        let v = tmd_kernels::format::parse_number(x, 24, rug::float::Round::Nearest).unwrap();
+        let v =
+            tmd_kernels::numbers::format::parse_number(x, 24, rug::float::Round::Nearest).unwrap();
         let binade = (v.is_sign_negative(), v.get_exp().unwrap() - 1);
         *by_binade.entry(binade).or_default() += 1.0;
     }

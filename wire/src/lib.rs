@@ -559,8 +559,9 @@ pub struct LeaseRequest {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604800))]
     pub seconds: Option<u32>,
     /// Units the worker computes at once (its slots). A worker the server has not measured yet
-    /// gets up to that many units instead of one, so that all its slots start at once; capped
-    /// by the server's limits per lease and per worker. Absent: one.
+    /// gets up to a few rounds of that many units (four) instead of one, so that all its slots
+    /// start at once and stay busy until its first results measure it; capped by the server's
+    /// limits per lease and per worker. Absent: one unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4096))]
     pub units_in_flight: Option<u32>,

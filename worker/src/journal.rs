@@ -40,7 +40,7 @@ pub struct Header {
     pub unit_bits: Option<u32>,
     pub domain_bits: u32,
     /// `search --whole`: its units collapse blocks that skip every argument, unlike the
-    /// range's own (`tmd_kernels::whole`). Absent (false) in journals written before.
+    /// range's own (`tmd_kernels::plan::whole`). Absent (false) in journals written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole: bool,
 }
@@ -252,9 +252,9 @@ fn header_line(header: &Header) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tmd_kernels::oracle::verify::{HrCase, Kind};
     use tmd_kernels::plan::UnitSpec;
     use tmd_kernels::search::{Stats, Timings};
-    use tmd_kernels::verify::{HrCase, Kind};
 
     fn header() -> Header {
         Header {
@@ -346,7 +346,7 @@ mod tests {
         let path = dir.join("cases.wc.journal");
         let _ = std::fs::remove_file(&path);
         // Arguments up to 2^31 significands: judged in binary64, where they are exact.
-        let fmt = tmd_kernels::format::Format::named("binary64").unwrap();
+        let fmt = tmd_kernels::numbers::format::Format::named("binary64").unwrap();
         let mut j = Journal::create(&path, &header()).unwrap();
         let mut tally = Tally::default();
         let n = 20_000u64;

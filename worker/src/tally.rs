@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tmd_kernels::format::Format;
+use tmd_kernels::numbers::format::Format;
 use tmd_kernels::plan::UnitSpec;
-use tmd_kernels::range::RangeResult;
+use tmd_kernels::search::RangeResult;
 use tmd_kernels::search::UnitResult;
 
 /// Finished units and their results, summed.

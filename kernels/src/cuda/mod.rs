@@ -77,9 +77,9 @@ use memory::{
 pub use memory::{human_bytes, BadBudget, MemoryBudget, MIN_SLOT_BYTES};
 pub use selftest::{selftest, Check, Reference, Report};
 
-use crate::existence::Test;
-use crate::generation::Generated;
-use crate::search::{Backend, DeviceUse, PieceOutcome, SearchError};
+use crate::search::backend::{Backend, DeviceUse, PieceOutcome, SearchError};
+use crate::search::existence::Test;
+use crate::search::generation::Generated;
 use compile::env_u64;
 use cudarc::driver::{
     sys::CUresult, CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig,
@@ -816,7 +816,11 @@ impl Backend for Cuda {
             // slower.
             Err(CudaError::Unsupported(why)) => {
                 tracing::warn!(%why, "piece searched on the CPU");
-                Ok(crate::phases::search_generated_cpu(g, test, packet_domains))
+                Ok(crate::search::phases::search_generated_cpu(
+                    g,
+                    test,
+                    packet_domains,
+                ))
             }
             Err(e) => {
                 dev.health.note(&e);

@@ -5,9 +5,9 @@ use super::{
     launch_config, packet_for, run_piece_in, word_limbs, work_words_per_domain, Cuda, CudaError,
     Device, MemoryBudget, Shares, Slot,
 };
-use crate::existence::{self, Test};
-use crate::generation::Generated;
-use crate::search::PieceOutcome;
+use crate::search::backend::PieceOutcome;
+use crate::search::existence::{self, Test};
+use crate::search::generation::Generated;
 use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
 use rug::Integer;
@@ -262,12 +262,12 @@ fn pieces_reference() -> Vec<PieceReference> {
                     first,
                     count: 1 << unit_bits,
                 };
-                let gen = crate::generation::GenConfig::new(min_bits);
-                crate::generation::generate(function, p, &gen, unit)
+                let gen = crate::search::generation::GenConfig::new(min_bits);
+                crate::search::generation::generate(function, p, &gen, unit)
                     .map_err(|e| format!("generation: {e}"))
             })
             .map(|g| {
-                let cpu = crate::phases::search_generated_cpu(&g, test, 1024);
+                let cpu = crate::search::phases::search_generated_cpu(&g, test, 1024);
                 (g, cpu)
             });
         PieceReference { name, test, piece }

@@ -2,7 +2,7 @@
 //! by `selftest`.
 
 use super::*;
-use crate::fixed;
+use crate::numbers::fixed;
 
 #[test]
 fn words_are_packed_as_the_cpu_reduces_them() {
@@ -109,8 +109,8 @@ fn the_two_limb_walk_stays_within_its_slack() {
 /// default where the walk already fits (exp on a unit of [1, 2)).
 #[test]
 fn the_packet_keeps_the_two_limb_walk() {
-    use crate::generation::{generate, GenConfig};
     use crate::plan::UnitSpec;
+    use crate::search::generation::{generate, GenConfig};
     use crate::{Function, Precision};
     let gen = |exponent, count| {
         let piece = UnitSpec {

@@ -4,8 +4,8 @@
 use rug::{Float, Integer};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use tmd_kernels::format::Exponents;
-use tmd_kernels::verify::{Kind, SkipReason};
+use tmd_kernels::numbers::format::Exponents;
+use tmd_kernels::oracle::verify::{Kind, SkipReason};
 use tmd_kernels::Function;
 
 /// What the brute force finds: HR-cases (bits, kind), exact cases, skipped arguments.

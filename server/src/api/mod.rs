@@ -528,12 +528,15 @@ async fn request_lease(
     }
     // No lease outlives the server's maximum, so no more work than that is handed out at once.
     let seconds = seconds.min(policy.max_lease_seconds);
-    let first = req.units_in_flight.unwrap_or(1);
-    if !(1..=4096).contains(&first) {
+    if req
+        .units_in_flight
+        .is_some_and(|n| !(1..=4096).contains(&n))
+    {
         return Err(Error::BadRequest(
             "units_in_flight must be in 1..=4096".into(),
         ));
     }
+    let first = domain::first_lease_units(req.units_in_flight);
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
     // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy
     // server does not pay for it on every request.

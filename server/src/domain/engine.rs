@@ -6,12 +6,12 @@ use crate::domain::NewCampaign;
 use crate::error::{Error, Result};
 use rug::float::Round;
 use std::str::FromStr;
-use tmd_kernels::format::parse_number;
-use tmd_kernels::format::Format;
+use tmd_kernels::numbers::format::parse_number;
+use tmd_kernels::numbers::format::Format;
+use tmd_kernels::oracle::verify::{verify_case_in, Kind, Verdict};
+use tmd_kernels::plan::whole::{split_whole, whole_domain};
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
-use tmd_kernels::skip::runs_are_pointwise;
-use tmd_kernels::verify::{verify_case_in, Kind, Verdict};
-use tmd_kernels::whole::{split_whole, whole_domain};
+use tmd_kernels::regions::skip::runs_are_pointwise;
 use tmd_kernels::{Argument, Function, Precision};
 use tmd_wire::{ArgRange, HrCase, HrKind, SkippedRun, UnitSpec};
 
@@ -115,7 +115,7 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
     };
     let mut ranges = c.ranges.clone();
     if c.whole {
-        let bad = |e: tmd_kernels::whole::WholeError| Error::BadRequest(e.to_string());
+        let bad = |e: tmd_kernels::plan::whole::WholeError| Error::BadRequest(e.to_string());
         let d = whole_domain(function, fmt).map_err(bad)?;
         units = split_whole(function, fmt, c.min_bits, Some(unit_bits))
             .map_err(bad)?
@@ -252,7 +252,7 @@ pub fn verify_result(
 
 /// A case as MPFR verified it, in the wire's terms: what the server records, whoever
 /// reported it.
-fn wire_case(v: tmd_kernels::verify::HrCase) -> HrCase {
+fn wire_case(v: tmd_kernels::oracle::verify::HrCase) -> HrCase {
     HrCase {
         x: v.x,
         bits: v.bits,
@@ -296,7 +296,7 @@ pub fn verify_known(
 pub const MAX_SKIPPED_RUNS: usize = 10_000;
 
 /// The runs of `unit`'s arguments that must be skipped in `fmt` (overflow, underflow, pole,
-/// trivial, exact), computed here (`tmd_kernels::skip`), not taken from the worker: the
+/// trivial, exact), computed here (`tmd_kernels::regions::skip`), not taken from the worker: the
 /// worker's `posted` runs must equal them (first and last as arguments of the unit, count,
 /// reason code), else the result is refused as forged. Returns the server's runs, with their
 /// rules, to store.
@@ -308,8 +308,9 @@ pub fn check_skipped(
     posted: &[SkippedRun],
 ) -> Result<Vec<SkippedRun>> {
     let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
-    let expected = tmd_kernels::skip::skipped_runs(function, fmt, min_bits, engine_unit(unit))
-        .map_err(|e| Error::Internal(format!("computing the unit's skipped runs: {e}")))?;
+    let expected =
+        tmd_kernels::regions::skip::skipped_runs(function, fmt, min_bits, engine_unit(unit))
+            .map_err(|e| Error::Internal(format!("computing the unit's skipped runs: {e}")))?;
     let forged = |why: String| Error::ForgedCase(format!("skipped runs: {why}"));
     if expected.len() > MAX_SKIPPED_RUNS {
         return Err(Error::BadRequest(format!(
@@ -446,8 +447,8 @@ pub fn learn_binade(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec)
         }
         map.insert(key, None);
     }
-    let calm =
-        tmd_kernels::skip::skipped_runs(f, fmt, min_bits, binade).is_ok_and(|r| r.is_empty());
+    let calm = tmd_kernels::regions::skip::skipped_runs(f, fmt, min_bits, binade)
+        .is_ok_and(|r| r.is_empty());
     calm_binades()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -784,7 +785,7 @@ mod tests {
             matches!(&expected, Error::ForgedCase(m) if m.contains("lists 0 runs") && m.contains("overflow")),
             "a missing run is refused: {expected}"
         );
-        let engine = tmd_kernels::skip::skipped_runs(
+        let engine = tmd_kernels::regions::skip::skipped_runs(
             Function::Exp,
             fmt,
             10,

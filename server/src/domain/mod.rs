@@ -60,13 +60,25 @@ pub struct Held {
     pub arguments: f64,
 }
 
+/// Rounds of the units a worker computes at once that its leases hold before it is measured:
+/// with one round, its cores idled while the second lease was asked for, answered and started
+/// (a tenth of a 2-second campaign on 16 cores, issue 30); four keep them busy until its first
+/// results have measured it.
+pub const FIRST_LEASE_ROUNDS: u32 = 4;
+
+/// The units leased to a worker not yet measured, from the units it says it computes at once
+/// (`units_in_flight`, checked to be in 1..=4096): [`FIRST_LEASE_ROUNDS`] rounds of them; one
+/// unit when it says nothing.
+pub fn first_lease_units(units_in_flight: Option<u32>) -> u32 {
+    units_in_flight.map_or(1, |n| n.max(1).saturating_mul(FIRST_LEASE_ROUNDS))
+}
+
 /// How many units of `2^unit_bits` arguments to lease: about `seconds` of work at the worker's
 /// measured `speed` (arguments per second), at least one, at most `policy.max_units`, and no
 /// more than what keeps the worker's `held` work within `policy.max_held_seconds` (one unit
-/// when it holds nothing, however slow it is). A worker never measured gets `first` units (the
-/// units it says it computes at once, at least one: its first results calibrate it), within
-/// `policy.max_units` and what keeps it under `policy.max_units_per_worker`. 0: it holds its
-/// share already.
+/// when it holds nothing, however slow it is). A worker never measured gets `first` units
+/// ([`first_lease_units`]: its first results calibrate it), within `policy.max_units` and what
+/// keeps it under `policy.max_units_per_worker`. 0: it holds its share already.
 pub fn lease_size(
     policy: &LeasePolicy,
     seconds: u32,
@@ -199,7 +211,7 @@ pub struct NewCampaign {
     pub precision: Option<u32>,
     pub min_bits: u32,
     pub ranges: Vec<tmd_wire::ArgRange>,
-    /// Every finite argument of the format (`ranges` is empty): `tmd_kernels::whole`.
+    /// Every finite argument of the format (`ranges` is empty): `tmd_kernels::plan::whole`.
     pub whole: bool,
     pub unit_bits: Option<u32>,
     pub replication: u32,

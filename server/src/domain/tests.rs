@@ -513,3 +513,25 @@ fn min_bits_above_the_engines_limit_is_refused() {
     assert!(e.contains("min_bits") && e.contains("60"), "{e}");
     assert!(validate_campaign(&CreateCampaign { min_bits: 60, ..c }).is_ok());
 }
+
+#[test]
+fn an_unmeasured_worker_gets_a_few_rounds_of_its_units_in_flight() {
+    assert_eq!(first_lease_units(None), 1);
+    assert_eq!(first_lease_units(Some(1)), FIRST_LEASE_ROUNDS);
+    assert_eq!(first_lease_units(Some(16)), 16 * FIRST_LEASE_ROUNDS);
+    let p = LeasePolicy {
+        max_units: 100,
+        max_units_per_worker: 1000,
+        ..LeasePolicy::default()
+    };
+    // Capped like any unmeasured lease.
+    let held = Held::default();
+    assert_eq!(
+        lease_size(&p, 60, None, 30, held, first_lease_units(Some(4096))),
+        100
+    );
+    assert_eq!(
+        lease_size(&p, 60, None, 30, held, first_lease_units(Some(16))),
+        64
+    );
+}

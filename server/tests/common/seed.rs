@@ -5,8 +5,8 @@
 
 use super::TestApp;
 use serde_json::json;
+use tmd_kernels::oracle::verify::{classify, Verdict};
 use tmd_kernels::plan::UnitSpec;
-use tmd_kernels::verify::{classify, Verdict};
 use tmd_kernels::{Function, Precision};
 use tmd_server::cli::bench::empty_result;
 use tmd_wire::{HrCase, HrKind};

@@ -7,9 +7,9 @@ use anyhow::{bail, Result};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use tmd_kernels::cuda::{self, Cuda, MemoryBudget, Reference};
+use tmd_kernels::oracle::verify::Kind;
 use tmd_kernels::plan::UnitSpec as EngineUnit;
 use tmd_kernels::search::{search_unit, Backend, Cpu, SearchConfig, SearchError};
-use tmd_kernels::verify::Kind;
 use tmd_wire::{HrCase, HrKind, LeasedUnit, SkippedRun, UnitResult, UnitStats};
 use tracing::{error, info, warn};
 
@@ -307,8 +307,8 @@ pub fn to_wire(
 mod retry_tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
-    use tmd_kernels::existence::Test;
-    use tmd_kernels::generation::Generated;
+    use tmd_kernels::search::existence::Test;
+    use tmd_kernels::search::generation::Generated;
     use tmd_kernels::search::PieceOutcome;
     use tmd_kernels::{Function, Precision};
 

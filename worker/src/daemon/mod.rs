@@ -8,6 +8,7 @@
 //! leases then expire on the server).
 
 mod coordinator;
+mod dispatch;
 mod engine;
 mod pipeline;
 mod post;

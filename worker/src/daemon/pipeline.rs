@@ -1,12 +1,14 @@
-//! The daemon's work loop: keeps the engine busy across leases. Up to `slots` units are
-//! computed at once (each on the engine's thread pool, as `tmd-worker search` runs them, so
-//! one unit's CPU stages overlap the others' kernels on every device); the next unit starts
-//! as soon as the engine returns one, while that one's result is spooled (written and synced)
-//! and then queued for the poster. On the CPU one unit per engine thread is in flight: more
-//! interleave on the same cores and cost CPU time (measured in BENCHMARKS.md). The next lease is
-//! asked for while the current one's last few seconds of work run, every lease in hand is
-//! heartbeaten, and a lease whose units are all computed is closed in the background: its
-//! results settled, its unfinished or failed units released.
+//! The daemon's work loop: keeps the engine busy across leases. The units of a lease are handed
+//! to the engine as soon as it is ready, and at most `slots` jobs on the engine's thread pool
+//! take them one after the other (`dispatch.rs`: each unit on the pool, as `tmd-worker search`
+//! runs them, so one unit's CPU stages overlap the others' kernels on every device, and a job
+//! starts its next unit on its own thread the moment it ends one). Each result is spooled
+//! (written and synced) on a blocking thread and queued for the poster. On the CPU one unit per
+//! engine thread is in flight: more interleave on the same cores and cost CPU time (measured in
+//! BENCHMARKS.md). The next lease is asked for while the current one's last few seconds of work
+//! run (its units queue behind the current ones), every lease in hand is heartbeaten, and a
+//! lease whose units are all computed is closed in the background: its results settled, its
+//! unfinished or failed units released.
 //!
 //! Start-up: the back end (a GPU's opening and self-test, about a second) comes as a task
 //! that runs while the first lease is asked for; no unit starts before it is ready, so no
@@ -17,24 +19,22 @@
 //! fresh process, which tests the device again.
 
 use super::coordinator::Coordinator;
-use super::engine::{
-    compute_unit, engine_unit, failure_reason, one_line, to_wire, warm_up, SharedBackend,
-    UnitFailure,
-};
+use super::dispatch::{Dispatch, Finished, Job, Work};
+use super::engine::{engine_unit, failure_reason, one_line, warm_up, SharedBackend};
 use super::post::{Held, PostWatch, Poster};
 use super::settings::Settings;
 use super::{Quarantined, Shared};
 use crate::backoff::{self, Backoff};
 use crate::client::ClientError;
-use crate::misbehave::{self, Misbehave};
+use crate::misbehave::Misbehave;
 use crate::state::{LeaseState, SpoolEntry, StateDir};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tmd_kernels::format::Format;
-use tmd_kernels::search::{Backend, SearchConfig};
+use tmd_kernels::numbers::format::Format;
+use tmd_kernels::search::SearchConfig;
 use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, Lease, LeaseResponse, LeasedUnit, ReleaseLease};
 use tokio::task::{JoinHandle, JoinSet};
@@ -55,9 +55,6 @@ pub type Opening = JoinHandle<Result<SharedBackend>>;
 /// Ask for the next lease when the work in hand falls below this many seconds at the
 /// measured speed: a lease request takes milliseconds, a unit on a GPU a fraction of a second.
 pub const PREFETCH_SECONDS: f64 = 5.0;
-/// Units whose results are still being spooled, per slot, before no new unit starts: bounds
-/// what a slow disk lets pile up in memory.
-const SPOOLING_PER_SLOT: usize = 2;
 /// Leases held at once: the one being computed and the next.
 const MAX_HELD: usize = 2;
 /// The longest a lease's end waits for its results to be taken before releasing it.
@@ -143,46 +140,6 @@ struct Computed {
     arguments: u64,
     elapsed: f64,
     outcome: Outcome,
-}
-
-/// A unit's computation, its result not yet on disk.
-enum Work {
-    Done(SpoolEntry, usize),
-    Failed(String),
-    DeviceLost(String),
-}
-
-/// Computes a unit, on the engine's thread pool.
-fn compute(
-    lease: &Lease,
-    unit: &LeasedUnit,
-    cfg: &SearchConfig,
-    backend: &dyn Backend,
-    misbehave: Option<Misbehave>,
-) -> Work {
-    let spec = engine_unit(unit);
-    let t = Instant::now();
-    let mut result = if misbehave == Some(Misbehave::Lazy) {
-        misbehave::lazy_result(lease.fencing_token, &spec)
-    } else {
-        match compute_unit(cfg, spec, backend, unit.unit_id) {
-            Ok(r) => to_wire(&r, lease.fencing_token, t.elapsed().as_secs_f64()),
-            Err(UnitFailure::Unit(why)) => return Work::Failed(why),
-            Err(UnitFailure::DeviceLost(why)) => return Work::DeviceLost(why),
-        }
-    };
-    match misbehave {
-        Some(Misbehave::Forge) => misbehave::forge(&mut result, &spec, cfg.precision),
-        Some(Misbehave::Flip) => misbehave::flip(&mut result),
-        _ => {}
-    }
-    let hr_cases = result.hr_cases.len();
-    let entry = SpoolEntry {
-        lease_id: lease.lease_id,
-        unit_id: unit.unit_id,
-        result,
-    };
-    Work::Done(entry, hr_cases)
 }
 
 /// Writes a computed result to the spool: disk first, so that once spooled the result
@@ -327,11 +284,13 @@ impl<C: Coordinator> Pipeline<C> {
             leases.push(a);
         }
         let watch = self.poster.watch();
-        // Units from their start to their result spooled (`running`), and those of them still
-        // on the engine (`computing`): a slot is free as soon as the engine returns, so the next
-        // unit computes while the last one's result is written and synced to disk.
-        let mut running: JoinSet<Computed> = JoinSet::new();
-        let computing = Arc::new(AtomicUsize::new(0));
+        // Units from their hand-over to the engine to their result spooled are counted in their
+        // lease's `running`; `spooling` holds the results being written and synced to disk. The
+        // engine's own threads take the units handed over (`Dispatch`), one after the other, and
+        // send each result back on `results`.
+        let mut spooling: JoinSet<Computed> = JoinSet::new();
+        let (results_tx, mut results) = tokio::sync::mpsc::unbounded_channel::<Finished>();
+        let mut dispatch: Option<Arc<Dispatch>> = None;
         let mut closing: JoinSet<()> = JoinSet::new();
         let mut asking: Option<JoinHandle<Result<LeaseResponse, ClientError>>> = None;
         let mut next_ask = Instant::now();
@@ -348,7 +307,8 @@ impl<C: Coordinator> Pipeline<C> {
         let mut refused_in_hand = false;
         loop {
             let now = Instant::now();
-            if !running.is_empty() {
+            let in_flight: usize = leases.iter().map(|a| a.running).sum();
+            if in_flight > 0 {
                 self.shared.add_busy(now - last_tick);
             }
             last_tick = now;
@@ -361,34 +321,44 @@ impl<C: Coordinator> Pipeline<C> {
                 stop = Some(Stop::Signal);
             }
             // Leases that stopped (lost, campaign stopped) or a daemon that stops: nothing new
-            // starts; their units in flight finish.
+            // starts; their units on the engine finish, those handed over and not started come
+            // back. At the unit limit the units handed over are within the limit: they run.
             for a in &mut leases {
+                let limit = matches!(stop, Some(Stop::Limit));
                 if stop.is_some()
                     || a.flags.lost.load(Ordering::SeqCst)
                     || a.flags.stop.load(Ordering::SeqCst)
                 {
                     a.queue.clear();
+                    if let (Some(d), false) = (&dispatch, limit) {
+                        a.running -= d.withdraw(a.lease.lease_id);
+                    }
                 }
             }
-            // Nothing starts before the back end has passed its self-test.
-            while computing.load(Ordering::SeqCst) < self.slots
-                && running.len() < SPOOLING_PER_SLOT * self.slots
-                && stop.is_none()
-            {
-                let Some(engine) = backend.as_ref() else {
-                    break;
-                };
+            // Nothing starts before the back end has passed its self-test; then every queued
+            // unit is handed over at once, up to the unit limit.
+            if let (Some(d), None) = (&dispatch, &stop) {
+                for a in &mut leases {
+                    let room = self
+                        .settings
+                        .max_units
+                        .map_or(usize::MAX, |m| m.saturating_sub(started) as usize);
+                    let n = a.queue.len().min(room);
+                    if n == 0 {
+                        continue;
+                    }
+                    let (lease, cfg) = (a.lease.clone(), a.cfg);
+                    d.push(a.queue.drain(..n).map(|unit| Job {
+                        lease: lease.clone(),
+                        cfg,
+                        unit,
+                    }));
+                    a.running += n;
+                    started += n as u64;
+                }
                 if self.settings.max_units.is_some_and(|m| started >= m) {
                     stop = Some(Stop::Limit);
-                    break;
                 }
-                let Some(a) = leases.iter_mut().find(|a| !a.queue.is_empty()) else {
-                    break;
-                };
-                let unit = a.queue.pop_front().expect("a queued unit");
-                a.running += 1;
-                started += 1;
-                self.start_unit(a, unit, engine, &mut running, &computing);
             }
             // Leases with nothing queued or running are closed in the background.
             let mut i = 0;
@@ -407,12 +377,13 @@ impl<C: Coordinator> Pipeline<C> {
                     i += 1;
                 }
             }
-            if stop.is_some() && leases.is_empty() && running.is_empty() && asking.is_none() {
+            if stop.is_some() && leases.is_empty() && spooling.is_empty() && asking.is_none() {
                 break;
             }
-            let queued: usize = leases.iter().map(|a| a.queue.len()).sum();
-            let in_hand = queued + running.len();
-            if refused_in_hand && leases.is_empty() && running.is_empty() && closing.is_empty() {
+            let queued: usize = leases.iter().map(|a| a.queue.len()).sum::<usize>()
+                + dispatch.as_ref().map_or(0, |d| d.waiting());
+            let in_hand: usize = leases.iter().map(|a| a.queue.len() + a.running).sum();
+            if refused_in_hand && leases.is_empty() && spooling.is_empty() && closing.is_empty() {
                 refused_in_hand = false;
                 next_ask = Instant::now();
             }
@@ -443,8 +414,14 @@ impl<C: Coordinator> Pipeline<C> {
                 until_ask.clamp(Duration::from_millis(10), Duration::from_millis(250))
             };
             tokio::select! {
-                Some(joined) = running.join_next(), if !running.is_empty() => {
+                Some(f) = results.recv() => {
+                    spooling.spawn(self.spool_result(f));
+                }
+                Some(joined) = spooling.join_next(), if !spooling.is_empty() => {
                     let c = joined.map_err(|e| anyhow!("a unit's task failed: {e}"))?;
+                    if let Some(d) = &dispatch {
+                        d.spooled();
+                    }
                     let a = leases
                         .iter_mut()
                         .find(|a| a.lease.lease_id == c.lease_id)
@@ -500,6 +477,12 @@ impl<C: Coordinator> Pipeline<C> {
                     match r {
                         Ok(b) => {
                             info!(backend = %b.name(), "engine ready");
+                            dispatch = Some(Dispatch::new(
+                                self.slots,
+                                b.clone(),
+                                self.settings.misbehave,
+                                results_tx.clone(),
+                            ));
                             backend = Some(b);
                         }
                         Err(e) => {
@@ -542,7 +525,7 @@ impl<C: Coordinator> Pipeline<C> {
                                 None => {
                                     // Leases still closing hold units the server counts
                                     // as outstanding: not idle until they are settled.
-                                    let idle = leases.is_empty() && running.is_empty() && closing.is_empty();
+                                    let idle = leases.is_empty() && spooling.is_empty() && closing.is_empty();
                                     if idle && self.settings.exit_when_idle && resp.units_outstanding == 0 {
                                         info!("no work left on the server; exiting as asked");
                                         stop = Some(Stop::Idle);
@@ -607,39 +590,20 @@ impl<C: Coordinator> Pipeline<C> {
         }
     }
 
-    fn start_unit(
-        &self,
-        a: &Active,
-        unit: LeasedUnit,
-        backend: &SharedBackend,
-        running: &mut JoinSet<Computed>,
-        computing: &Arc<AtomicUsize>,
-    ) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        computing.fetch_add(1, Ordering::SeqCst);
-        let (computing, shared) = (computing.clone(), self.shared.clone());
-        let (lease, cfg) = (a.lease.clone(), a.cfg);
-        let backend = backend.clone();
+    /// Writes a unit's result to the spool, on a blocking thread: a write and its fsync must
+    /// not hold a core the engine computes on.
+    fn spool_result(&self, f: Finished) -> impl std::future::Future<Output = Computed> {
         let state = self.held.state.clone();
         let misbehave = self.settings.misbehave;
-        let (lease_id, unit_id, arguments) = (lease.lease_id, unit.unit_id, unit.spec.count);
-        let expires_at = lease.expires_at;
-        rayon::spawn(move || {
-            let t = Instant::now();
-            let work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                compute(&lease, &unit, &cfg, backend.as_ref(), misbehave)
-            }))
-            .unwrap_or_else(|_| Work::Failed("the engine panicked".into()));
-            let _ = tx.send((work, t.elapsed().as_secs_f64()));
-            // The slot is free: the loop may start the next unit before this one is spooled.
-            computing.fetch_sub(1, Ordering::SeqCst);
-            shared.wake.notify_one();
-        });
-        running.spawn(async move {
-            let (work, elapsed) = rx.await.unwrap_or((
-                Work::Failed("the engine's job ended without an answer".into()),
-                0.0,
-            ));
+        let Finished {
+            lease,
+            unit_id,
+            arguments,
+            elapsed,
+            work,
+        } = f;
+        async move {
+            let expires_at = lease.expires_at;
             let outcome =
                 tokio::task::spawn_blocking(move || spool(work, &state, expires_at, misbehave))
                     .await
@@ -647,13 +611,13 @@ impl<C: Coordinator> Pipeline<C> {
                         Outcome::SpoolFailed(format!("spooling the result failed: {e}"))
                     });
             Computed {
-                lease_id,
+                lease_id: lease.lease_id,
                 unit_id,
                 arguments,
                 elapsed,
                 outcome,
             }
-        });
+        }
     }
 }
 

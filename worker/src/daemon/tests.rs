@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tmd_kernels::existence::Test;
-use tmd_kernels::generation::Generated;
+use tmd_kernels::search::existence::Test;
+use tmd_kernels::search::generation::Generated;
 use tmd_kernels::search::{Backend, Cpu, PieceOutcome, SearchError};
 use tmd_wire::{
     ApiError, CampaignState, HeartbeatResponse, Lease, LeaseResponse, LeaseTask, LeasedUnit,

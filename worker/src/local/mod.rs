@@ -20,16 +20,16 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
-use tmd_kernels::existence::{bare_loop, Test};
-use tmd_kernels::format::Format;
-use tmd_kernels::format::{float_to_hex, parse_number};
-use tmd_kernels::generation::generate;
+use tmd_kernels::numbers::format::Format;
+use tmd_kernels::numbers::format::{float_to_hex, parse_number};
+use tmd_kernels::oracle::verify::{verify_case_in, Verdict};
 use tmd_kernels::plan::{default_unit_bits, split_range_in};
+use tmd_kernels::search::existence::{bare_loop, Test};
+use tmd_kernels::search::generation::generate;
 use tmd_kernels::search::{
     search_unit, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings, UnitResult,
     MAX_MIN_BITS,
 };
-use tmd_kernels::verify::{verify_case_in, Verdict};
 use tmd_kernels::{Function, Precision};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -355,7 +355,7 @@ fn skipped_line(prefix: &str, s: &Skipped) -> String {
 fn write_stream_cases<'a>(
     out: &mut dyn Write,
     kind: Output,
-    cases: impl IntoIterator<Item = &'a tmd_kernels::verify::HrCase>,
+    cases: impl IntoIterator<Item = &'a tmd_kernels::oracle::verify::HrCase>,
 ) -> Result<()> {
     for c in cases {
         match kind {
@@ -714,7 +714,7 @@ pub fn eval(a: EvalArgs) -> Result<()> {
             "hard: {} identical bits after the rounding bit (-log2 d = {:.4}), near a {}, rounded {}",
             c.bits,
             c.neg_log2_d,
-            if c.kind == tmd_kernels::verify::Kind::Fp { "floating-point number" } else { "midpoint" },
+            if c.kind == tmd_kernels::oracle::verify::Kind::Fp { "floating-point number" } else { "midpoint" },
             c.rounded
         ),
         Verdict::NotHard { bits } => println!(

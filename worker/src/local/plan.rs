@@ -1,13 +1,13 @@
 //! What a local command covers: a range `--from`/`--to`, or `--whole`, every finite argument
-//! of the function in the format (`tmd_kernels::whole`), planned into units once for `search`
+//! of the function in the format (`tmd_kernels::plan::whole`), planned into units once for `search`
 //! and `estimate`.
 
 use anyhow::{bail, Result};
 use clap::Args;
-use tmd_kernels::format::float_to_hex;
+use tmd_kernels::numbers::format::float_to_hex;
+use tmd_kernels::plan::whole::{split_whole, whole_domain};
 use tmd_kernels::plan::{parse_range, split_range_in, UnitSpec};
 use tmd_kernels::search::SearchConfig;
-use tmd_kernels::whole::{split_whole, whole_domain};
 
 #[derive(Args, Debug, Clone)]
 pub struct RangeArgs {

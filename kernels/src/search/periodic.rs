@@ -6,10 +6,10 @@
 //! it (`docs/error-analysis.md` §11): sinpi in binary32 on `[2^19, 2^21)` walked 16.7 million
 //! arguments through MPFR where 96 values occur (issue 29).
 
-use crate::format::Format;
-use crate::function::Function;
+use crate::numbers::format::Format;
+use crate::oracle::function::Function;
+use crate::oracle::verify::{classify_in, ExactCase, HrCase, Verdict, VerifyError};
 use crate::plan::UnitSpec;
-use crate::verify::{classify_in, ExactCase, HrCase, Verdict, VerifyError};
 use rayon::prelude::*;
 
 /// The most classes judged this way (`2^(1 - s)`, so `s >= -12`). Up to there half a period
@@ -127,7 +127,7 @@ mod tests {
         let cfg = SearchConfig::in_format(Function::Tanpi, b32, 8);
         let searched = search_unit(&cfg, unit, &Cpu).unwrap();
         assert_eq!(searched.skipped.len(), 256);
-        let recomputed = crate::skip::skipped_runs(Function::Tanpi, b32, 8, unit).unwrap();
+        let recomputed = crate::regions::skip::skipped_runs(Function::Tanpi, b32, 8, unit).unwrap();
         assert_eq!(searched.skipped, recomputed);
         // Sin is not periodic on a dyadic grid; fine grids have too many classes.
         let piece = UnitSpec {

@@ -10,16 +10,17 @@
 //! left undecided are classified with MPFR. Adjacent runs of one reason are merged, as the
 //! search merges them, so the two lists are equal as lists.
 
-use crate::ball::Ball;
-use crate::exact::{exact_run, has_exact_regions};
-use crate::format::Format;
-use crate::function::Function;
-use crate::monotone::asymptote;
-use crate::plan::UnitSpec;
-use crate::search::{split, Runs, Skipped};
-use crate::series::Series;
-use crate::trivial::{partition, Part, Rule};
-use crate::verify::{classify_in, far_beyond, SkipReason, Verdict, VerifyError};
+use crate::numbers::ball::Ball;
+use crate::numbers::format::Format;
+use crate::numbers::series::Series;
+use crate::oracle::function::Function;
+use crate::oracle::verify::{classify_in, far_beyond, SkipReason, Verdict, VerifyError};
+use crate::plan::{split, UnitSpec};
+use crate::regions::exact::{exact_run, has_exact_regions};
+use crate::regions::monotone::asymptote;
+use crate::regions::partition::{partition, Part};
+use crate::regions::runs::{Runs, Skipped};
+use crate::regions::trivial::Rule;
 use rug::Float;
 
 /// The working precision of the ball evaluations: the ends of a piece are exact at it.
@@ -54,7 +55,7 @@ pub fn runs_are_pointwise(f: Function, fmt: Format, unit: UnitSpec) -> bool {
 /// The skipped runs of `unit` in format `fmt` at threshold `min_bits`, in the order of
 /// `search_unit` (significand order, adjacent runs of one reason merged; `first`/`last` the
 /// smallest and largest value): a unit of an exact region whole (`exact::exact_run`, the
-/// search's own rule), else the trivial runs of `trivial::partition` (the search's own cut),
+/// search's own rule), else the trivial runs of `partition::partition` (the search's own cut),
 /// then, between them, what overflows, underflows or is a pole. A bare precision skips only
 /// poles, exact and trivial runs.
 pub fn skipped_runs(

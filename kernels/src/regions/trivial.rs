@@ -10,20 +10,17 @@
 //! Lagrange remainder from the coefficient of degree 3 on the ball `[-R, R]`). A run is trivial
 //! only where that bound puts every `d` below `2^-k`; elsewhere the search goes on as usual.
 //!
-//! `partition` also asks `monotone.rs` about each piece: trivial runs far from 0 (tanh near
-//! ±1, expm1 near -1, ...) and clear pieces (no HR-case, proven by enclosures) in the bands just
-//! beyond trivial regions, so that the search and the coordinator's check cut a unit alike.
+//! `partition.rs` cuts a unit with this rule and with `monotone.rs`'s enclosures.
 
-use crate::ball::Ball;
-use crate::format::{float_to_hex, Format, Precision};
-use crate::function::Function;
-use crate::monotone::{asymptote, judge, Decision, Reference};
+use crate::numbers::ball::Ball;
+use crate::numbers::format::{float_to_hex, Format, Precision};
+use crate::numbers::series::Series;
+use crate::oracle::function::Function;
 use crate::plan::UnitSpec;
-use crate::series::Series;
+use crate::regions::runs::TrivialRun;
 use rug::float::Round;
 use rug::ops::AddAssignRound;
 use rug::Float;
-use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -35,15 +32,6 @@ static RULES: OnceLock<Rules> = OnceLock::new();
 /// Working precision of the expansion at 0 (the radii it leaves, about `2^-PREC`, are part of
 /// the bound).
 const PREC: u32 = 320;
-
-/// What a trivial run rounds like, and how hard each of its arguments is at least.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrivialRun {
-    /// `g(x)`: `x`, `-x`, or the constant (`f(0)`, or the limit far from 0) in C99 hex.
-    pub like: String,
-    /// Every argument of the run has `d <= 2^-bits` (at least `bits` identical bits).
-    pub bits: u32,
-}
 
 /// `floor(-log2 bound)` for `bound > 0`: the largest `K` with `bound <= 2^-K`, so every `d <=
 /// bound` has at least `K` identical bits. A bound exactly `2^-K` gives `K`, not `K - 1`: the
@@ -60,23 +48,9 @@ pub(crate) fn bits_within(bound: &Float) -> i32 {
     }
 }
 
-impl TrivialRun {
-    /// The rule for people.
-    pub fn rule(&self) -> String {
-        let g = &self.like;
-        format!(
-            "f(x) rounds like {g}: |f(x) - {g}| bounded on the run by ball arithmetic \
-             (docs/error-analysis.md §10) or by enclosures of a monotone f at the run's ends \
-             (§12), so d <= 2^-{b} half-ulps: every x is an HR-case near \
-             {g} with at least {b} identical bits after the rounding bit, or exact",
-            b = self.bits
-        )
-    }
-}
-
 /// `g(x)`.
 #[derive(Debug, Clone, PartialEq)]
-enum Like {
+pub(crate) enum Like {
     /// `g(x) = x`, or `-x` when `negative`.
     X { negative: bool },
     /// `g(x) = a = f(0)`, exact and nonzero.
@@ -86,7 +60,7 @@ enum Like {
 /// A proven bound `|f(x) - g(x)| <= b[0] + b[1] |x| + b[2] x^2 + b[3] |x|^3` for `|x| <= reach`.
 #[derive(Debug, Clone)]
 pub struct Rule {
-    like: Like,
+    pub(crate) like: Like,
     b: [Float; 4],
     reach: Float,
 }
@@ -226,105 +200,5 @@ impl Rule {
             like: self.like_text(),
             bits: bits as u32,
         })
-    }
-}
-
-/// How one part of a unit is handled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    /// Searched as usual (phases 1-3 or MPFR).
-    Search,
-    /// A trivial run: every argument an HR-case by a proven rule (listed, with the rule).
-    Trivial(TrivialRun),
-    /// No HR-case and no exact case, proven by enclosures (`monotone.rs`): searched by that
-    /// proof, not argument by argument; counted in `Stats::clear_arguments`.
-    Clear,
-}
-
-/// `unit` cut into consecutive parts, in significand order, each wholly a trivial run (with
-/// its rule), wholly clear, or searched as usual. The search and the coordinator's check of a
-/// worker's skipped runs (`skip.rs`) both cut a unit here, so their trivial runs are equal as
-/// lists. A piece is split (`split`, the search's cut) while the argument of it nearest 0
-/// (zero aside) is trivial by the rule at 0 but the whole piece is not (`judge` is monotonic
-/// in the piece's largest `|x|`), or while `monotone::judge` says halves may be decided (its
-/// values a few breakpoints wide, meeting a gap or a run): O(log count) pieces per edge of a
-/// region, never argument by argument, and a unit no reference applies to is one part.
-pub fn partition(
-    f: Function,
-    fmt: Format,
-    min_bits: u32,
-    unit: UnitSpec,
-    split: fn(UnitSpec) -> (UnitSpec, UnitSpec),
-) -> Vec<(UnitSpec, Part)> {
-    let rule = Rule::for_unit(f, fmt.precision, unit);
-    // What f is compared with beyond the rule at 0: g itself near 0 (the bands just beyond
-    // the rule's region), the horizontal asymptote of the unit's side far from 0.
-    let mut references = Vec::new();
-    if let Some(r) = &rule {
-        references.push(match &r.like {
-            Like::X { negative } => Reference::Residual {
-                negative: *negative,
-            },
-            Like::Constant(a) => Reference::Flat {
-                c: Some(a.clone()),
-                known: false,
-            },
-        });
-    }
-    references.extend(asymptote(f, unit.negative));
-    if rule.is_none() && references.is_empty() {
-        return vec![(unit, Part::Search)];
-    }
-    let mut out: Vec<(UnitSpec, Part)> = Vec::new();
-    let mut stack = vec![unit];
-    // Depth-first, left to right: pieces come out in significand order.
-    'pieces: while let Some(piece) = stack.pop() {
-        if let Some(t) = rule.as_ref().and_then(|r| r.judge(fmt, min_bits, piece)) {
-            out.push((piece, Part::Trivial(t)));
-            continue;
-        }
-        let mut halve = false;
-        for reference in &references {
-            match judge(f, fmt, min_bits, piece, reference) {
-                Decision::Trivial(t) => {
-                    out.push((piece, Part::Trivial(t)));
-                    continue 'pieces;
-                }
-                Decision::Clear => {
-                    push_merged(&mut out, piece, Part::Clear);
-                    continue 'pieces;
-                }
-                Decision::Undecided { split } => halve |= split,
-            }
-        }
-        if let Some(r) = &rule {
-            let near = if piece.first == 0 { 1 } else { 0 };
-            let near_piece = UnitSpec {
-                first: piece.first + near,
-                count: 1,
-                ..piece
-            };
-            halve |= piece.count > 1 && r.judge(fmt, min_bits, near_piece).is_some();
-        }
-        if halve && piece.count > 1 {
-            let (left, right) = split(piece);
-            stack.push(right);
-            stack.push(left);
-            continue;
-        }
-        // Not decided: joined to a searched neighbour on its left.
-        push_merged(&mut out, piece, Part::Search);
-    }
-    out
-}
-
-/// Appends `piece`, joined to the last part when adjacent and of the same kind (searched or
-/// clear; trivial runs are merged later, with their bits, by `search::Runs`).
-fn push_merged(out: &mut Vec<(UnitSpec, Part)>, piece: UnitSpec, part: Part) {
-    match out.last_mut() {
-        Some((last, p)) if *p == part && last.first + last.count == piece.first => {
-            last.count += piece.count
-        }
-        _ => out.push((piece, part)),
     }
 }

@@ -8,12 +8,13 @@
 //! bands just beyond trivial regions are (d just above `2^-k` for every argument, where the
 //! existence tests prove nothing and phase 3 would walk whole binades argument by argument).
 
-use crate::ball::Ball;
-use crate::format::{float_to_hex, Format};
-use crate::function::Function;
+use crate::numbers::ball::Ball;
+use crate::numbers::format::{float_to_hex, Format};
+use crate::numbers::series::Series;
+use crate::oracle::function::Function;
 use crate::plan::UnitSpec;
-use crate::series::Series;
-use crate::trivial::{bits_within, TrivialRun};
+use crate::regions::runs::TrivialRun;
+use crate::regions::trivial::bits_within;
 use rug::float::Round;
 use rug::ops::NegAssign;
 use rug::Float;

@@ -2,7 +2,7 @@
 //! that the search and the coordinator's check see as one skipped run, refusals.
 
 use super::*;
-use crate::format::Precision;
+use crate::numbers::format::Precision;
 use crate::search::{search_unit, Cpu, SearchConfig};
 
 /// Every finite binary16 number but -0 (the plan's zero is +0), as C99 hex.
@@ -192,9 +192,10 @@ fn periodic_functions_of_huge_arguments_are_refused_with_what_can_be_done() {
 /// wide to decide) is skipped at once, and a whole binade there is one run in milliseconds.
 #[test]
 fn far_beyond_the_format_is_decided_at_once() {
-    use crate::verify::{far_beyond, SkipReason};
+    use crate::oracle::verify::{far_beyond, SkipReason};
     let b64 = Format::named("binary64").unwrap();
-    let x = |s: &str| crate::format::parse_number(s, 53, rug::float::Round::Nearest).unwrap();
+    let x =
+        |s: &str| crate::numbers::format::parse_number(s, 53, rug::float::Round::Nearest).unwrap();
     let exp = Function::Exp;
     assert_eq!(
         far_beyond(exp, b64, &x("0x1p+25")),

@@ -109,6 +109,24 @@ pub struct Format {
     pub exponents: Option<Exponents>,
 }
 
+/// The smallest and largest binade exponents searched for a bare precision `p` (the arguments
+/// of a named format are its normal numbers: [`format_exponent_range`]).
+pub fn exponent_range(p: Precision) -> (i32, i32) {
+    if p == Precision::BINARY32 {
+        (-126, 127)
+    } else {
+        (-1022, 1023)
+    }
+}
+
+/// The binade exponents of the arguments searched in format `fmt`.
+pub fn format_exponent_range(fmt: Format) -> (i32, i32) {
+    match fmt.exponents {
+        Some(x) => (x.emin, x.emax),
+        None => exponent_range(fmt.precision),
+    }
+}
+
 /// The named formats: name, precision, `emin`, `emax` (IEEE 754 binary16, binary32, binary64;
 /// Google's bfloat16; the x87 extended format binary80 with its explicit leading bit, so
 /// `p = 64`).
@@ -319,7 +337,7 @@ impl Argument {
                 // A bare precision's zero, as its plan writes it (`plan::split_range_in`).
                 return Some(Argument {
                     negative: false,
-                    exponent: crate::plan::exponent_range(p).0,
+                    exponent: exponent_range(p).0,
                     significand: 0,
                 });
             }

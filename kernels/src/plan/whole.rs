@@ -10,14 +10,14 @@
 //! units, most of them nothing but skipped runs; collapsed, whole exp is the units of its 128
 //! binades that search something plus about 2,000 units that skip everything.
 
-use crate::exact::exact_run;
-use crate::format::{float_to_hex, Format};
-use crate::function::Function;
+use crate::numbers::format::{float_to_hex, Format};
+use crate::oracle::function::Function;
 use crate::plan::{
     binade_pieces, cut, default_unit_bits, parse_range, PlanError, UnitSpec, MAX_UNITS,
     MAX_UNIT_BITS,
 };
-use crate::skip::skipped_runs;
+use crate::regions::exact::exact_run;
+use crate::regions::skip::skipped_runs;
 use rug::Float;
 
 /// log2 of the largest block collapsed into one unit: a binade of binary80 is 2^63

@@ -5,8 +5,8 @@
 //! `y` at a working precision `P`; `y` is within half an ulp, i.e. `2^(p-P)` in units of `G`, of
 //! the truth. The answer is given only when that error cannot change it; otherwise `P` doubles.
 
-use crate::format::{float_to_hex, parse_number, Argument, Format, Precision};
-use crate::function::Function;
+use crate::numbers::format::{float_to_hex, parse_number, Argument, Format, Precision};
+use crate::oracle::function::Function;
 use rug::float::Round;
 use rug::Float;
 use serde::{Deserialize, Serialize};
@@ -132,7 +132,7 @@ pub enum VerifyError {
     #[error("argument {x} is not a nonzero number of precision {precision}")]
     NotAnArgument { x: String, precision: u32 },
     #[error("{0}")]
-    Format(#[from] crate::format::FormatError),
+    Format(#[from] crate::numbers::format::FormatError),
 }
 
 const MAX_PREC: u32 = 1 << 16;

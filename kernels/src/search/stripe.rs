@@ -7,9 +7,9 @@
 //! additions where AVX-512 is detected. The words are exact mod `2^(64 L)`, so every domain's `a`,
 //! `b` and words are those of the unit-step walk.
 
-use crate::existence::{self, simd_available, LANES};
-use crate::fixed::{self, Word};
-use crate::generation::Generated;
+use crate::numbers::fixed::{self, Word};
+use crate::search::existence::{self, simd_available, LANES};
+use crate::search::generation::Generated;
 
 /// Lanes of a stripe: consecutive domains walked together.
 pub const WIDTH: usize = 8;

@@ -6,12 +6,12 @@
 //! the ball evaluation of the Taylor coefficients (whose radii are carried) and the rounding of
 //! the binomial coefficients `beta_m` to `F` fractional bits (bounded by `eps_R`).
 
-use crate::ball::{Ball, BallError};
-use crate::format::{Exponents, Precision};
-use crate::function::Function;
+use crate::numbers::ball::{Ball, BallError};
+use crate::numbers::format::{Exponents, Precision};
+use crate::numbers::series::Series;
+use crate::oracle::function::Function;
+use crate::oracle::verify::{far_beyond, SkipReason};
 use crate::plan::UnitSpec;
-use crate::series::Series;
-use crate::verify::{far_beyond, SkipReason};
 use rug::ops::Pow;
 use rug::{Float, Integer};
 
@@ -107,7 +107,7 @@ pub struct Generated {
     pub bounds: Bounds,
     /// What pieces of `count >> j` arguments (`j = 1, 2, ..`) would need, as (degree, limbs),
     /// predicted from this piece's own remainder coefficients (issue 26: a steep piece is cut
-    /// straight to the size its halves would reach, `search.rs`, `steep_depth`). `None` where
+    /// straight to the size its halves would reach, `search/unit.rs`, `steep_depth`). `None` where
     /// no degree up to the maximum fits. A route only: every piece cut is generated anew.
     pub halves: Vec<Option<(usize, usize)>>,
     /// Phase-1 line adjustment constants `K0 = N^2/16`, `K1 = N/2 - 1`, and phase 2's.
@@ -327,7 +327,7 @@ fn fixed_at(
         // exponent range, about 2^(±2^30), where no ball can be evaluated). Our functions are
         // monotonic on a piece of one sign wherever they get that large or small, so both ends
         // beyond it put the whole piece beyond it; one end beyond it: split.
-        let fmt = crate::format::Format {
+        let fmt = crate::numbers::format::Format {
             precision: p,
             exponents: cfg.exponents,
         };
@@ -705,7 +705,7 @@ mod tests {
     /// a half generates.
     #[test]
     fn curvature_splits_where_halves_fit() {
-        let fmt = crate::format::Format::named("binary32").unwrap();
+        let fmt = crate::numbers::format::Format::named("binary32").unwrap();
         let mut cfg = GenConfig::new(16);
         cfg.exponents = fmt.exponents;
         let piece = |count| UnitSpec {

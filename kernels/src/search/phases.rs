@@ -1,12 +1,13 @@
 //! The CPU's phases 1-3 of a generated piece, generic over the word width: plain functions on
 //! fixed-size words (`phase1_packet`, `phase2_domains`, `phase3_subdomain`) that the CPU back end
-//! runs over rayon, and that the CUDA kernels in `kernels/cuda/` mirror with identical answers.
+//! (`Cpu`) runs over rayon, and that the CUDA kernels in `kernels/cuda/` mirror with identical
+//! answers.
 
-use crate::existence::{self, Test};
-use crate::fixed::{self, Word};
-use crate::generation::Generated;
-use crate::search::{PieceOutcome, Stats};
-use crate::stripe;
+use crate::numbers::fixed::{self, Word};
+use crate::search::backend::{Backend, PieceOutcome, SearchError, Stats};
+use crate::search::existence::{self, Test};
+use crate::search::generation::Generated;
+use crate::search::stripe;
 use rayon::prelude::*;
 use rug::Integer;
 use std::time::Instant;
@@ -240,6 +241,31 @@ pub fn phase3_subdomain<const L: usize>(
         }
         fixed::add(&mut v, &d);
         fixed::add(&mut d, &s.s2);
+    }
+}
+
+/// The CPU back end: rayon over packets.
+pub struct Cpu;
+
+impl Backend for Cpu {
+    fn search_piece(
+        &self,
+        g: &Generated,
+        test: Test,
+        packet_domains: u64,
+    ) -> Result<PieceOutcome, SearchError> {
+        Ok(search_generated_cpu(g, test, packet_domains))
+    }
+
+    fn name(&self) -> String {
+        // Whether the regular test and the walk run in AVX-512 lanes matters for speed (about
+        // 2x, issue 15), so it is in the name every search, bench and daemon prints.
+        let lanes = if existence::simd_available() {
+            "AVX-512"
+        } else {
+            "scalar"
+        };
+        format!("cpu ({} threads, {lanes})", rayon::current_num_threads())
     }
 }
 

@@ -3,121 +3,20 @@
 //! The phases themselves are in `phases.rs` (the CPU's, on fixed-size words); the CUDA back end
 //! mirrors them in `kernels/cuda/` and must give identical answers.
 
-use crate::dense::{self, Dense};
-use crate::exact::{exact_run, ExactRun};
-use crate::existence::Test;
-use crate::format::{Format, Precision};
-use crate::function::Function;
-use crate::generation::{generate, GenConfig, GenError, Generated};
-use crate::periodic::{self, classes};
-use crate::plan::UnitSpec;
-pub use crate::range::{search_units, RangeResult};
-use crate::trivial::{partition, Part, TrivialRun};
-use crate::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
+use crate::oracle::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
+use crate::plan::{split, UnitSpec};
+use crate::regions::exact::exact_run;
+use crate::regions::partition::{partition, Part};
+use crate::regions::runs::{Runs, Skipped, TrivialRun};
+use crate::search::backend::{Backend, PieceOutcome, SearchError, Stats, Timings};
+use crate::search::config::SearchConfig;
+use crate::search::dense::{self, Dense};
+use crate::search::generation::{generate, GenError, Generated};
+use crate::search::periodic::{self, classes};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
-
-/// What to search for and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SearchConfig {
-    pub function: Function,
-    pub precision: Precision,
-    pub min_bits: u32,
-    pub test: Test,
-    pub gen: GenConfig,
-    /// Domains per packet: the unit of parallel work in phase 1.
-    pub packet_domains: u64,
-    /// List trivial regions (where `f(x)` rounds like `x` or like `f(0)`, `trivial.rs`) as
-    /// runs with their rule rather than case by case.
-    pub trivial_regions: bool,
-    /// Walk small pieces on their full-degree polynomial and verify only the candidates
-    /// (`dense.rs`) instead of judging every argument with MPFR. Off only to compare the two.
-    pub dense: bool,
-    /// Where steep pieces are split in halves for speed (issue 26, [`SteepSplit`]).
-    pub steep: SteepSplit,
-}
-
-/// Steep pieces (the curvature lowered the domain size) wider than `max_limbs` limbs are split
-/// in halves while the halves keep at least `min_domains` domains (issue 26). A route only:
-/// the tests force it on at small precisions (`max_limbs: 0`) against the brute force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SteepSplit {
-    pub max_limbs: usize,
-    pub min_domains: u64,
-}
-
-impl SteepSplit {
-    /// The engine's choice, from exp in binary64 at 44 bits on one H100 (BENCHMARKS.md, issue
-    /// 26): pieces of `2^34` near 300 (degree 8, 5 limbs) ran 7 times faster per argument than
-    /// `2^38` (degree 11, 8 limbs) and a little faster than `2^32` or `2^30`.
-    pub const DEFAULT: SteepSplit = SteepSplit {
-        max_limbs: 5,
-        min_domains: 1 << 22,
-    };
-}
-
-impl SearchConfig {
-    pub fn new(function: Function, precision: Precision, min_bits: u32) -> SearchConfig {
-        SearchConfig {
-            function,
-            precision,
-            min_bits,
-            test: Test::Regular,
-            gen: GenConfig::new(min_bits),
-            packet_domains: 4096,
-            trivial_regions: true,
-            dense: true,
-            steep: SteepSplit::DEFAULT,
-        }
-    }
-
-    /// As [`SearchConfig::new`], in format `fmt` (a named format brings its exponent range).
-    pub fn in_format(function: Function, fmt: Format, min_bits: u32) -> SearchConfig {
-        let mut cfg = SearchConfig::new(function, fmt.precision, min_bits);
-        cfg.gen.exponents = fmt.exponents;
-        cfg
-    }
-
-    /// The format searched: the precision, with the exponent range generation judges by.
-    pub fn format(&self) -> Format {
-        Format {
-            precision: self.precision,
-            exponents: self.gen.exponents,
-        }
-    }
-}
-
-/// Consecutive arguments of a unit not judged one by one, and why: `f` overflows there,
-/// rounds like 0, has a pole, or the run is a trivial region whose every argument is an
-/// HR-case by a proven rule (see [`Skipped::rule`]). Never silent: listed in every output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Skipped {
-    /// The smallest and largest argument, C99 hex (both included).
-    pub first: String,
-    pub last: String,
-    pub count: u64,
-    pub reason: SkipReason,
-    /// For a trivial region: what `f` rounds like and the bits every argument has at least.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trivial: Option<TrivialRun>,
-    /// For an exact region: the value of `f` at every argument of the run (`exact.rs`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exact: Option<ExactRun>,
-}
-
-impl Skipped {
-    /// The rule of the run for people (a trivial run's with its `g(x)` and bits, an exact
-    /// run's with its values).
-    pub fn rule(&self) -> String {
-        match (&self.trivial, &self.exact) {
-            (Some(t), _) => t.rule(),
-            (None, Some(e)) => e.rule(),
-            (None, None) => self.reason.rule().to_string(),
-        }
-    }
-}
 
 /// How one piece of a unit is searched.
 enum PiecePlan {
@@ -132,81 +31,8 @@ enum PiecePlan {
     Trivial(TrivialRun),
 }
 
-/// The largest threshold `k` the engine takes: phase 3 keeps the top 64 bits of each fraction,
-/// and its threshold must stay meaningful beside that truncation.
-pub const MAX_MIN_BITS: u32 = 60;
-
 /// Pieces at most this long are searched exhaustively with MPFR: a polynomial does not pay.
 pub const EXHAUSTIVE_MAX: u64 = 2048;
-
-/// Counts of what each phase did; identical across back ends for the same unit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
-    pub units: u64,
-    pub domains: u64,
-    pub phase1_failures: u64,
-    pub subdomains: u64,
-    pub phase2_failures: u64,
-    pub phase3_arguments: u64,
-    pub candidates: u64,
-    pub false_positives: u64,
-    /// Arguments evaluated one by one with MPFR where no polynomial was used.
-    pub exhaustive_arguments: u64,
-    /// Polynomial pieces the units were cut into.
-    pub pieces: u64,
-    /// Arguments proven free of HR-cases by enclosures (`monotone.rs`, clear pieces), not
-    /// walked: searched by that proof. Absent from the JSON when 0, so the digests of results
-    /// without clear pieces stay what they were.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub clear_arguments: u64,
-    /// Arguments walked on their piece's full-degree polynomial (`dense.rs`), whose candidates
-    /// (counted in `candidates`) MPFR judged. Absent from the JSON when 0, as above.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub dense_arguments: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-impl Stats {
-    pub fn add(&mut self, o: &Stats) {
-        self.units += o.units;
-        self.domains += o.domains;
-        self.phase1_failures += o.phase1_failures;
-        self.subdomains += o.subdomains;
-        self.phase2_failures += o.phase2_failures;
-        self.phase3_arguments += o.phase3_arguments;
-        self.candidates += o.candidates;
-        self.false_positives += o.false_positives;
-        self.exhaustive_arguments += o.exhaustive_arguments;
-        self.pieces += o.pieces;
-        self.clear_arguments += o.clear_arguments;
-        self.dense_arguments += o.dense_arguments;
-    }
-}
-
-/// Seconds spent per phase (summed over threads for the parallel ones).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Timings {
-    pub generation_s: f64,
-    pub phase1_s: f64,
-    pub phase2_s: f64,
-    pub phase3_s: f64,
-    pub verification_s: f64,
-    pub exhaustive_s: f64,
-}
-
-impl Timings {
-    pub fn add(&mut self, o: &Timings) {
-        self.generation_s += o.generation_s;
-        self.phase1_s += o.phase1_s;
-        self.phase2_s += o.phase2_s;
-        self.phase3_s += o.phase3_s;
-        self.verification_s += o.verification_s;
-        self.exhaustive_s += o.exhaustive_s;
-    }
-}
 
 /// The result of one unit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,89 +65,8 @@ impl UnitResult {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SearchError {
-    #[error(transparent)]
-    Verify(#[from] VerifyError),
-    #[error("back end: {0}")]
-    Backend(String),
-}
-
-/// The outcome of the search of one polynomial piece, before verification.
-#[derive(Debug, Default)]
-pub struct PieceOutcome {
-    pub stats: Stats,
-    pub candidates: Vec<u64>,
-    pub timings: Timings,
-}
-
-/// A back end runs phases 1-3 of a generated piece.
-pub trait Backend: Sync {
-    fn search_piece(
-        &self,
-        g: &Generated,
-        test: Test,
-        packet_domains: u64,
-    ) -> Result<PieceOutcome, SearchError>;
-    fn name(&self) -> String;
-    /// After a piece failed on this back end with `err`: changes what may have caused it (the
-    /// CUDA back end halves its device memory per piece) and says whether running the piece
-    /// again here may succeed. A deterministic failure (MPFR's) is not the back end's.
-    fn recover(&self, _err: &SearchError) -> bool {
-        false
-    }
-    /// What happened to a device of this back end that can compute nothing more (a CUDA
-    /// context lost to a sticky error), if one did: its pieces then fail at once, and only a
-    /// new process can use the device again.
-    fn lost(&self) -> Option<String> {
-        None
-    }
-    /// Each device's work so far (empty for the CPU), for the daemon's account.
-    fn device_use(&self) -> Vec<DeviceUse> {
-        Vec::new()
-    }
-    /// Whether pieces run side by side here (the GPU's slots): then a unit hands all its
-    /// generated pieces at once. The CPU's phases fill every core with one piece already.
-    fn overlaps_pieces(&self) -> bool {
-        false
-    }
-}
-
-/// One device's work so far: pieces run and time with at least one piece on it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeviceUse {
-    pub device: usize,
-    pub pieces: u64,
-    pub busy_s: f64,
-}
-
-/// The CPU back end: rayon over packets.
-pub struct Cpu;
-
-impl Backend for Cpu {
-    fn search_piece(
-        &self,
-        g: &Generated,
-        test: Test,
-        packet_domains: u64,
-    ) -> Result<PieceOutcome, SearchError> {
-        Ok(crate::phases::search_generated_cpu(g, test, packet_domains))
-    }
-
-    fn name(&self) -> String {
-        // Whether the regular test and the walk run in AVX-512 lanes matters for speed (about
-        // 2x, issue 15), so it is in the name every search, bench and daemon prints.
-        let lanes = if crate::existence::simd_available() {
-            "AVX-512"
-        } else {
-            "scalar"
-        };
-        format!("cpu ({} threads, {lanes})", rayon::current_num_threads())
-    }
-}
-
 /// The pieces of `unit` and how each is searched, in argument order: trivial runs and clear
-/// pieces first (`trivial::partition`, the same cut the coordinator checks a result's runs
+/// pieces first (`partition::partition`, the same cut the coordinator checks a result's runs
 /// with), the rest generated, split where generation asks. Counts the clear arguments and the
 /// generation's time.
 fn plan_pieces(
@@ -647,75 +392,6 @@ fn verify_candidates(
     Ok(out)
 }
 
-/// A unit's skipped runs as (offset in the unit, count, reason, trivial rule), merged when
-/// adjacent with the same reason (and the same `g(x)`: a trivial run keeps the fewest bits of
-/// the two). `skip.rs` builds the coordinator's list with it, so the two lists merge alike.
-#[derive(Debug, Default)]
-pub(crate) struct Runs(Vec<(u64, u64, SkipReason, Option<TrivialRun>)>);
-
-impl Runs {
-    pub(crate) fn push(
-        &mut self,
-        first: u64,
-        count: u64,
-        reason: SkipReason,
-        t: Option<TrivialRun>,
-    ) {
-        match self.0.last_mut() {
-            Some(last)
-                if last.2 == reason
-                    && last.0 + last.1 == first
-                    && last.3.as_ref().map(|r| &r.like) == t.as_ref().map(|r| &r.like) =>
-            {
-                last.1 += count;
-                if let (Some(a), Some(b)) = (&mut last.3, t) {
-                    a.bits = a.bits.min(b.bits);
-                }
-            }
-            _ => self.0.push((first, count, reason, t)),
-        }
-    }
-
-    /// The runs with their ends as C99 hex, in value order within each run.
-    pub(crate) fn into_skipped(self, unit: UnitSpec, p: Precision) -> Vec<Skipped> {
-        self.0
-            .into_iter()
-            .map(|(o, count, reason, trivial)| {
-                // A negative unit's significands grow towards -infinity.
-                let (a, b) = (unit.argument(o), unit.argument(o + count - 1));
-                let (lo, hi) = if unit.negative { (b, a) } else { (a, b) };
-                Skipped {
-                    first: lo.to_hex(p),
-                    last: hi.to_hex(p),
-                    count,
-                    reason,
-                    trivial,
-                    exact: None,
-                }
-            })
-            .collect()
-    }
-}
-
-/// Splits a piece in two near its middle, on a multiple of 1024 arguments where possible.
-pub(crate) fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
-    let mut half = piece.count / 2;
-    if half > 1024 {
-        half &= !1023;
-    }
-    (
-        UnitSpec {
-            count: half,
-            ..piece
-        },
-        UnitSpec {
-            first: piece.first + half,
-            count: piece.count - half,
-            ..piece
-        },
-    )
-}
-
 /// What the exhaustive search of a piece found: cases, exact cases, skipped offsets.
 type Exhaustive = (Vec<HrCase>, Vec<ExactCase>, Vec<(u64, SkipReason)>);
 
@@ -747,7 +423,9 @@ fn exhaustive(cfg: &SearchConfig, piece: UnitSpec) -> Result<Exhaustive, SearchE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Format;
+    use crate::numbers::format::{Format, Precision};
+    use crate::search::config::SteepSplit;
+    use crate::Function;
 
     /// The pieces the former route made of `unit`: halves, each generated, while generation
     /// failed or [`split_steep`] asked (no prediction).
@@ -824,7 +502,6 @@ mod tests {
     /// where pieces go several halvings deep and the halves' domain sizes differ.
     #[test]
     fn forced_steep_splits_are_the_halving_routes() {
-        use crate::format::Precision;
         let cases = [
             (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
             (Function::Sinh, 22, "0x1p+5", "0x1.2p+5", 14, 18),

@@ -10,8 +10,12 @@
 //! are aligned on multiples of `2^U` significands, so the same argument always falls in the
 //! same unit.
 
-use crate::format::{parse_number, Argument, Format, FormatError, Precision};
-use crate::function::Function;
+pub mod whole;
+
+use crate::numbers::format::{
+    format_exponent_range, parse_number, Argument, Format, FormatError, Precision,
+};
+use crate::oracle::function::Function;
 use rug::float::Round;
 use rug::{Float, Integer};
 use serde::{Deserialize, Serialize};
@@ -75,24 +79,6 @@ pub enum PlanError {
     UnitBits(u32),
     #[error("the range would make {0} units; cut it into smaller campaigns or use larger units")]
     TooManyUnits(u64),
-}
-
-/// The smallest and largest binade exponents searched for a bare precision `p` (the arguments
-/// of a named format are its normal numbers: [`format_exponent_range`]).
-pub fn exponent_range(p: Precision) -> (i32, i32) {
-    if p == Precision::BINARY32 {
-        (-126, 127)
-    } else {
-        (-1022, 1023)
-    }
-}
-
-/// The binade exponents of the arguments searched in format `fmt`.
-pub fn format_exponent_range(fmt: Format) -> (i32, i32) {
-    match fmt.exponents {
-        Some(x) => (x.emin, x.emax),
-        None => exponent_range(fmt.precision),
-    }
 }
 
 /// The default unit size `U` (2^U arguments): 40 for binary64 as published, smaller for small
@@ -336,9 +322,29 @@ pub(crate) fn cut(neg: bool, e: i32, first: u64, last: u64, u: u32, out: &mut Ve
     }
 }
 
+/// Splits a piece in two near its middle, on a multiple of 1024 arguments where possible.
+pub fn split(piece: UnitSpec) -> (UnitSpec, UnitSpec) {
+    let mut half = piece.count / 2;
+    if half > 1024 {
+        half &= !1023;
+    }
+    (
+        UnitSpec {
+            count: half,
+            ..piece
+        },
+        UnitSpec {
+            first: piece.first + half,
+            count: piece.count - half,
+            ..piece
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numbers::format::exponent_range;
 
     fn count(units: &[UnitSpec]) -> u64 {
         units.iter().map(|u| u.count).sum()
@@ -482,7 +488,7 @@ mod tests {
                 let mut want: Vec<String> = all
                     .iter()
                     .filter(|v| **v >= lo && **v < hi)
-                    .map(crate::format::float_to_hex)
+                    .map(crate::numbers::format::float_to_hex)
                     .collect();
                 let units = split_range(Function::Exp, p, from, to, Some(4)).unwrap();
                 let mut got: Vec<String> = units

@@ -9,32 +9,12 @@
 //! (`search::search_unit`) and the coordinator's recomputation of a worker's runs (`skip.rs`)
 //! give the same run.
 
-use crate::format::{Argument, Format};
-use crate::function::Function;
+use crate::numbers::format::{Argument, Format};
+use crate::oracle::function::Function;
+use crate::oracle::verify::SkipReason;
 use crate::plan::UnitSpec;
-use crate::search::Skipped;
-use crate::verify::SkipReason;
+use crate::regions::runs::{ExactRun, Skipped};
 use rug::Float;
-use serde::{Deserialize, Serialize};
-
-/// What `f` is on an exact run, for people.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExactRun {
-    /// Which numbers the arguments are and the value of `f` at each, e.g. `x is an integer:
-    /// sinpi(x) = 0 (+0 for x > 0, -0 for x < 0)`.
-    pub values: String,
-}
-
-impl ExactRun {
-    /// The rule of the run for people.
-    pub fn rule(&self) -> String {
-        format!(
-            "{}: every x of the run is an exact case (or a pole where the rule says so), not an \
-             HR-case (docs/error-analysis.md §11)",
-            self.values
-        )
-    }
-}
 
 /// The exact regions: a function and the spacing of the arguments of a binade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,12 +1,13 @@
 //! A search over many units: their results added up in argument order (skipped runs of
 //! neighbouring units merged).
 
-use crate::format::{Format, Precision};
+use crate::numbers::format::{Format, Precision};
+use crate::oracle::verify::{ExactCase, HrCase};
 use crate::plan::UnitSpec;
-use crate::search::{
-    search_unit, Backend, SearchConfig, SearchError, Skipped, Stats, Timings, UnitResult,
-};
-use crate::verify::{ExactCase, HrCase};
+use crate::regions::runs::Skipped;
+use crate::search::backend::{Backend, SearchError, Stats, Timings};
+use crate::search::config::SearchConfig;
+use crate::search::unit::{search_unit, UnitResult};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -93,7 +94,7 @@ impl RangeResult {
         sort_by_argument(&mut self.exact_cases, p, |c| &c.x);
         sort_by_argument(&mut self.skipped, p, |c| &c.first);
         let value = |x: &str| {
-            crate::format::parse_number(x, p.bits(), rug::float::Round::Nearest)
+            crate::numbers::format::parse_number(x, p.bits(), rug::float::Round::Nearest)
                 .expect("our own output parses")
         };
         let mut merged: Vec<Skipped> = Vec::with_capacity(self.skipped.len());
@@ -131,8 +132,9 @@ fn sort_by_argument<T: Send>(
     let mut keyed: Vec<(rug::Float, T)> = cases
         .par_drain(..)
         .map(|c| {
-            let v = crate::format::parse_number(x(&c), p.bits(), rug::float::Round::Nearest)
-                .expect("our own output parses");
+            let v =
+                crate::numbers::format::parse_number(x(&c), p.bits(), rug::float::Round::Nearest)
+                    .expect("our own output parses");
             (v, c)
         })
         .collect();

@@ -9,7 +9,7 @@
 // The recurrences read several coefficient arrays at related indices; indices say it best.
 #![allow(clippy::needless_range_loop)]
 
-use crate::ball::{Ball, BallError};
+use crate::numbers::ball::{Ball, BallError};
 use rug::float::Round;
 use std::cmp::Ordering;
 

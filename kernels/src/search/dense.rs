@@ -10,10 +10,10 @@
 //! and more, so nothing is left out. The route runs on the host for every back end (the CUDA
 //! back end is only handed generated pieces), so its candidates and counts are the same on all.
 
-use crate::fixed::{self, Word};
-use crate::generation::{fixed_polynomial, FixedPoly};
+use crate::numbers::fixed::{self, Word};
 use crate::plan::UnitSpec;
-use crate::search::SearchConfig;
+use crate::search::config::SearchConfig;
+use crate::search::generation::{fixed_polynomial, FixedPoly};
 use rug::Integer;
 
 /// Pieces shorter than this are judged by MPFR argument by argument: one polynomial (a series
@@ -100,8 +100,8 @@ fn walk<const L: usize>(d: &Dense, count: u64) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Format;
-    use crate::function::Function;
+    use crate::numbers::format::Format;
+    use crate::oracle::function::Function;
     use rug::Float;
 
     fn erfc_piece(first: u64, count: u64) -> UnitSpec {

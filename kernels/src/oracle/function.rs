@@ -4,8 +4,8 @@
 //! (the oracle used by verification) and its series rule (used by generation), and the tests
 //! compare the two on every function.
 
-use crate::ball::{Ball, BallError};
-use crate::series::Series;
+use crate::numbers::ball::{Ball, BallError};
+use crate::numbers::series::Series;
 use rug::float::{Constant, Round};
 use rug::Float;
 use serde::{Deserialize, Serialize};

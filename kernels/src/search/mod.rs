@@ -1,0 +1,28 @@
+//! The search of a unit, in the order it runs: its configuration (`config.rs`), the pieces a
+//! unit is cut into and each one's route (`unit.rs`), the generation of a piece's exact
+//! per-domain polynomials and thresholds (`generation.rs`), the existence tests of phases 1-2
+//! (`existence.rs`), phases 1-3 on a back end (`backend.rs`; the CPU's in `phases.rs` and
+//! `stripe.rs`, the GPUs' in `crate::cuda`), the routes without phases 1-3 (`dense.rs`,
+//! `periodic.rs`), and many units added up (`range.rs`).
+//!
+//! The items other crates use are re-exported here; inside the crate, modules import from the
+//! module that defines an item, so that no two modules import each other.
+
+pub mod backend;
+pub mod config;
+pub mod dense;
+pub mod existence;
+pub mod generation;
+pub mod periodic;
+pub mod phases;
+pub mod range;
+pub mod stripe;
+pub mod unit;
+
+// A result lists its skipped runs: their type is part of the search's.
+pub use crate::regions::runs::Skipped;
+pub use backend::{Backend, DeviceUse, PieceOutcome, SearchError, Stats, Timings};
+pub use config::{SearchConfig, SteepSplit, MAX_MIN_BITS};
+pub use phases::Cpu;
+pub use range::{search_units, RangeResult};
+pub use unit::{piece_modules, search_unit, UnitResult, EXHAUSTIVE_MAX};
