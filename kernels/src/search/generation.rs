@@ -78,7 +78,8 @@ pub const MIN_DOMAIN_BITS: u32 = 5;
 /// The largest number of limbs of a fixed-point word.
 pub const MAX_LIMBS: usize = 8;
 /// How many halvings of a piece generation predicts the degree and width of
-/// ([`Generated::halves`]): `2^40` to `2^32` and beyond.
+/// ([`Generated::halves`]): a unit of `2^40` down to pieces of `2^30` (exp near 300 stops at
+/// `2^34`).
 pub const MAX_HALVINGS: u32 = 10;
 
 /// A generated piece: exact polynomials and thresholds, the same for every back end.
