@@ -469,6 +469,10 @@ impl Backend for Cuda {
         }
     }
 
+    fn overlaps_pieces(&self) -> bool {
+        true
+    }
+
     fn recover(&self, _err: &SearchError) -> bool {
         // Smaller lists cannot bring a lost context back.
         self.lost().is_none() && self.shrink()

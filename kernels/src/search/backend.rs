@@ -117,6 +117,11 @@ pub trait Backend: Sync {
     fn device_use(&self) -> Vec<DeviceUse> {
         Vec::new()
     }
+    /// Whether pieces run side by side here (the GPU's slots): then a unit hands all its
+    /// generated pieces at once. The CPU's phases fill every core with one piece already.
+    fn overlaps_pieces(&self) -> bool {
+        false
+    }
 }
 
 /// One device's work so far: pieces run and time with at least one piece on it.

@@ -77,6 +77,10 @@ pub enum GenError {
 pub const MIN_DOMAIN_BITS: u32 = 5;
 /// The largest number of limbs of a fixed-point word.
 pub const MAX_LIMBS: usize = 8;
+/// How many halvings of a piece generation predicts the degree and width of
+/// ([`Generated::halves`]): a unit of `2^40` down to pieces of `2^30` (exp near 300 stops at
+/// `2^34`).
+pub const MAX_HALVINGS: u32 = 10;
 
 /// A generated piece: exact polynomials and thresholds, the same for every back end.
 #[derive(Debug, Clone)]
@@ -102,6 +106,11 @@ pub struct Generated {
     pub walk_r2: Vec<Integer>,
     /// Error terms, fixed units, rounded upwards.
     pub bounds: Bounds,
+    /// What pieces of `count >> j` arguments (`j = 1, 2, ..`) would need, as (degree, limbs),
+    /// predicted from this piece's own remainder coefficients (issue 26: a steep piece is cut
+    /// straight to the size its halves would reach, `search/unit.rs`, `steep_depth`). `None` where
+    /// no degree up to the maximum fits. A route only: every piece cut is generated anew.
+    pub halves: Vec<Option<(usize, usize)>>,
     /// Phase-1 line adjustment constants `K0 = N^2/16`, `K1 = N/2 - 1`, and phase 2's.
     pub k0: u64,
     pub k1: u64,
@@ -274,6 +283,9 @@ pub struct FixedPoly {
     pub taylor: Integer,
     /// Rounding of the binomial coefficients, `eps_R`, fixed units.
     pub rounding: Integer,
+    /// The predicted (degree, limbs) of pieces of `count >> j` arguments, `j = 1, 2, ..`
+    /// ([`Generated::halves`]).
+    pub halves: Vec<Option<(usize, usize)>>,
 }
 
 impl FixedPoly {
@@ -402,26 +414,33 @@ fn fixed_at(
 
     // Degree: the smallest whose Lagrange remainder fits 2^-(k+10).
     let budget = Float::with_val(64, 1) >> (k + 10);
-    let mut chosen = None;
-    for d in 1..=cfg.max_degree {
-        let mut rem = fw.c[d + 1].mag();
-        rem <<= shift;
-        let pw_exact = Integer::from(reach).pow((d + 1) as u32);
-        let pw = Float::with_val_round(64, &pw_exact, rug::float::Round::Up).0;
-        let rem = Float::with_val_round(64, &rem * &pw, rug::float::Round::Up).0;
-        if rem <= budget {
-            chosen = Some((d, rem));
-            break;
-        }
-    }
-    let Some((degree, taylor_rem)) = chosen else {
+    let degree_for = |reach: u64| {
+        (1..=cfg.max_degree).find_map(|d| {
+            let mut rem = fw.c[d + 1].mag();
+            rem <<= shift;
+            let pw_exact = Integer::from(reach).pow((d + 1) as u32);
+            let pw = Float::with_val_round(64, &pw_exact, rug::float::Round::Up).0;
+            let rem = Float::with_val_round(64, &rem * &pw, rug::float::Round::Up).0;
+            (rem <= budget).then_some((d, rem))
+        })
+    };
+    // Fixed point: F = 64 L bits with 2^-F sum_m C(count-1, m) <= 2^-(k+16).
+    let limbs_for = |count: u64, degree: usize| {
+        let binom_sum = sum_binomials(count - 1, degree);
+        let need = binom_sum.significant_bits() + k + 16;
+        (need.div_ceil(64) as usize, binom_sum)
+    };
+    // Pieces of count >> j arguments lie inside this one's wide ball, so its coefficients
+    // bound theirs (up to the balls' own rounding): a prediction of their degree and width.
+    let halves: Vec<Option<(usize, usize)>> = (1..=MAX_HALVINGS)
+        .map(|j| count >> j)
+        .take_while(|&c| c >= 2)
+        .map(|c| degree_for(c - c / 2).map(|(d, _)| (d, limbs_for(c, d).0)))
+        .collect();
+    let Some((degree, taylor_rem)) = degree_for(reach) else {
         return Err(GenError::Degree(cfg.max_degree));
     };
-
-    // Fixed point: F = 64 L bits with 2^-F sum_m C(count-1, m) <= 2^-(k+16).
-    let binom_sum = sum_binomials(count - 1, degree);
-    let need = binom_sum.significant_bits() + k + 16;
-    let limbs = need.div_ceil(64) as usize;
+    let (limbs, binom_sum) = limbs_for(count, degree);
     if limbs > MAX_LIMBS {
         return Err(GenError::Width);
     }
@@ -474,6 +493,7 @@ fn fixed_at(
         radius,
         taylor,
         rounding,
+        halves,
     }))
 }
 
@@ -490,6 +510,7 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
         radius,
         taylor,
         rounding,
+        halves,
     } = fx;
 
     // A bound on |r_2| anywhere: the second difference of R~ at step 1.
@@ -620,6 +641,7 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
             eps1,
             eps2,
         },
+        halves,
         k0,
         k1,
         k0_sub,

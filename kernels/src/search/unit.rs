@@ -8,7 +8,7 @@ use crate::plan::{split, UnitSpec};
 use crate::regions::exact::exact_run;
 use crate::regions::partition::{partition, Part};
 use crate::regions::runs::{Runs, Skipped, TrivialRun};
-use crate::search::backend::{Backend, SearchError, Stats, Timings};
+use crate::search::backend::{Backend, PieceOutcome, SearchError, Stats, Timings};
 use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense};
 use crate::search::generation::{generate, GenError, Generated};
@@ -93,63 +93,119 @@ fn plan_pieces(
             }
             Part::Search => {}
         }
-        let mut stack = vec![part];
-        // Depth-first, left to right: pieces come out in argument order.
-        while let Some(piece) = stack.pop() {
-            // Sinpi, cospi, tanpi on coarse grids: a few values, each judged once.
-            let periodic = classes(cfg.function, cfg.format(), piece).is_some();
-            if piece.count <= EXHAUSTIVE_MAX || periodic {
-                let t = Instant::now();
-                // Periodic pieces judge one argument per class: nothing to walk.
-                let dense = if periodic {
-                    None
-                } else {
-                    dense::plan(cfg, piece)
-                };
-                let plan = match dense {
-                    Some(d) => PiecePlan::Dense(Box::new(d)),
-                    None => PiecePlan::Exhaustive,
-                };
-                timings.generation_s += t.elapsed().as_secs_f64();
-                pieces.push((piece, plan));
-                continue;
-            }
-            let t = Instant::now();
-            let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
-            timings.generation_s += t.elapsed().as_secs_f64();
-            match generated {
-                // Steep: halves walk fewer differences of fewer limbs (issue 26).
-                Ok(g) if split_steep(cfg, &g) => {
-                    let (left, right) = split(piece);
-                    stack.push(right);
-                    stack.push(left);
-                }
-                Ok(g) => pieces.push((piece, PiecePlan::Generated(Box::new(g)))),
-                Err(GenError::Overflow) => {
-                    pieces.push((piece, PiecePlan::Skip(SkipReason::Overflow)))
-                }
-                Err(GenError::Underflow) => {
-                    pieces.push((piece, PiecePlan::Skip(SkipReason::Underflow)))
-                }
-                // Every argument is a candidate: MPFR decides each one (no generation would pay).
-                Err(GenError::Threshold) => pieces.push((piece, PiecePlan::Exhaustive)),
-                // Curvature: halves may fit where the piece does not (erfc near 9 in binary32,
-                // where every argument judged by MPFR costs about 0.5 ms).
-                Err(
-                    GenError::Shape
-                    | GenError::Degree(_)
-                    | GenError::Width
-                    | GenError::Ball(_)
-                    | GenError::Curvature,
-                ) => {
-                    let (left, right) = split(piece);
-                    stack.push(right);
-                    stack.push(left);
-                }
-            }
-        }
+        let (planned, gen_s) = plan_part(cfg, part);
+        timings.generation_s += gen_s;
+        pieces.extend(planned);
     }
     pieces
+}
+
+/// The plan of one part of a unit to search, in argument order, and the generation's time
+/// (summed over threads): generated, split where generation asks (halves, or straight to the
+/// predicted size of a steep piece's descendants, [`steep_depth`]), the parts of a split
+/// planned in parallel (rayon keeps their order).
+fn plan_part(cfg: &SearchConfig, piece: UnitSpec) -> (Vec<(UnitSpec, PiecePlan)>, f64) {
+    // Sinpi, cospi, tanpi on coarse grids: a few values, each judged once.
+    let periodic = classes(cfg.function, cfg.format(), piece).is_some();
+    if piece.count <= EXHAUSTIVE_MAX || periodic {
+        let t = Instant::now();
+        // Periodic pieces judge one argument per class: nothing to walk.
+        let dense = if periodic {
+            None
+        } else {
+            dense::plan(cfg, piece)
+        };
+        let plan = match dense {
+            Some(d) => PiecePlan::Dense(Box::new(d)),
+            None => PiecePlan::Exhaustive,
+        };
+        return (vec![(piece, plan)], t.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
+    let generated = generate(cfg.function, cfg.precision, &cfg.gen, piece);
+    let gen_s = t.elapsed().as_secs_f64();
+    let plan = match generated {
+        Ok(g) => match steep_depth(cfg, &g) {
+            // Steep: pieces that walk fewer differences of fewer limbs (issue 26).
+            0 => PiecePlan::Generated(Box::new(g)),
+            depth => return plan_split(cfg, split_times(piece, depth), gen_s),
+        },
+        Err(GenError::Overflow) => PiecePlan::Skip(SkipReason::Overflow),
+        Err(GenError::Underflow) => PiecePlan::Skip(SkipReason::Underflow),
+        // Every argument is a candidate: MPFR decides each one (no generation would pay).
+        Err(GenError::Threshold) => PiecePlan::Exhaustive,
+        // Curvature: halves may fit where the piece does not (erfc near 9 in binary32,
+        // where every argument judged by MPFR costs about 0.5 ms).
+        Err(
+            GenError::Shape
+            | GenError::Degree(_)
+            | GenError::Width
+            | GenError::Ball(_)
+            | GenError::Curvature,
+        ) => {
+            let (left, right) = split(piece);
+            return plan_split(cfg, vec![left, right], gen_s);
+        }
+    };
+    (vec![(piece, plan)], gen_s)
+}
+
+/// The plans of consecutive parts, concatenated in order, planned in parallel.
+fn plan_split(
+    cfg: &SearchConfig,
+    parts: Vec<UnitSpec>,
+    gen_s: f64,
+) -> (Vec<(UnitSpec, PiecePlan)>, f64) {
+    let planned: Vec<(Vec<(UnitSpec, PiecePlan)>, f64)> =
+        parts.into_par_iter().map(|p| plan_part(cfg, p)).collect();
+    let mut pieces = Vec::new();
+    let mut s = gen_s;
+    for (p, t) in planned {
+        pieces.extend(p);
+        s += t;
+    }
+    (pieces, s)
+}
+
+/// `piece` halved `depth` times with [`split`]: the `2^depth` pieces in order, the same as
+/// halving each half again `depth - 1` times.
+fn split_times(piece: UnitSpec, depth: u32) -> Vec<UnitSpec> {
+    let mut parts = vec![piece];
+    for _ in 0..depth {
+        parts = parts
+            .into_iter()
+            .flat_map(|p| {
+                let (a, b) = split(p);
+                [a, b]
+            })
+            .collect();
+    }
+    parts
+}
+
+/// How many times a generated piece is halved for speed (issue 26), 0 where it is searched
+/// as it is: where [`split_steep`] splits it, its halves would be split again while the
+/// degree and width generation predicts for them ([`Generated::halves`], from this piece's own
+/// remainder coefficients) are still wider than `max_limbs` limbs and their halves would keep
+/// `min_domains` domains of this piece's size. So a steep piece goes straight to the size its
+/// halves' halves would reach instead of generating every size on the way (exp near 300:
+/// `2^38` to `2^34`, 16 pieces generated instead of 30). Each piece cut is generated and
+/// judged anew (split further if it is still steep), so the prediction chooses only a route.
+fn steep_depth(cfg: &SearchConfig, g: &Generated) -> u32 {
+    if !split_steep(cfg, g) {
+        return 0;
+    }
+    let mut depth = 1;
+    while let Some(Some((_, limbs))) = g.halves.get(depth as usize - 1) {
+        let halves = (g.piece.count >> depth) / 2;
+        if *limbs <= cfg.steep.max_limbs
+            || halves < cfg.steep.min_domains.saturating_mul(g.domain_size())
+        {
+            break;
+        }
+        depth += 1;
+    }
+    depth
 }
 
 /// Whether a generated piece is split in halves for speed (issue 26): where `f` is steep in
@@ -219,7 +275,25 @@ pub fn search_unit(
     }
     let mut skipped = Runs::default();
     let pieces = plan_pieces(cfg, unit, &mut stats, &mut timings);
-    for (piece, plan) in pieces {
+    // A back end that overlaps pieces (the GPU's slots) gets all the generated pieces of the
+    // unit at once: a steep unit is 64 pieces, which one after the other left all but one
+    // slot to other units (issue 26). The outcomes are taken in piece order below, so the
+    // result is the same either way.
+    let mut outcomes: Vec<Option<Result<PieceOutcome, SearchError>>> = if backend.overlaps_pieces()
+    {
+        pieces
+            .par_iter()
+            .map(|(_, plan)| match plan {
+                PiecePlan::Generated(g) => {
+                    Some(backend.search_piece(g, cfg.test, cfg.packet_domains))
+                }
+                _ => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for (i, (piece, plan)) in pieces.into_iter().enumerate() {
         let at = piece.first - unit.first;
         match plan {
             PiecePlan::Trivial(t) => skipped.push(at, piece.count, SkipReason::Trivial, Some(t)),
@@ -236,7 +310,10 @@ pub fn search_unit(
             }
             PiecePlan::Skip(reason) => skipped.push(at, piece.count, reason, None),
             PiecePlan::Generated(g) => {
-                let out = backend.search_piece(&g, cfg.test, cfg.packet_domains)?;
+                let out = match outcomes.get_mut(i).and_then(Option::take) {
+                    Some(out) => out?,
+                    None => backend.search_piece(&g, cfg.test, cfg.packet_domains)?,
+                };
                 stats.add(&out.stats);
                 timings.add(&out.timings);
                 let t = Instant::now();
@@ -341,4 +418,118 @@ fn exhaustive(cfg: &SearchConfig, piece: UnitSpec) -> Result<Exhaustive, SearchE
         }
     }
     Ok((hr, exact, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numbers::format::{Format, Precision};
+    use crate::search::config::SteepSplit;
+    use crate::Function;
+
+    /// The pieces the former route made of `unit`: halves, each generated, while generation
+    /// failed or [`split_steep`] asked (no prediction).
+    fn halving_route(cfg: &SearchConfig, unit: UnitSpec) -> Vec<(UnitSpec, usize, usize)> {
+        let mut out = Vec::new();
+        let mut stack = vec![unit];
+        while let Some(piece) = stack.pop() {
+            if piece.count <= EXHAUSTIVE_MAX {
+                continue;
+            }
+            match generate(cfg.function, cfg.precision, &cfg.gen, piece) {
+                Ok(g) if !split_steep(cfg, &g) => out.push((piece, g.degree, g.limbs)),
+                Err(GenError::Overflow | GenError::Underflow | GenError::Threshold) => {}
+                _ => {
+                    let (l, r) = split(piece);
+                    stack.push(r);
+                    stack.push(l);
+                }
+            }
+        }
+        out
+    }
+
+    fn generated(cfg: &SearchConfig, unit: UnitSpec) -> Vec<(UnitSpec, usize, usize)> {
+        plan_pieces(cfg, unit, &mut Stats::default(), &mut Timings::default())
+            .into_iter()
+            .map(|(p, plan)| match plan {
+                PiecePlan::Generated(g) => (p, g.degree, g.limbs),
+                _ => panic!("{p:?}: not a generated piece"),
+            })
+            .collect()
+    }
+
+    /// Issue 26: the steep pieces go straight to the size the halving route reached, and it is
+    /// the same cut: exp in binary64 at 44 bits on units of `2^40` from [16, 32) to [512, 1024)
+    /// and on the negative side, sinh near 256, and exp in binary80 near 256.
+    #[test]
+    fn predicted_steep_splits_are_the_halving_routes() {
+        let b64 = Format::named("binary64").unwrap();
+        let b80 = Format::named("binary80").unwrap();
+        let cases = [
+            (Function::Exp, b64, false, 4, 40),
+            (Function::Exp, b64, false, 6, 40),
+            (Function::Exp, b64, false, 8, 40),
+            (Function::Exp, b64, false, 9, 40),
+            (Function::Exp, b64, true, 8, 40),
+            (Function::Sinh, b64, false, 8, 40),
+            (Function::Exp, b80, false, 8, 44),
+        ];
+        for (f, fmt, negative, e, u) in cases {
+            let k = if fmt.precision.bits() == 64 { 54 } else { 44 };
+            let cfg = SearchConfig::in_format(f, fmt, k);
+            let p = fmt.precision.bits();
+            let unit = UnitSpec {
+                negative,
+                exponent: e,
+                first: (1u64 << (p - 1)) + (3u64 << (p - 4)),
+                count: 1 << u,
+            };
+            let old = halving_route(&cfg, unit);
+            let new = generated(&cfg, unit);
+            println!(
+                "{f} {} 2^{e} negative {negative}: {} pieces",
+                fmt.name(),
+                old.len()
+            );
+            assert!(old.len() >= 2, "not split");
+            assert_eq!(old, new, "{f} {} 2^{e} negative {negative}", fmt.name());
+        }
+    }
+
+    /// The same at the small precisions of `kernels/tests/pipeline.rs`
+    /// (`steep_regions_split_against_brute_force`), with the split forced on (`max_limbs: 0`),
+    /// where pieces go several halvings deep and the halves' domain sizes differ.
+    #[test]
+    fn forced_steep_splits_are_the_halving_routes() {
+        let cases = [
+            (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
+            (Function::Sinh, 22, "0x1p+5", "0x1.2p+5", 14, 18),
+            (Function::Tan, 22, "0x1.8p+0", "0x1.92p+0", 14, 18),
+            (Function::Exp, 22, "-0x1.6p+5", "-0x1.4p+5", 14, 18),
+        ];
+        for (f, bits, from, to, k, u) in cases {
+            let p = Precision::new(bits).unwrap();
+            let mut cfg = SearchConfig::new(f, p, k);
+            cfg.steep = SteepSplit {
+                max_limbs: 0,
+                min_domains: 128,
+            };
+            let mut split_units = 0;
+            for unit in crate::plan::split_range(f, p, from, to, Some(u)).unwrap() {
+                let new: Vec<_> =
+                    plan_pieces(&cfg, unit, &mut Stats::default(), &mut Timings::default())
+                        .into_iter()
+                        .filter_map(|(p, plan)| match plan {
+                            PiecePlan::Generated(g) => Some((p, g.degree, g.limbs)),
+                            _ => None,
+                        })
+                        .collect();
+                let old = halving_route(&cfg, unit);
+                split_units += (new.len() > 1) as u32;
+                assert_eq!(old, new, "{f} p={bits} {unit:?}");
+            }
+            assert!(split_units > 0, "{f} p={bits}: nothing split");
+        }
+    }
 }

@@ -10,7 +10,8 @@ pub struct BenchArgs {
     /// Number of consecutive units to time, from the start of the binade.
     #[arg(long, default_value_t = 2)]
     pub units: u64,
-    /// The binade's lower end (default 0x1p+0: the binade [1, 2)).
+    /// The binade's end nearer 0 (default 0x1p+0: the binade [1, 2); -0x1p+8: [-512, -256),
+    /// its units timed from -256 outwards).
     #[arg(long, default_value = "0x1p+0", allow_hyphen_values = true)]
     pub binade: String,
     /// Print one JSON object instead of text.
@@ -41,13 +42,30 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let start = parse_number(&a.binade, p.bits(), rug::float::Round::Nearest)?;
     let mut end = start.clone();
     end <<= 1;
-    let units = split_range_in(
-        cfg.function,
-        cfg.format(),
-        &a.binade,
-        &float_to_hex(&end),
-        Some(u),
-    )?;
+    let mut units = if start.is_sign_negative() {
+        split_range_in(
+            cfg.function,
+            cfg.format(),
+            &float_to_hex(&end),
+            &a.binade,
+            Some(u),
+        )?
+    } else {
+        split_range_in(
+            cfg.function,
+            cfg.format(),
+            &a.binade,
+            &float_to_hex(&end),
+            Some(u),
+        )?
+    };
+    if start.is_sign_negative() {
+        // [2 start, start) holds 2 start itself, of the next binade: only the binade's units,
+        // those nearest the given end first.
+        let e = units.last().map(|x| x.exponent);
+        units.retain(|x| Some(x.exponent) == e);
+        units.sort_by_key(|x| x.first);
+    }
     if (units.len() as u64) < a.units {
         bail!(
             "the binade holds only {} units of 2^{u} arguments",
