@@ -323,27 +323,7 @@ fn fixed_at(
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
     let count = piece.count;
-    if cfg.exponents.is_some() {
-        // Far beyond the format's range (`verify::far_beyond`: by a factor 2, or beyond MPFR's
-        // exponent range, about 2^(±2^30), where no ball can be evaluated). Our functions are
-        // monotonic on a piece of one sign wherever they get that large or small, so both ends
-        // beyond it put the whole piece beyond it; one end beyond it: split.
-        let fmt = crate::numbers::format::Format {
-            precision: p,
-            exponents: cfg.exponents,
-        };
-        let beyond = |t: u64| {
-            far_beyond(f, fmt, &piece.argument(t).to_float(p)).map(|r| match r {
-                SkipReason::Overflow => GenError::Overflow,
-                _ => GenError::Underflow,
-            })
-        };
-        match (beyond(0), beyond(count - 1)) {
-            (None, None) => {}
-            (Some(a), Some(b)) if a == b => return Err(a),
-            _ => return Err(GenError::Shape),
-        }
-    }
+    beyond_format(f, p, cfg, piece)?;
     let h_exp = piece.exponent - pb + 1;
     let center = count / 2;
     let reach = count - center; // |t - center| <= reach for t in [0, count]
@@ -446,6 +426,69 @@ fn fixed_at(
     }
     let frac_bits = 64 * limbs as u32;
 
+    let Some(beta) = differences(&a, degree, center, prec, frac_bits) else {
+        return Ok(None);
+    };
+    // Each beta_m is within rad + 2^-(F+1) <= 2^-F of the exact one: one fixed unit, times
+    // C(x, m) <= C(count-1, m).
+    let rounding = binom_sum;
+    let taylor = ceil_fixed(&taylor_rem, frac_bits);
+    let radius_shift = frac_bits as i64 - k as i64 + crossing as i64;
+    let radius = Integer::from(1) << radius_shift as u32;
+    Ok(Some(FixedPoly {
+        degree,
+        limbs,
+        crossing,
+        beta,
+        radius,
+        taylor,
+        rounding,
+        halves,
+    }))
+}
+
+/// Refuses a piece far beyond the format's range (`verify::far_beyond`: by a factor 2, or
+/// beyond MPFR's exponent range, about 2^(±2^30), where no ball can be evaluated): both ends
+/// beyond it, the whole piece is (our functions are monotonic on a piece of one sign wherever
+/// they get that large or small); one end beyond it: split. Nothing to check without a format.
+fn beyond_format(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    piece: UnitSpec,
+) -> Result<(), GenError> {
+    if cfg.exponents.is_none() {
+        return Ok(());
+    }
+    let count = piece.count;
+    let fmt = crate::numbers::format::Format {
+        precision: p,
+        exponents: cfg.exponents,
+    };
+    let beyond = |t: u64| {
+        far_beyond(f, fmt, &piece.argument(t).to_float(p)).map(|r| match r {
+            SkipReason::Overflow => GenError::Overflow,
+            _ => GenError::Underflow,
+        })
+    };
+    match (beyond(0), beyond(count - 1)) {
+        (None, None) => Ok(()),
+        (Some(a), Some(b)) if a == b => Err(a),
+        _ => Err(GenError::Shape),
+    }
+}
+
+/// The forward differences `beta_m = Delta^m R(0)`, `m <= degree`, of the scaled Taylor
+/// polynomial `R(i) = sum_j a_j (i - center)^j` at `i = 0..=degree`, each rounded to `frac_bits`
+/// fractional bits; `None` when a ball is wider than half a fixed unit (a higher working
+/// precision is needed).
+fn differences(
+    a: &[Ball],
+    degree: usize,
+    center: u64,
+    prec: u32,
+    frac_bits: u32,
+) -> Option<Vec<Integer>> {
     // beta_m = Delta^m R(0) from R(i) = sum_j a_j (i - center)^j, i = 0..=degree.
     let r_at: Vec<Ball> = (0..=degree as i64)
         .map(|i| {
@@ -473,28 +516,13 @@ fn fixed_at(
             };
         }
         if acc.rad > half_unit {
-            return Ok(None);
+            return None;
         }
         let mut scaled = acc.mid.clone();
         scaled <<= frac_bits;
         beta.push(scaled.round().to_integer().expect("finite"));
     }
-    // Each beta_m is within rad + 2^-(F+1) <= 2^-F of the exact one: one fixed unit, times
-    // C(x, m) <= C(count-1, m).
-    let rounding = binom_sum;
-    let taylor = ceil_fixed(&taylor_rem, frac_bits);
-    let radius_shift = frac_bits as i64 - k as i64 + crossing as i64;
-    let radius = Integer::from(1) << radius_shift as u32;
-    Ok(Some(FixedPoly {
-        degree,
-        limbs,
-        crossing,
-        beta,
-        radius,
-        taylor,
-        rounding,
-        halves,
-    }))
+    Some(beta)
 }
 
 /// Phases 1-3's per-domain polynomials and thresholds for the piece's fixed-point polynomial.
