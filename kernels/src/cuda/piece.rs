@@ -2,6 +2,7 @@
 //! argument lists, within the lists of one slot (split from `mod.rs`, issue 15).
 
 use super::*;
+use cudarc::driver::{CudaView, CudaViewMut};
 
 pub(super) fn check_supported(g: &Generated) -> Result<(), CudaError> {
     if g.degree > MAX_DEGREE || g.degree == 0 {
@@ -309,58 +310,20 @@ impl PieceData<'_> {
             .slice(j0 as usize..(j0 + n) as usize);
         let work = work.as_mut().expect("ensured");
         let (mut words1, mut rest) = work.split_at_mut((3 * l * n) as usize);
-        let (mut start2, mut rest) = rest.split_at_mut(cap2 as usize);
-        let (mut len2, mut rest) = rest.split_at_mut(cap2 as usize);
-        let (mut words2, _) = rest.split_at_mut((3 * l * cap2) as usize);
-
-        // The failing domains' words, evaluated exactly at their indices (3 fields of L rows
-        // of `n` entries).
-        {
-            let mut b = stream.launch_builder(&self.m.phase1_words);
-            b.arg(&self.rho_b)
-                .arg(&self.rho_s)
-                .arg(&self.rho_r)
-                .arg(&index)
-                .arg(&mut words1)
-                .arg(&n)
-                .arg(&n);
-            // SAFETY: tmd_phase1_words(rho_b, rho_s, rho_r, index, words, cap, n): the rho
-            // lists hold NB, NS, NR words of L limbs, `index` n entries, `words1` 3 L rows of
-            // n; one thread per entry writes only its own column.
-            unsafe { b.launch(launch_config(n)?) }?;
-        }
+        let (start, mut rest) = rest.split_at_mut(cap2 as usize);
+        let (len, mut rest) = rest.split_at_mut(cap2 as usize);
+        let (words, _) = rest.split_at_mut((3 * l * cap2) as usize);
+        let mut subs = Subdomains {
+            start,
+            len,
+            words,
+            cap: cap2,
+        };
+        self.phase1_words(stream, &index, &mut words1, n)?;
         out.timings.phase1_s += t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        stream.memset_zeros(&mut *counters)?;
-        {
-            let mut b = stream.launch_builder(&self.m.phase2);
-            b.arg(&index)
-                .arg(&mut words1)
-                .arg(&n)
-                .arg(&n)
-                .arg(&self.consts)
-                .arg(&g.k0)
-                .arg(&g.k1)
-                .arg(&g.k0_sub)
-                .arg(&g.k1_sub)
-                .arg(&g.e2)
-                .arg(&g.domain_bits)
-                .arg(&g.sub_bits)
-                .arg(&g.piece.count)
-                .arg(&self.test_id)
-                .arg(&mut start2)
-                .arg(&mut len2)
-                .arg(&mut words2)
-                .arg(&cap2)
-                .arg(&mut *counters);
-            // SAFETY: the arguments match tmd_phase2's parameters in order and type; the input
-            // lists hold `n` entries (stride n), the outputs `cap2 = n << kappa_bits` entries
-            // (stride cap2), one per thread at most, so no write goes past them.
-            unsafe { b.launch(launch_config(cap2)?) }?;
-        }
-        let c = stream.clone_dtoh(&*counters)?;
-        stream.synchronize()?;
+        let c = self.phase2(stream, &index, &mut words1, n, &mut subs, counters)?;
         out.timings.phase2_s += t.elapsed().as_secs_f64();
         out.stats.subdomains += c[1];
         out.stats.phase2_failures += c[2];
@@ -372,7 +335,6 @@ impl PieceData<'_> {
 
         // Phase 3 over ranges of the failed subdomains whose candidates fit the list.
         let t = Instant::now();
-        let (chunk_bits, chunk_shift) = phase3_chunks(g.sub_bits);
         let floor = 4096u64.max(1 << g.sub_bits);
         let mut ranges = VecDeque::from([(0u64, failed2)]);
         while let Some((s0, s1)) = ranges.pop_front() {
@@ -382,34 +344,7 @@ impl PieceData<'_> {
             let cand = candidates.as_mut().expect("ensured");
             let cap3 = cand.len() as u64;
             let nsubs = s1 - s0;
-            stream.memset_zeros(&mut *counters)?;
-            let (st, ln, wd) = (
-                start2.slice(s0 as usize..),
-                len2.slice(s0 as usize..),
-                words2.slice(s0 as usize..),
-            );
-            {
-                let mut b = stream.launch_builder(&self.m.phase3);
-                b.arg(&st)
-                    .arg(&ln)
-                    .arg(&wd)
-                    .arg(&cap2)
-                    .arg(&nsubs)
-                    .arg(&chunk_shift)
-                    .arg(&chunk_bits)
-                    .arg(&g.t3)
-                    .arg(&mut *cand)
-                    .arg(&cap3)
-                    .arg(&mut *counters);
-                // SAFETY: the arguments match tmd_phase3's parameters in order and type; the
-                // input views start at subdomain s0 of lists of stride `cap2` and the kernel
-                // reads entries s0 .. s1 < failed2 <= cap2 of each row, so every read stays in
-                // the lists; it writes candidates only below `cap3`.
-                unsafe { b.launch(launch_config(nsubs << chunk_shift)?) }?;
-            }
-            let c = stream.clone_dtoh(&*counters)?;
-            stream.synchronize()?;
-            let found = c[4];
+            let found = self.phase3(stream, &subs, s0, nsubs, cand, counters)?;
             if found > cap3 {
                 if found <= shares.candidates {
                     ensure(stream, gauge, candidates, found, shares.candidates)?;
@@ -433,4 +368,121 @@ impl PieceData<'_> {
         out.timings.phase3_s += t.elapsed().as_secs_f64();
         Ok(())
     }
+
+    /// The failing domains' words, evaluated exactly at their indices (`index`, `n` entries)
+    /// into `words1` (3 fields of L rows of `n` entries).
+    fn phase1_words(
+        &self,
+        stream: &Arc<CudaStream>,
+        index: &CudaView<'_, u64>,
+        words1: &mut CudaViewMut<'_, u64>,
+        n: u64,
+    ) -> Result<(), CudaError> {
+        let mut b = stream.launch_builder(&self.m.phase1_words);
+        b.arg(&self.rho_b)
+            .arg(&self.rho_s)
+            .arg(&self.rho_r)
+            .arg(index)
+            .arg(words1)
+            .arg(&n)
+            .arg(&n);
+        // SAFETY: tmd_phase1_words(rho_b, rho_s, rho_r, index, words, cap, n): the rho
+        // lists hold NB, NS, NR words of L limbs, `index` n entries, `words1` 3 L rows of
+        // n; one thread per entry writes only its own column.
+        unsafe { b.launch(launch_config(n)?) }?;
+        Ok(())
+    }
+
+    /// Phase 2 on the `n` failing domains (`index`, their words `words1`): the failed
+    /// subdomains into `subs`; the counters (`[1]` subdomains, `[2]` failures, `[3]` phase 3's
+    /// arguments).
+    fn phase2(
+        &self,
+        stream: &Arc<CudaStream>,
+        index: &CudaView<'_, u64>,
+        words1: &mut CudaViewMut<'_, u64>,
+        n: u64,
+        subs: &mut Subdomains<'_>,
+        counters: &mut CudaSlice<u64>,
+    ) -> Result<Vec<u64>, CudaError> {
+        let g = self.g;
+        stream.memset_zeros(&mut *counters)?;
+        let mut b = stream.launch_builder(&self.m.phase2);
+        b.arg(index)
+            .arg(words1)
+            .arg(&n)
+            .arg(&n)
+            .arg(&self.consts)
+            .arg(&g.k0)
+            .arg(&g.k1)
+            .arg(&g.k0_sub)
+            .arg(&g.k1_sub)
+            .arg(&g.e2)
+            .arg(&g.domain_bits)
+            .arg(&g.sub_bits)
+            .arg(&g.piece.count)
+            .arg(&self.test_id)
+            .arg(&mut subs.start)
+            .arg(&mut subs.len)
+            .arg(&mut subs.words)
+            .arg(&subs.cap)
+            .arg(&mut *counters);
+        // SAFETY: the arguments match tmd_phase2's parameters in order and type; the input
+        // lists hold `n` entries (stride n), the outputs `cap2 = n << kappa_bits` entries
+        // (stride cap2), one per thread at most, so no write goes past them.
+        unsafe { b.launch(launch_config(subs.cap)?) }?;
+        let c = stream.clone_dtoh(&*counters)?;
+        stream.synchronize()?;
+        Ok(c)
+    }
+
+    /// Phase 3 on the failed subdomains `s0 .. s0 + nsubs` of `subs`: the number of
+    /// candidates found, which may exceed `cand` (then only its capacity was written).
+    fn phase3(
+        &self,
+        stream: &Arc<CudaStream>,
+        subs: &Subdomains<'_>,
+        s0: u64,
+        nsubs: u64,
+        cand: &mut CudaSlice<u64>,
+        counters: &mut CudaSlice<u64>,
+    ) -> Result<u64, CudaError> {
+        let (chunk_bits, chunk_shift) = phase3_chunks(self.g.sub_bits);
+        let cap3 = cand.len() as u64;
+        stream.memset_zeros(&mut *counters)?;
+        let (st, ln, wd) = (
+            subs.start.slice(s0 as usize..),
+            subs.len.slice(s0 as usize..),
+            subs.words.slice(s0 as usize..),
+        );
+        let mut b = stream.launch_builder(&self.m.phase3);
+        b.arg(&st)
+            .arg(&ln)
+            .arg(&wd)
+            .arg(&subs.cap)
+            .arg(&nsubs)
+            .arg(&chunk_shift)
+            .arg(&chunk_bits)
+            .arg(&self.g.t3)
+            .arg(&mut *cand)
+            .arg(&cap3)
+            .arg(&mut *counters);
+        // SAFETY: the arguments match tmd_phase3's parameters in order and type; the
+        // input views start at subdomain s0 of lists of stride `cap2` and the kernel
+        // reads entries s0 .. s1 < failed2 <= cap2 of each row, so every read stays in
+        // the lists; it writes candidates only below `cap3`.
+        unsafe { b.launch(launch_config(nsubs << chunk_shift)?) }?;
+        let c = stream.clone_dtoh(&*counters)?;
+        stream.synchronize()?;
+        Ok(c[4])
+    }
+}
+
+/// Phase 2's lists of failed subdomains, read by phase 3: each one's start, length and words
+/// (3 fields of L rows), `cap` entries a row.
+struct Subdomains<'a> {
+    start: CudaViewMut<'a, u64>,
+    len: CudaViewMut<'a, u64>,
+    words: CudaViewMut<'a, u64>,
+    cap: u64,
 }

@@ -548,17 +548,7 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
         })
         .sum();
 
-    // Domain size: at most cfg.domain_bits and the piece; lowered where the quadratic residual
-    // of the line, |r2| N^2/16, would make phase 1 fail often: a test places up to ~4N points,
-    // so keep 4N * 2 |r2| N^2 / 16 = N^3 |r2| / 2 below 1/16.
-    let log2_r2 = r2_global.significant_bits() as i64 - frac_bits as i64;
-    let cap = ((-3 - log2_r2) / 3).max(0) as u32;
-    let mut n = cfg
-        .domain_bits
-        .min(cap)
-        .min(k.saturating_sub(4))
-        .min(63 - count.leading_zeros());
-    n = n.max(MIN_DOMAIN_BITS);
+    let mut n = first_domain_bits(cfg, k, count, frac_bits, &r2_global);
     // Smaller domains until the terms of degree 3 and more that each domain's polynomial leaves
     // out are small beside the search radius (they grow like N^3).
     let (rho, domains, left_out, bound2) = loop {
@@ -569,7 +559,6 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
         n -= 1;
     };
     let sub_bits = n.saturating_sub(cfg.subdomain_split_bits).max(2);
-    let big_n = 1u64 << n;
     let r2_bound = bound2.min(r2_global);
     // Thresholds near 1 filter nothing: smaller pieces have smaller derivatives.
     if Integer::from(&left_out + &taylor) > Integer::from(1) << (frac_bits - 6) {
@@ -584,68 +573,8 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
     let k1_sub = (1u64 << (sub_bits - 1)) - 1;
     let eps1 = &base + Integer::from(&r2_bound * k0);
     let eps2 = &base + Integer::from(&r2_bound * k0_sub);
-    let to64 = |x: Integer| -> Integer {
-        // ceil(x 2^(64 - F))
-        let sh = frac_bits - 64;
-        let (q, r) = x.div_rem_floor(Integer::from(1) << sh);
-        if r != 0 {
-            q + 1
-        } else {
-            q
-        }
-    };
-    // A test threshold must lie below 2^64: one saturated at 2^64 - 1 could still be passed
-    // (the flat-line shortcut, or d = 2^64 - 1) although no point is then ruled out.
-    let below_one = |x: Integer| x.to_u64().filter(|&v| v < u64::MAX);
-    let (Some(e1), Some(e2)) = (
-        below_one(to64(Integer::from(&eps1 * 2u32)) + big_n + 2),
-        below_one(to64(Integer::from(&eps2 * 2u32)) + (1u64 << sub_bits) + 2),
-    ) else {
-        // With a radius below 1/8 it is the errors and the line's quadratic residual that fill
-        // the circle, and halves, whose values may cross no power of two and whose terms are
-        // smaller, may fit (erfc in binary32 near 9, issue 29): split. The radius itself never
-        // shrinks.
-        let small_radius = Integer::from(&radius << 3u32) < Integer::from(1) << frac_bits;
-        return Err(if small_radius {
-            GenError::Curvature
-        } else {
-            GenError::Threshold
-        });
-    };
-    // Phase 3's threshold may saturate: it then keeps every argument (sound).
-    let t3 = (to64(base.clone()) + 1u32).to_u64().unwrap_or(u64::MAX);
-
-    let zero = Integer::new();
-    let get = |row: &Vec<Integer>, l: usize| row.get(l).cloned().unwrap_or_else(|| zero.clone());
-    let walk_b: Vec<Integer> = (0..=degree)
-        .map(|l| {
-            let r2 = if degree >= 2 {
-                get(&rho[2], l)
-            } else {
-                Integer::new()
-            };
-            let mut v = get(&rho[0], l) - r2 * k0;
-            if l == 0 {
-                v += &eps1;
-            }
-            v
-        })
-        .collect();
-    let walk_slope: Vec<Integer> = (0..degree)
-        .map(|l| {
-            let r2 = if degree >= 2 {
-                get(&rho[2], l)
-            } else {
-                Integer::new()
-            };
-            get(&rho[1], l) + r2 * k1
-        })
-        .collect();
-    let walk_r2: Vec<Integer> = if degree >= 2 {
-        rho[2].clone()
-    } else {
-        vec![Integer::new()]
-    };
+    let (e1, e2, t3) = thresholds(frac_bits, &radius, &base, &eps1, &eps2, n, sub_bits)?;
+    let (walk_b, walk_slope, walk_r2) = walks(&rho, degree, k0, k1, &eps1);
 
     Ok(Generated {
         piece,
@@ -678,6 +607,117 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
         e2,
         t3,
     })
+}
+
+/// The domain size to start from, in bits: at most `cfg.domain_bits` and the piece's `count`;
+/// lowered where the quadratic residual of the line, `|r2| N^2/16` (`r2_global` bounds `r2`,
+/// `frac_bits` fractional), would make phase 1 fail often: a test places up to ~4N points,
+/// so keep `4N * 2 |r2| N^2 / 16 = N^3 |r2| / 2` below 1/16.
+fn first_domain_bits(
+    cfg: &GenConfig,
+    k: u32,
+    count: u64,
+    frac_bits: u32,
+    r2_global: &Integer,
+) -> u32 {
+    let log2_r2 = r2_global.significant_bits() as i64 - frac_bits as i64;
+    let cap = ((-3 - log2_r2) / 3).max(0) as u32;
+    let n = cfg
+        .domain_bits
+        .min(cap)
+        .min(k.saturating_sub(4))
+        .min(63 - count.leading_zeros());
+    n.max(MIN_DOMAIN_BITS)
+}
+
+/// The tests' 64-bit thresholds `(e1, e2, t3)` of phases 1, 2 (domains of `2^n` and
+/// subdomains of `2^sub_bits` arguments, errors `eps1` and `eps2`) and 3 (error `base`), all
+/// with `frac_bits` fractional bits; an error where phase 1 or 2's would reach 2^64.
+fn thresholds(
+    frac_bits: u32,
+    radius: &Integer,
+    base: &Integer,
+    eps1: &Integer,
+    eps2: &Integer,
+    n: u32,
+    sub_bits: u32,
+) -> Result<(u64, u64, u64), GenError> {
+    let big_n = 1u64 << n;
+    let to64 = |x: Integer| -> Integer {
+        // ceil(x 2^(64 - F))
+        let sh = frac_bits - 64;
+        let (q, r) = x.div_rem_floor(Integer::from(1) << sh);
+        if r != 0 {
+            q + 1
+        } else {
+            q
+        }
+    };
+    // A test threshold must lie below 2^64: one saturated at 2^64 - 1 could still be passed
+    // (the flat-line shortcut, or d = 2^64 - 1) although no point is then ruled out.
+    let below_one = |x: Integer| x.to_u64().filter(|&v| v < u64::MAX);
+    let (Some(e1), Some(e2)) = (
+        below_one(to64(Integer::from(eps1 * 2u32)) + big_n + 2),
+        below_one(to64(Integer::from(eps2 * 2u32)) + (1u64 << sub_bits) + 2),
+    ) else {
+        // With a radius below 1/8 it is the errors and the line's quadratic residual that fill
+        // the circle, and halves, whose values may cross no power of two and whose terms are
+        // smaller, may fit (erfc in binary32 near 9, issue 29): split. The radius itself never
+        // shrinks.
+        let small_radius = Integer::from(radius << 3u32) < Integer::from(1) << frac_bits;
+        return Err(if small_radius {
+            GenError::Curvature
+        } else {
+            GenError::Threshold
+        });
+    };
+    // Phase 3's threshold may saturate: it then keeps every argument (sound).
+    let t3 = (to64(base.clone()) + 1u32).to_u64().unwrap_or(u64::MAX);
+    Ok((e1, e2, t3))
+}
+
+/// The walked polynomials of [`Generated`] from the per-domain `rho` (tabulated differences at
+/// `i = 0`, index `l`): the phase-1 line's `b` (`r_0 - K0 r_2 + eps1`), its slope
+/// (`r_1 + K1 r_2`), and `r_2`.
+fn walks(
+    rho: &[Vec<Integer>],
+    degree: usize,
+    k0: u64,
+    k1: u64,
+    eps1: &Integer,
+) -> (Vec<Integer>, Vec<Integer>, Vec<Integer>) {
+    let zero = Integer::new();
+    let get = |row: &Vec<Integer>, l: usize| row.get(l).cloned().unwrap_or_else(|| zero.clone());
+    let walk_b: Vec<Integer> = (0..=degree)
+        .map(|l| {
+            let r2 = if degree >= 2 {
+                get(&rho[2], l)
+            } else {
+                Integer::new()
+            };
+            let mut v = get(&rho[0], l) - r2 * k0;
+            if l == 0 {
+                v += eps1;
+            }
+            v
+        })
+        .collect();
+    let walk_slope: Vec<Integer> = (0..degree)
+        .map(|l| {
+            let r2 = if degree >= 2 {
+                get(&rho[2], l)
+            } else {
+                Integer::new()
+            };
+            get(&rho[1], l) + r2 * k1
+        })
+        .collect();
+    let walk_r2: Vec<Integer> = if degree >= 2 {
+        rho[2].clone()
+    } else {
+        vec![Integer::new()]
+    };
+    (walk_b, walk_slope, walk_r2)
 }
 
 #[cfg(test)]
