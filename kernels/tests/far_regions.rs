@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{judge, Truth};
+use common::{Grid, Truth};
 use rug::float::{Constant, Round};
 use rug::Float;
 use std::collections::BTreeMap;
@@ -69,10 +69,9 @@ fn complement(f: Function, x: &Float) -> Option<(Float, i32)> {
 /// Every argument on the named format's grid (as `tests/formats.rs`), the far side through
 /// [`complement`] wherever the value lies within half a half-ulp of the limit.
 fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth {
-    let x = fmt.exponents.expect("a named format");
+    let grid = Grid::new(f, fmt, k);
     let p = fmt.precision;
-    let pb = p.bits() as i32;
-    let threshold = Float::with_val(64, 1) >> k;
+    let pb = grid.pb;
     let mut t = Truth::default();
     for u in split_range_in(f, fmt, from, to, Some(30)).unwrap() {
         for o in 0..u.count {
@@ -94,17 +93,7 @@ fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Truth 
             }
             let mut y = Float::with_val(PREC, &xf);
             let ord = f.eval_round(&mut y, Round::Nearest);
-            judge(
-                &mut t,
-                f,
-                x,
-                pb,
-                &threshold,
-                hex,
-                a.significand == 0,
-                &y,
-                ord,
-            );
+            grid.judge(&mut t, hex, a.significand == 0, &y, ord);
         }
     }
     t

@@ -1,6 +1,9 @@
 //! The whole pipeline against MPFR brute force at small precisions: identical HR-case sets,
 //! identical bits and kinds, for both existence tests.
 
+mod common;
+
+use common::hardness;
 use rug::Float;
 use std::collections::BTreeMap;
 use tmd_kernels::oracle::verify::Kind;
@@ -52,13 +55,7 @@ fn brute_force(
     (hard, exact)
 }
 
-/// `floor(-log2 d)` for `0 < d < 1`, as the brute force computes it.
-fn hardness(d: &Float) -> u32 {
-    // d in [2^(e-1), 2^e): -log2 d in (-e, 1 - e], whose floor is -e except at d = 2^(e-1).
-    let e = d.get_exp().expect("d > 0");
-    let power_of_two = *d == Float::with_val(d.prec(), 1) << (e - 1);
-    (if power_of_two { 1 - e } else { -e }) as u32
-}
+include!("common/steep_cases.rs");
 
 /// Issue 14 item 5: the brute force took the floor after rounding `-log2 d` to an f64, one
 /// too many where `d` lies just above a power of two.
@@ -86,6 +83,25 @@ fn engine(
     search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
 }
 
+/// The engine's result `r` has the brute force's HR-cases and exact cases (`want`,
+/// `want_exact`), and went through the polynomial path; `what` names the case in a failure.
+fn check(r: &RangeResult, want: &BTreeMap<String, (u32, Kind)>, want_exact: &[String], what: &str) {
+    let got: BTreeMap<String, (u32, Kind)> = r
+        .hr_cases
+        .iter()
+        .map(|c| (c.x.clone(), (c.bits, c.kind)))
+        .collect();
+    assert_eq!(&got, want, "{what}");
+    let got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
+    assert_eq!(got_exact, want_exact, "{what}: exact cases");
+    assert!(
+        r.stats.exhaustive_arguments < r.arguments,
+        "{what}: the polynomial path must be exercised ({:?})",
+        r.stats
+    );
+    assert!(r.stats.domains > 0, "{what}: {:?}", r.stats);
+}
+
 fn compare(f: Function, bits: u32, from: &str, to: &str, k: u32, unit_bits: u32) {
     let p = Precision::new(bits).unwrap();
     let (want, want_exact) = brute_force(f, p, from, to, k);
@@ -96,20 +112,8 @@ fn compare(f: Function, bits: u32, from: &str, to: &str, k: u32, unit_bits: u32)
     let mut per_test = Vec::new();
     for test in [Test::Regular, Test::Lefevre] {
         let r = engine(f, p, from, to, k, test, unit_bits);
-        let got: BTreeMap<String, (u32, Kind)> = r
-            .hr_cases
-            .iter()
-            .map(|c| (c.x.clone(), (c.bits, c.kind)))
-            .collect();
-        assert_eq!(got, want, "{f} p={bits} [{from},{to}) k={k} {test:?}");
-        let got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
-        assert_eq!(got_exact, want_exact, "{f} exact cases");
-        assert!(
-            r.stats.exhaustive_arguments < r.arguments,
-            "{f} p={bits}: the polynomial path must be exercised ({:?})",
-            r.stats
-        );
-        assert!(r.stats.domains > 0);
+        let what = format!("{f} p={bits} [{from},{to}) k={k} {test:?}");
+        check(&r, &want, &want_exact, &what);
         // Verified candidates are exactly the cases the polynomial pieces found.
         let found = (r.hr_cases.len() + r.exact_cases.len()) as u64;
         assert!(r.stats.candidates - r.stats.false_positives <= found);
@@ -155,13 +159,7 @@ fn precision_24_slices() {
 /// tests, on more pieces than the default route (which never splits at these precisions).
 #[test]
 fn steep_regions_split_against_brute_force() {
-    let cases = [
-        (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
-        (Function::Sinh, 22, "0x1p+5", "0x1.2p+5", 14, 18),
-        (Function::Tan, 22, "0x1.8p+0", "0x1.92p+0", 14, 18),
-        (Function::Exp, 22, "-0x1.6p+5", "-0x1.4p+5", 14, 18),
-    ];
-    for (f, bits, from, to, k, u) in cases {
+    for (f, bits, from, to, k, u) in STEEP_CASES {
         let p = Precision::new(bits).unwrap();
         let (want, want_exact) = brute_force(f, p, from, to, k);
         assert!(
@@ -181,24 +179,13 @@ fn steep_regions_split_against_brute_force() {
                 min_domains: 128,
             };
             let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
-            let got: BTreeMap<String, (u32, Kind)> = r
-                .hr_cases
-                .iter()
-                .map(|c| (c.x.clone(), (c.bits, c.kind)))
-                .collect();
-            assert_eq!(got, want, "{f} p={bits} [{from},{to}) k={k} {test:?}");
-            let got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
-            assert_eq!(got_exact, want_exact, "{f} exact cases");
+            let what = format!("{f} p={bits} [{from},{to}) k={k} {test:?}");
+            check(&r, &want, &want_exact, &what);
             assert!(
                 r.stats.pieces > default.stats.pieces,
                 "{f} p={bits}: the split must happen ({:?} against {:?})",
                 r.stats,
                 default.stats
-            );
-            assert!(
-                r.stats.exhaustive_arguments < r.arguments && r.stats.domains > 0,
-                "{f} p={bits}: the polynomial path must be exercised ({:?})",
-                r.stats
             );
         }
     }

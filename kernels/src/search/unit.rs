@@ -497,18 +497,15 @@ mod tests {
         }
     }
 
+    // `STEEP_CASES`, the table of `kernels/tests/pipeline.rs`.
+    include!("../../tests/common/steep_cases.rs");
+
     /// The same at the small precisions of `kernels/tests/pipeline.rs`
     /// (`steep_regions_split_against_brute_force`), with the split forced on (`max_limbs: 0`),
     /// where pieces go several halvings deep and the halves' domain sizes differ.
     #[test]
     fn forced_steep_splits_are_the_halving_routes() {
-        let cases = [
-            (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
-            (Function::Sinh, 22, "0x1p+5", "0x1.2p+5", 14, 18),
-            (Function::Tan, 22, "0x1.8p+0", "0x1.92p+0", 14, 18),
-            (Function::Exp, 22, "-0x1.6p+5", "-0x1.4p+5", 14, 18),
-        ];
-        for (f, bits, from, to, k, u) in cases {
+        for (f, bits, from, to, k, u) in STEEP_CASES {
             let p = Precision::new(bits).unwrap();
             let mut cfg = SearchConfig::new(f, p, k);
             cfg.steep = SteepSplit {
