@@ -228,36 +228,13 @@ fn compute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::fixtures;
     use std::time::Duration;
     use tmd_kernels::search::Cpu;
     use tmd_kernels::{Function, Precision};
-    use tmd_wire::{LeaseTask, UnitSpec};
 
     fn lease(units: u64) -> Arc<Lease> {
-        Arc::new(Lease {
-            lease_id: 7,
-            fencing_token: 7,
-            expires_at: chrono::Utc::now() + chrono::Duration::seconds(300),
-            heartbeat_seconds: 100,
-            task: LeaseTask {
-                campaign_id: 1,
-                function: "exp".into(),
-                precision: 20,
-                min_bits: 12,
-                format: None,
-            },
-            units: (0..units)
-                .map(|i| LeasedUnit {
-                    unit_id: 100 + i as i64,
-                    spec: UnitSpec {
-                        negative: false,
-                        exponent: 0,
-                        first: (1 << 19) + (i << 14),
-                        count: 1 << 14,
-                    },
-                })
-                .collect(),
-        })
+        Arc::new(fixtures::lease(7, fixtures::units(units)))
     }
 
     fn jobs(lease: &Arc<Lease>) -> Vec<Job> {

@@ -10,6 +10,8 @@
 mod coordinator;
 mod dispatch;
 mod engine;
+#[cfg(test)]
+mod fixtures;
 mod pipeline;
 mod post;
 mod settings;

@@ -7,6 +7,7 @@
 
 use super::coordinator::Coordinator;
 use super::engine::SharedBackend;
+use super::fixtures;
 use super::pipeline::{DeviceLost, Opening, Pipeline};
 use super::post::{Held, Poster};
 use super::{RunArgs, Settings, Shared};
@@ -20,9 +21,9 @@ use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::generation::Generated;
 use tmd_kernels::search::{Backend, Cpu, PieceOutcome, SearchError};
 use tmd_wire::{
-    ApiError, CampaignState, HeartbeatResponse, Lease, LeaseResponse, LeaseTask, LeasedUnit,
-    ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitOutcome,
-    UnitOutcomeStatus, UnitResult, UnitSpec,
+    ApiError, CampaignState, HeartbeatResponse, LeaseResponse, LeasedUnit, ReleaseLease,
+    ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitOutcome,
+    UnitOutcomeStatus, UnitResult,
 };
 
 /// The CPU, slowed down per piece: units take long enough to overlap with posting.
@@ -83,17 +84,7 @@ struct Fake {
 
 impl Fake {
     fn new(units: u64, per_lease: usize) -> Fake {
-        let pending = (0..units)
-            .map(|i| LeasedUnit {
-                unit_id: 100 + i as i64,
-                spec: UnitSpec {
-                    negative: false,
-                    exponent: 0,
-                    first: (1 << 19) + (i << 14),
-                    count: 1 << 14,
-                },
-            })
-            .collect();
+        let pending = fixtures::units(units).into();
         Fake {
             c: Arc::new(Mutex::new(Campaign {
                 pending,
@@ -161,20 +152,7 @@ impl Coordinator for Fake {
         c.leased
             .insert(id, units.iter().map(|u| u.unit_id).collect());
         Ok(LeaseResponse {
-            lease: Some(Lease {
-                lease_id: id,
-                fencing_token: id,
-                expires_at: chrono::Utc::now() + chrono::Duration::seconds(300),
-                heartbeat_seconds: 100,
-                task: LeaseTask {
-                    campaign_id: 1,
-                    function: "exp".into(),
-                    precision: 20,
-                    min_bits: 12,
-                    format: None,
-                },
-                units,
-            }),
+            lease: Some(fixtures::lease(id, units)),
             retry_after_seconds: 1,
             units_outstanding: 0,
         })
@@ -279,6 +257,12 @@ fn ready(b: SharedBackend) -> Opening {
 async fn run(fake: Fake, name: &str, slots: usize) -> (Arc<Shared>, std::path::PathBuf) {
     let (outcome, shared, dir, held) = run_with(fake, name, slots, ready(Arc::new(Slow))).await;
     outcome.unwrap();
+    nothing_held(&held);
+    (shared, dir)
+}
+
+/// No result is left spooled and no lease in hand.
+fn nothing_held(held: &Held) {
     assert!(
         held.state.spool().unwrap().is_empty(),
         "nothing left spooled"
@@ -287,7 +271,6 @@ async fn run(fake: Fake, name: &str, slots: usize) -> (Arc<Shared>, std::path::P
         held.state.leases().unwrap().is_empty(),
         "no lease left in hand"
     );
-    (shared, dir)
 }
 
 /// Runs the pipeline with the back end `opening` and gives back how it ended.
@@ -488,8 +471,7 @@ async fn a_back_end_that_does_not_start_computes_nothing_and_gives_the_lease_bac
         "{:?}",
         c.released_reasons
     );
-    assert!(held.state.leases().unwrap().is_empty());
-    assert!(held.state.spool().unwrap().is_empty());
+    nothing_held(&held);
     drop(c);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -568,8 +550,7 @@ async fn a_lost_device_gives_the_units_in_hand_back_and_stops_the_daemon() {
         "{:?}",
         c.released_reasons
     );
-    assert!(held.state.leases().unwrap().is_empty());
-    assert!(held.state.spool().unwrap().is_empty());
+    nothing_held(&held);
     drop(c);
     let _ = std::fs::remove_dir_all(dir);
 }
