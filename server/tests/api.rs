@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{code_of, TestApp, ADMIN};
+use common::{assert_refused, code_of, work_through, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -120,17 +120,16 @@ async fn openapi_document_lists_every_route() {
 #[tokio::test]
 async fn admin_routes_need_the_admin_token() {
     let app = TestApp::new().await;
-    let (status, v) = app.call(Method::GET, "/api/v1/campaigns", None, None).await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    assert_refused!(
+        app.call(Method::GET, "/api/v1/campaigns", None, None).await,
+        UNAUTHORIZED,
+        "unauthorized"
     );
-    let (status, v) = app
-        .call(Method::GET, "/api/v1/campaigns", Some("wrong-token"), None)
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    assert_refused!(
+        app.call(Method::GET, "/api/v1/campaigns", Some("wrong-token"), None)
+            .await,
+        UNAUTHORIZED,
+        "unauthorized"
     );
     let resp = app
         .http
@@ -166,30 +165,27 @@ async fn admin_routes_need_the_admin_token() {
         (StatusCode::OK, &reg["worker_id"])
     );
     for token in [Some(ADMIN), Some("tmdw_unknown"), None] {
-        let (status, v) = app
-            .call(Method::GET, "/api/v1/workers/me", token, None)
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+        assert_refused!(
+            app.call(Method::GET, "/api/v1/workers/me", token, None)
+                .await,
+            UNAUTHORIZED,
+            "unauthorized",
             "{token:?}"
         );
     }
-    let (status, v) = app
-        .call(Method::GET, "/api/v1/campaigns", Some(worker_token), None)
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("forbidden"))
+    assert_refused!(
+        app.call(Method::GET, "/api/v1/campaigns", Some(worker_token), None)
+            .await,
+        FORBIDDEN,
+        "forbidden"
     );
 
     // Worker routes refuse the admin token and unknown tokens.
-    let (status, v) = app
-        .call(Method::POST, "/api/v1/leases", Some(ADMIN), Some(json!({})))
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    assert_refused!(
+        app.call(Method::POST, "/api/v1/leases", Some(ADMIN), Some(json!({})))
+            .await,
+        UNAUTHORIZED,
+        "unauthorized"
     );
     let (status, _) = app
         .call(Method::POST, "/api/v1/leases", None, Some(json!({})))
@@ -204,10 +200,10 @@ async fn a_server_without_admin_token_refuses_admin_operations() {
         ..common::config()
     })
     .await;
-    let (status, v) = app.admin(Method::GET, "/api/v1/campaigns", None).await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("forbidden"))
+    assert_refused!(
+        app.admin(Method::GET, "/api/v1/campaigns", None).await,
+        FORBIDDEN,
+        "forbidden"
     );
 }
 
@@ -387,12 +383,11 @@ async fn campaign_lifecycle_and_progress() {
         w.lease(None).await.unwrap().lease.is_none(),
         "a paused campaign hands out nothing"
     );
-    let (status, v) = app
-        .admin(Method::POST, &format!("/api/v1/campaigns/{id}/pause"), None)
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::CONFLICT, Some("conflict"))
+    assert_refused!(
+        app.admin(Method::POST, &format!("/api/v1/campaigns/{id}/pause"), None)
+            .await,
+        CONFLICT,
+        "conflict"
     );
     let (status, _) = app
         .admin(
@@ -404,20 +399,7 @@ async fn campaign_lifecycle_and_progress() {
     assert_eq!(status, StatusCode::OK);
 
     // Work through the whole campaign.
-    let mut done = 0;
-    while let Some(lease) = w.lease(Some(3600)).await.unwrap().lease {
-        for u in &lease.units {
-            w.post(
-                lease.lease_id,
-                u.unit_id,
-                &empty_result(lease.fencing_token, u.unit_id, 0.5),
-            )
-            .await
-            .unwrap();
-            done += 1;
-        }
-    }
-    assert_eq!(done, 5);
+    assert_eq!(work_through(&w).await, 5);
     let p = app.progress(id).await;
     assert_eq!(p["done"], json!({"units": 5, "arguments": "80"}));
     assert_eq!(p["percent_done"], 100.0);
@@ -461,38 +443,34 @@ async fn campaign_lifecycle_and_progress() {
         (status, c2["state"].as_str()),
         (StatusCode::OK, Some("cancelled"))
     );
-    let (status, v) = app
-        .admin(
+    assert_refused!(
+        app.admin(
             Method::POST,
             &format!("/api/v1/campaigns/{other}/resume"),
-            None,
+            None
         )
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::CONFLICT, Some("conflict"))
+        .await,
+        CONFLICT,
+        "conflict"
     );
 
-    let (status, v) = app
-        .admin(Method::GET, "/api/v1/campaigns/999999", None)
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("not_found"))
+    assert_refused!(
+        app.admin(Method::GET, "/api/v1/campaigns/999999", None)
+            .await,
+        NOT_FOUND,
+        "not_found"
     );
-    let (status, v) = app
-        .admin(Method::POST, "/api/v1/campaigns/999999/pause", None)
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("not_found"))
+    assert_refused!(
+        app.admin(Method::POST, "/api/v1/campaigns/999999/pause", None)
+            .await,
+        NOT_FOUND,
+        "not_found"
     );
-    let (status, v) = app
-        .admin(Method::GET, "/api/v1/campaigns/abc/progress", None)
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    assert_refused!(
+        app.admin(Method::GET, "/api/v1/campaigns/abc/progress", None)
+            .await,
+        BAD_REQUEST,
+        "bad_request"
     );
 }
 
@@ -530,12 +508,11 @@ async fn enrollment_tokens_and_worker_registration() {
         json!({"expires_in_seconds": 0}),
         json!({"whatever": 1}),
     ] {
-        let (status, v) = app
-            .admin(Method::POST, "/api/v1/enrollment-tokens", Some(bad))
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::BAD_REQUEST, Some("bad_request"))
+        assert_refused!(
+            app.admin(Method::POST, "/api/v1/enrollment-tokens", Some(bad))
+                .await,
+            BAD_REQUEST,
+            "bad_request"
         );
     }
 
@@ -547,18 +524,18 @@ async fn enrollment_tokens_and_worker_registration() {
             Some(json!({"enrollment_token": token, "name": name})),
         )
     };
-    let (status, v) = register(t["token"].clone(), "  ").await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    assert_refused!(
+        register(t["token"].clone(), " ").await,
+        BAD_REQUEST,
+        "bad_request"
     );
     let (status, w) = register(t["token"].clone(), "gpu-01").await;
     assert_eq!(status, StatusCode::CREATED, "{w}");
     assert!(w["token"].as_str().unwrap().starts_with("tmdw_"));
-    let (status, v) = register(t["token"].clone(), "gpu-02").await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::UNAUTHORIZED, Some("unauthorized")),
+    assert_refused!(
+        register(t["token"].clone(), "gpu-02").await,
+        UNAUTHORIZED,
+        "unauthorized",
         "used up"
     );
     let (status, _) = register(json!("tmde_nonsense"), "gpu-03").await;
@@ -605,12 +582,11 @@ async fn lease_heartbeat_result_and_every_refusal() {
         json!({"seconds": "ten"}),
         json!({"units": 3}),
     ] {
-        let (status, v) = app
-            .call(Method::POST, "/api/v1/leases", Some(w.token()), Some(bad))
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::BAD_REQUEST, Some("bad_request"))
+        assert_refused!(
+            app.call(Method::POST, "/api/v1/leases", Some(w.token()), Some(bad))
+                .await,
+            BAD_REQUEST,
+            "bad_request"
         );
     }
     let resp = w.lease(Some(0)).await;
@@ -673,29 +649,27 @@ async fn lease_heartbeat_result_and_every_refusal() {
         "lease_mismatch"
     );
     // Malformed bodies and path parameters.
-    let (status, v) = app
-        .call(
+    assert_refused!(
+        app.call(
             Method::POST,
             &format!("/api/v1/leases/{}/units/{unit}/result", lease.lease_id),
             Some(w.token()),
-            Some(json!({"fencing_token": lease.fencing_token})),
+            Some(json!({"fencing_token": lease.fencing_token}))
         )
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
+        .await,
+        BAD_REQUEST,
+        "bad_request"
     );
-    let (status, v) = app
-        .call(
+    assert_refused!(
+        app.call(
             Method::POST,
             "/api/v1/leases/x/heartbeat",
             Some(w.token()),
-            Some(json!({"fencing_token": 1})),
+            Some(json!({"fencing_token": 1}))
         )
-        .await;
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
+        .await,
+        BAD_REQUEST,
+        "bad_request"
     );
     let p = app.progress(cid).await;
     assert_eq!(p["done"]["units"], 0, "no refusal recorded anything");
@@ -773,11 +747,7 @@ async fn release_returns_units_and_failures_count_towards_quarantine() {
     let (status, r) = release(&lease, vec![]).await;
     assert_eq!(status, StatusCode::OK, "{r}");
     assert_eq!(r, json!({"returned": 1, "quarantined": 0}));
-    let (status, r) = release(&lease, vec![]).await;
-    assert_eq!(
-        (status, r["code"].as_str()),
-        (StatusCode::CONFLICT, Some("lease_expired"))
-    );
+    assert_refused!(release(&lease, vec![]).await, CONFLICT, "lease_expired");
     assert_eq!(
         code_of(
             w.post(
@@ -813,17 +783,16 @@ async fn release_returns_units_and_failures_count_towards_quarantine() {
     assert_eq!(p["quarantined_units"][0]["attempts"], 2);
     assert_eq!(p["complete"], false);
 
-    let (status, r) = app
-        .call(
+    assert_refused!(
+        app.call(
             Method::POST,
             &format!("/api/v1/leases/{}/release", lease.lease_id),
             Some(w.token()),
-            Some(json!({"fencing_token": lease.fencing_token, "failed_units": "all"})),
+            Some(json!({"fencing_token": lease.fencing_token, "failed_units": "all"}))
         )
-        .await;
-    assert_eq!(
-        (status, r["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
+        .await,
+        BAD_REQUEST,
+        "bad_request"
     );
 }
 

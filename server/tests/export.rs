@@ -6,7 +6,7 @@
 mod common;
 
 use common::seed::{hex_value, seeded_campaign, Seeded};
-use common::{TestApp, ADMIN};
+use common::{assert_refused, work_through, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -251,17 +251,16 @@ async fn bad_exports_get_the_error_envelope() {
         ("shape=list", "shape"),
         ("format=csv&shape=object", "shape"),
     ] {
-        let (status, v) = app
-            .admin(
+        let v = assert_refused!(
+            app.admin(
                 Method::GET,
                 &format!("/api/v1/campaigns/{id}/hr-cases?{query}"),
-                None,
+                None
             )
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::BAD_REQUEST, Some("bad_request")),
-            "{query}: {v}"
+            .await,
+            BAD_REQUEST,
+            "bad_request",
+            "{query}"
         );
         assert!(
             v["message"].as_str().unwrap().contains(needle),
@@ -269,36 +268,33 @@ async fn bad_exports_get_the_error_envelope() {
         );
     }
     for path in ["hr-cases?format=csv", "coverage", "hardness"] {
-        let (status, v) = app
-            .admin(
+        assert_refused!(
+            app.admin(
                 Method::GET,
                 &format!("/api/v1/campaigns/999999/{path}"),
-                None,
+                None
             )
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::NOT_FOUND, Some("not_found")),
+            .await,
+            NOT_FOUND,
+            "not_found",
             "{path}"
         );
-        let (status, v) = app
-            .admin(Method::GET, &format!("/api/v1/campaigns/abc/{path}"), None)
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::BAD_REQUEST, Some("bad_request"))
+        assert_refused!(
+            app.admin(Method::GET, &format!("/api/v1/campaigns/abc/{path}"), None)
+                .await,
+            BAD_REQUEST,
+            "bad_request"
         );
-        let (status, v) = app
-            .call(
+        assert_refused!(
+            app.call(
                 Method::GET,
                 &format!("/api/v1/campaigns/{id}/{path}"),
                 None,
-                None,
+                None
             )
-            .await;
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+            .await,
+            UNAUTHORIZED,
+            "unauthorized"
         );
     }
 }
@@ -644,17 +640,7 @@ async fn campaign_watch_follows_until_the_end() {
     // A complete campaign: one look, then it exits.
     let c = app.small_campaign(2, 4).await;
     let (_, w) = app.worker("w2").await;
-    while let Some(lease) = w.lease(Some(3600)).await.unwrap().lease {
-        for u in &lease.units {
-            w.post(
-                lease.lease_id,
-                u.unit_id,
-                &empty_result(lease.fencing_token, u.unit_id, 0.5),
-            )
-            .await
-            .unwrap();
-        }
-    }
+    work_through(&w).await;
     let cid = c["id"].to_string();
     let (ok, out, err) = tmd(&args(&app, &["campaign", "watch", &cid])).await;
     assert!(ok, "{err}");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{code_of, config, TestApp};
+use common::{assert_refused, code_of, config, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -110,11 +110,7 @@ async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_red
         "worker_quarantined"
     );
     assert_eq!(code_of(a.lease(Some(1)).await), "worker_quarantined");
-    let (status, again) = app.quarantine(a_id, "twice").await;
-    assert_eq!(
-        (status, again["code"].as_str()),
-        (StatusCode::CONFLICT, Some("conflict"))
-    );
+    assert_refused!(app.quarantine(a_id, "twice").await, CONFLICT, "conflict");
     // b's agreements with a no longer count.
     let rb = worker_info(&app, b_id).await;
     assert_eq!(
@@ -216,16 +212,15 @@ async fn replicas_come_from_other_owners_when_the_campaign_asks() {
         "the same owner may not replicate its own unit"
     );
     compute_one(&vol).await;
-    let (status, bad) = app
-        .admin(
+    assert_refused!(
+        app.admin(
             Method::POST,
             "/api/v1/enrollment-tokens",
-            Some(json!({"owner": " "})),
+            Some(json!({"owner": " "}))
         )
-        .await;
-    assert_eq!(
-        (status, bad["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
+        .await,
+        BAD_REQUEST,
+        "bad_request"
     );
 }
 

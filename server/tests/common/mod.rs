@@ -192,6 +192,49 @@ async fn start(db: &TestDb, config: Config) -> Server {
         .unwrap()
 }
 
+/// Leases and posts empty results (half a second each) until `w` gets no more work: the
+/// units it posted.
+pub async fn work_through(w: &WorkerClient) -> usize {
+    let mut done = 0;
+    while let Some(lease) = w.lease(Some(3600)).await.unwrap().lease {
+        for u in &lease.units {
+            w.post(
+                lease.lease_id,
+                u.unit_id,
+                &tmd_server::cli::bench::empty_result(lease.fencing_token, u.unit_id, 0.5),
+            )
+            .await
+            .unwrap();
+            done += 1;
+        }
+    }
+    done
+}
+
+/// Asserts that an answer `(status, body)` is a refusal with this status (a `StatusCode`
+/// constant's name) and error code; the body, and any further format arguments, go into the
+/// failure's message. Evaluates to the body.
+// Not every test file refuses something.
+#[allow(unused_macros)]
+macro_rules! assert_refused {
+    ($answer:expr, $status:ident, $code:expr) => {
+        assert_refused!($answer, $status, $code, "")
+    };
+    ($answer:expr, $status:ident, $code:expr, $($context:tt)+) => {{
+        let (status, body): (reqwest::StatusCode, serde_json::Value) = $answer;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (reqwest::StatusCode::$status, Some($code)),
+            "{}: {body}",
+            format_args!($($context)+)
+        );
+        body
+    }};
+}
+// Not every test file refuses something.
+#[allow(unused_imports)]
+pub(crate) use assert_refused;
+
 /// The error code of a refused worker call.
 pub fn code_of<T: std::fmt::Debug>(r: anyhow::Result<T>) -> String {
     match r {
