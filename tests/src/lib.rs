@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+// The ground of one test: its database, scratch folder and processes.
+mod site;
+pub use site::Site;
+
 pub const ADMIN_TOKEN: &str = "system-test-admin-token";
 
 /// A built binary of the workspace, next to the test executable's directory.
@@ -258,6 +262,20 @@ impl Worker {
     pub fn units_computed(&self) -> usize {
         self.log().matches("unit computed").count()
     }
+
+    /// Waits until the log says at least `n` units were computed; fails with the log after
+    /// `limit`.
+    pub fn wait_computed(&self, n: usize, limit: Duration) {
+        let start = Instant::now();
+        while self.units_computed() < n {
+            assert!(
+                start.elapsed() < limit,
+                "fewer than {n} units computed: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Worker {
@@ -302,6 +320,29 @@ pub fn admin(server: &str, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// `tmd-server campaign create <args>`: the new campaign.
+pub fn create_campaign(server: &str, args: &[&str]) -> Value {
+    let mut all = vec!["campaign", "create"];
+    all.extend(args);
+    admin(server, &all)
+}
+
+/// `tmd-server token create <args>`: the new enrollment token.
+pub fn enrollment_token(server: &str, args: &[&str]) -> String {
+    let mut all = vec!["token", "create"];
+    all.extend(args);
+    admin(server, &all)["token"].as_str().unwrap().to_string()
+}
+
+/// The one number a query with one `$1` parameter returns.
+pub async fn count(db: &tmd_test_support::TestDb, sql: &str, bind: i64) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(bind)
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
 }
 
 /// `GET` an admin route; `None` while the server is down.
@@ -349,10 +390,7 @@ pub async fn compute_on_one_worker(
     campaign: i64,
     units: i64,
 ) -> Worker {
-    let token = admin(server, &["token", "create", "--trusted"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = enrollment_token(server, &["--trusted"]);
     let mut worker = Worker::start(
         server,
         &token,
@@ -408,38 +446,47 @@ pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, S
     hr_case_keys(&search_json(args))
 }
 
+/// exp in binary64 from 1 to `to`, in units of 2^36 arguments, at 36 bits: the flags of
+/// `campaign create` and `tmd-worker search` alike.
+pub const fn exp_binary64(to: &'static str) -> [&'static str; 12] {
+    [
+        "--function",
+        "exp",
+        "--format",
+        "binary64",
+        "--min-bits",
+        "36",
+        "--from",
+        "0x1p+0",
+        "--to",
+        to,
+        "--unit-bits",
+        "36",
+    ]
+}
+
 /// The campaign of the whole-system tests: exp in binary64 on 24 units of 2^36 arguments just
 /// above 1. Each unit takes a noticeable fraction of a second, so failures land in the middle
 /// of leases. The same flags serve `campaign create` and `tmd-worker search`.
-pub const EXP_BINARY64_24_UNITS: [&str; 12] = [
-    "--function",
-    "exp",
-    "--format",
-    "binary64",
-    "--min-bits",
-    "36",
-    "--from",
-    "0x1p+0",
-    "--to",
-    "0x1.0018p+0",
-    "--unit-bits",
-    "36",
-];
+pub const EXP_BINARY64_24_UNITS: [&str; 12] = exp_binary64("0x1.0018p+0");
 
 /// Units in [`EXP_BINARY64_24_UNITS`].
 pub const EXP_BINARY64_UNITS: i64 = 24;
 
 /// Creates the campaign [`EXP_BINARY64_24_UNITS`] and an enrollment token: `(campaign id, token)`.
 pub fn create_exp_campaign(server: &str) -> (i64, String) {
-    let mut args = vec!["campaign", "create"];
-    args.extend(EXP_BINARY64_24_UNITS);
-    let c = admin(server, &args);
+    let c = create_campaign(server, &EXP_BINARY64_24_UNITS);
     assert_eq!(c["units_total"], EXP_BINARY64_UNITS, "{c}");
-    let t = admin(server, &["token", "create", "--trusted"]);
-    (
-        c["id"].as_i64().unwrap(),
-        t["token"].as_str().unwrap().to_string(),
-    )
+    let token = enrollment_token(server, &["--trusted"]);
+    (c["id"].as_i64().unwrap(), token)
+}
+
+/// Asserts that `got` holds the HR-cases of a local search over [`EXP_BINARY64_24_UNITS`],
+/// and that there are some.
+pub fn assert_exp_local_search(got: &std::collections::BTreeSet<(String, i64, String)>) {
+    let want = local_search(&EXP_BINARY64_24_UNITS);
+    assert!(!want.is_empty());
+    assert_eq!(got, &want, "the campaign's HR-cases equal a local search's");
 }
 
 /// Checks a finished campaign in the database: every unit done, one result per unit (`units`

@@ -3,20 +3,10 @@
 //! server outage). At the end every unit is done exactly once and the HR-cases are those of a
 //! local search over the same range.
 
-use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
-use tmd_test_support::TestDb;
-use tmd_tests::{
-    create_exp_campaign, every_unit_done_once, scratch, Server, Worker, EXP_BINARY64_24_UNITS,
-    EXP_BINARY64_UNITS,
-};
+use std::time::Duration;
+use tmd_tests::{assert_exp_local_search, every_unit_done_once, Site, EXP_BINARY64_UNITS};
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
-
-/// The HR-cases of a local search over the campaign's range: the reference.
-fn local_search() -> BTreeSet<(String, i64, String)> {
-    tmd_tests::local_search(&EXP_BINARY64_24_UNITS)
-}
 
 async fn wait_for(server: &str, campaign: i64, units: i64, limit: Duration) {
     tmd_tests::wait_for_units(server, campaign, units, limit).await
@@ -24,22 +14,15 @@ async fn wait_for(server: &str, campaign: i64, units: i64, limit: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
-    let db = TestDb::new().await;
-    let dir = scratch("chaos");
-    let mut server = Server::start(
-        db.url(),
-        &dir,
-        &[
-            "--lease-ttl-seconds",
-            "4",
-            "--sweep-interval-seconds",
-            "1",
-            "--max-units-per-lease",
-            "3",
-        ],
-    );
-    let url = server.url();
-    let (campaign, token) = create_exp_campaign(&url);
+    let site = Site::new("chaos").await;
+    let (mut server, url, campaign, token) = site.exp_campaign(&[
+        "--lease-ttl-seconds",
+        "4",
+        "--sweep-interval-seconds",
+        "1",
+        "--max-units-per-lease",
+        "3",
+    ]);
     let worker_args = [
         "--threads",
         "1",
@@ -48,9 +31,7 @@ async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
         "--status-seconds",
         "5",
     ];
-    let mut workers: Vec<Worker> = (0..3)
-        .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &worker_args))
-        .collect();
+    let mut workers = site.workers(&url, &token, 3, &worker_args);
     let limit = Duration::from_secs(240);
 
     // A worker dies with a lease in hand; it comes back later with its state directory.
@@ -73,40 +54,24 @@ async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
     for w in &mut workers {
         assert!(w.stop(), "a worker stops cleanly on SIGTERM");
     }
-    let got = every_unit_done_once(&db, campaign, UNITS).await;
-    let want = local_search();
-    assert!(!want.is_empty());
-    assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
+    assert_exp_local_search(&every_unit_done_once(&site.db, campaign, UNITS).await);
     let computed: usize = workers.iter().map(|w| w.units_computed()).sum();
     assert!(computed >= UNITS as usize);
-    drop(workers);
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    site.finish((workers, server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_worker_resumes_without_redoing_finished_units() {
-    let db = TestDb::new().await;
-    let dir = scratch("resume");
-    let server = Server::start(
-        db.url(),
-        &dir,
-        &["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"],
-    );
-    let url = server.url();
-    let (campaign, token) = create_exp_campaign(&url);
-    let mut w = Worker::start(
+    let site = Site::new("resume").await;
+    let (server, url, campaign, token) =
+        site.exp_campaign(&["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"]);
+    let mut w = site.worker(
         &url,
         &token,
-        &dir.join("w"),
+        "w",
         &["--threads", "1", "--lease-seconds", "100000"],
     );
-    let start = Instant::now();
-    while w.units_computed() < 3 {
-        assert!(start.elapsed() < Duration::from_secs(120), "{}", w.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.wait_computed(3, Duration::from_secs(120));
     w.kill();
     let before = w.units_computed();
     w.restart();
@@ -120,8 +85,6 @@ async fn an_interrupted_worker_resumes_without_redoing_finished_units() {
         UNITS as usize,
         "each unit computed once across the interruption:\n{log}"
     );
-    every_unit_done_once(&db, campaign, UNITS).await;
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    every_unit_done_once(&site.db, campaign, UNITS).await;
+    site.finish((w, server)).await;
 }

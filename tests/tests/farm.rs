@@ -5,46 +5,29 @@
 //! coordinators on one database do every unit once.
 
 use std::time::{Duration, Instant};
-use tmd_test_support::TestDb;
 use tmd_tests::{
-    create_exp_campaign, every_unit_done_once, scratch, Server, Worker, EXP_BINARY64_24_UNITS,
-    EXP_BINARY64_UNITS,
+    assert_exp_local_search, count, create_exp_campaign, every_unit_done_once, Server, Site,
+    Worker, EXP_BINARY64_UNITS,
 };
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
 
-async fn scalar(db: &TestDb, sql: &str, campaign: i64) -> i64 {
-    sqlx::query_scalar(sql)
-        .bind(campaign)
-        .fetch_one(db.pool())
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_daemons_finish_a_campaign_whose_last_lease_was_killed() {
-    let db = TestDb::new().await;
-    let dir = scratch("farm-idle");
-    let server = Server::start(
-        db.url(),
-        &dir,
-        &[
-            "--lease-ttl-seconds",
-            "3",
-            "--sweep-interval-seconds",
-            "1",
-            "--max-units-per-lease",
-            "2",
-            "--idle-retry-seconds",
-            "1",
-        ],
-    );
-    let url = server.url();
-    let (campaign, token) = create_exp_campaign(&url);
+    let site = Site::new("farm-idle").await;
+    let db = &site.db;
+    let (server, url, campaign, token) = site.exp_campaign(&[
+        "--lease-ttl-seconds",
+        "3",
+        "--sweep-interval-seconds",
+        "1",
+        "--max-units-per-lease",
+        "2",
+        "--idle-retry-seconds",
+        "1",
+    ]);
     let args = ["--threads", "1", "--lease-seconds", "1", "--exit-when-idle"];
-    let mut workers: Vec<Worker> = (0..2)
-        .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &args))
-        .collect();
+    let mut workers = site.workers(&url, &token, 2, &args);
     // Wait for the end of the campaign: nothing pending, and a worker holding a lease with
     // units still leased. That worker dies.
     let start = Instant::now();
@@ -54,8 +37,8 @@ async fn idle_daemons_finish_a_campaign_whose_last_lease_was_killed() {
             "no end of campaign seen: {}",
             workers[0].log()
         );
-        let pending = scalar(
-            &db,
+        let pending = count(
+            db,
             "SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'pending'",
             campaign,
         )
@@ -97,29 +80,19 @@ async fn idle_daemons_finish_a_campaign_whose_last_lease_was_killed() {
     .await
     .unwrap();
     assert!(expired >= 1, "the killed worker's last lease expired");
-    every_unit_done_once(&db, campaign, UNITS).await;
-    drop(workers);
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    every_unit_done_once(db, campaign, UNITS).await;
+    site.finish((workers, server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_restarted_after_kill_9_waits_for_the_state_directory_and_resumes() {
-    let db = TestDb::new().await;
-    let dir = scratch("farm-lock");
-    let server = Server::start(
-        db.url(),
-        &dir,
-        &["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"],
-    );
-    let url = server.url();
-    let (campaign, token) = create_exp_campaign(&url);
-    let state = dir.join("w");
-    let mut w = Worker::start(
+    let site = Site::new("farm-lock").await;
+    let (server, url, campaign, token) =
+        site.exp_campaign(&["--lease-ttl-seconds", "120", "--max-units-per-lease", "24"]);
+    let mut w = site.worker(
         &url,
         &token,
-        &state,
+        "w",
         &[
             "--threads",
             "1",
@@ -129,17 +102,13 @@ async fn a_daemon_restarted_after_kill_9_waits_for_the_state_directory_and_resum
             "30",
         ],
     );
-    let start = Instant::now();
-    while w.units_computed() < 2 {
-        assert!(start.elapsed() < Duration::from_secs(120), "{}", w.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.wait_computed(2, Duration::from_secs(120));
     // The predecessor is killed, and (as a GPU context being torn down does) its lock lives
     // on a while: held here on its behalf.
     w.kill();
     let lock = std::fs::OpenOptions::new()
         .write(true)
-        .open(state.join("lock"))
+        .open(w.state_dir.join("lock"))
         .unwrap();
     lock.try_lock().expect("the killed worker's lock is free");
     w.restart();
@@ -161,36 +130,25 @@ async fn a_daemon_restarted_after_kill_9_waits_for_the_state_directory_and_resum
         UNITS as usize,
         "each unit computed once across the restart:\n{log}"
     );
-    every_unit_done_once(&db, campaign, UNITS).await;
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    every_unit_done_once(&site.db, campaign, UNITS).await;
+    site.finish((w, server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
-    let db = TestDb::new().await;
-    let dir = scratch("farm-batches");
-    let mut server = Server::start(
-        db.url(),
-        &dir,
-        &[
-            "--lease-ttl-seconds",
-            "8",
-            "--sweep-interval-seconds",
-            "1",
-            "--max-units-per-lease",
-            "4",
-            "--idle-retry-seconds",
-            "1",
-        ],
-    );
-    let url = server.url();
-    let (campaign, token) = create_exp_campaign(&url);
+    let site = Site::new("farm-batches").await;
+    let (mut server, url, campaign, token) = site.exp_campaign(&[
+        "--lease-ttl-seconds",
+        "8",
+        "--sweep-interval-seconds",
+        "1",
+        "--max-units-per-lease",
+        "4",
+        "--idle-retry-seconds",
+        "1",
+    ]);
     let args = ["--threads", "1", "--lease-seconds", "2"];
-    let mut workers: Vec<Worker> = (0..2)
-        .map(|i| Worker::start(&url, &token, &dir.join(format!("w{i}")), &args))
-        .collect();
+    let mut workers = site.workers(&url, &token, 2, &args);
     let limit = Duration::from_secs(300);
     // The coordinator crashes while results stream in, and comes back a few seconds later:
     // the workers keep computing and spooling meanwhile.
@@ -210,20 +168,13 @@ async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
         assert_eq!(spool, 0, "no result is left behind");
         assert!(w.log().contains("results posted"), "{}", w.log());
     }
-    let got = every_unit_done_once(&db, campaign, UNITS).await;
-    let want = tmd_tests::local_search(&EXP_BINARY64_24_UNITS);
-    assert!(!want.is_empty());
-    assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
-    drop(workers);
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_exp_local_search(&every_unit_done_once(&site.db, campaign, UNITS).await);
+    site.finish((workers, server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_coordinators_on_one_database_do_every_unit_once() {
-    let db = TestDb::new().await;
-    let dir = scratch("farm-two-coordinators");
+    let site = Site::new("farm-two-coordinators").await;
     // Both replicas sweep often and hand out small leases, so their expiry passes, lease
     // claims and completion checks overlap throughout the campaign.
     let args = [
@@ -237,11 +188,7 @@ async fn two_coordinators_on_one_database_do_every_unit_once() {
         "1",
     ];
     let servers: Vec<Server> = (0..2)
-        .map(|i| {
-            let d = dir.join(format!("s{i}"));
-            std::fs::create_dir_all(&d).unwrap();
-            Server::start(db.url(), &d, &args)
-        })
+        .map(|i| site.server_in(&format!("s{i}"), &args))
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
     // The campaign and the enrollment token are made through one replica; the workers,
@@ -249,14 +196,7 @@ async fn two_coordinators_on_one_database_do_every_unit_once() {
     let (campaign, token) = create_exp_campaign(&urls[0]);
     let worker_args = ["--threads", "1", "--lease-seconds", "1", "--exit-when-idle"];
     let mut workers: Vec<Worker> = (0..4)
-        .map(|i| {
-            Worker::start(
-                &urls[i % 2],
-                &token,
-                &dir.join(format!("w{i}")),
-                &worker_args,
-            )
-        })
+        .map(|i| site.worker(&urls[i % 2], &token, &format!("w{i}"), &worker_args))
         .collect();
     for w in &mut workers {
         let status = w
@@ -267,8 +207,8 @@ async fn two_coordinators_on_one_database_do_every_unit_once() {
     // A unit handed out by both replicas would be computed twice; so is one whose lease
     // expired on a loaded machine, which only a lease's expiry excuses.
     let computed: usize = workers.iter().map(|w| w.units_computed()).sum();
-    let expired = scalar(
-        &db,
+    let expired = count(
+        &site.db,
         "SELECT count(*) FROM leases WHERE campaign_id = $1 AND state = 'expired'",
         campaign,
     )
@@ -285,12 +225,6 @@ async fn two_coordinators_on_one_database_do_every_unit_once() {
         assert_eq!(p["state"], "complete", "{p}");
         assert_eq!(p["done"]["units"], UNITS, "{p}");
     }
-    let got = every_unit_done_once(&db, campaign, UNITS).await;
-    let want = tmd_tests::local_search(&EXP_BINARY64_24_UNITS);
-    assert!(!want.is_empty());
-    assert_eq!(got, want, "the campaign's HR-cases equal a local search's");
-    drop(workers);
-    drop(servers);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_exp_local_search(&every_unit_done_once(&site.db, campaign, UNITS).await);
+    site.finish((workers, servers)).await;
 }

@@ -4,48 +4,46 @@
 //! against it (not as expiries), and no unit is quarantined by one worker.
 
 use std::time::{Duration, Instant};
-use tmd_test_support::TestDb;
-use tmd_tests::{admin, get, scratch, Server, Worker};
+use tmd_tests::{create_campaign, enrollment_token, get, Site};
+
+/// exp in binary32 on four units of 1024 arguments just above 1, at `min_bits`, and the
+/// flags `extra`.
+fn exp_binary32<'a>(min_bits: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--function",
+        "exp",
+        "--format",
+        "binary32",
+        "--min-bits",
+        min_bits,
+        "--unit-bits",
+        "10",
+        "--from",
+        "0x1p+0",
+        "--to",
+        "0x1.002p+0",
+    ];
+    args.extend(extra);
+    args
+}
 
 #[tokio::test]
 async fn a_worker_releases_the_units_the_server_refuses() {
-    let db = TestDb::new().await;
-    let dir = scratch("hostile-refused");
-    let mut first = Server::start(db.url(), &dir, &[]);
+    let site = Site::new("hostile-refused").await;
+    let mut first = site.server(&[]);
     let url = first.url();
     // Units of 1024 binary32 arguments hold about 8 HR-cases each at 8 bits.
-    let c = admin(
-        &url,
-        &[
-            "campaign",
-            "create",
-            "--function",
-            "exp",
-            "--format",
-            "binary32",
-            "--min-bits",
-            "8",
-            "--unit-bits",
-            "10",
-            "--from",
-            "0x1p+0",
-            "--to",
-            "0x1.002p+0",
-        ],
-    );
+    let c = create_campaign(&url, &exp_binary32("8", &[]));
     let campaign = c["id"].as_i64().unwrap();
-    let token = admin(&url, &["token", "create", "--trusted"])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = enrollment_token(&url, &["--trusted"]);
     // The server now takes at most 2 cases per result: every post is refused with 400.
     first.stop();
-    let server = Server::start(db.url(), &dir, &["--max-cases-per-result", "2"]);
+    let server = site.server(&["--max-cases-per-result", "2"]);
     let url = server.url();
-    let mut w = Worker::start(
+    let mut w = site.worker(
         &url,
         &token,
-        &dir.join("w"),
+        "w",
         &[
             "--threads",
             "1",
@@ -86,18 +84,16 @@ async fn a_worker_releases_the_units_the_server_refuses() {
         .unwrap();
     assert_eq!(p["quarantined"]["units"], 0, "{p}");
     assert_eq!(p["pending"]["units"], 4, "{p}");
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    site.finish((w, first, server)).await;
 }
 
 /// Item 11: `tmd-server serve --tls-cert --tls-key` serves HTTPS; a worker given the lab's CA
 /// (`--ca-cert`) works through it, and the admin commands too.
 #[tokio::test]
 async fn a_campaign_runs_over_https_with_a_private_ca() {
-    let db = TestDb::new().await;
-    let dir = scratch("hostile-tls");
-    let pki = tmd_test_support::private_ca(&dir);
+    let site = Site::new("hostile-tls").await;
+    let (db, dir) = (&site.db, &site.dir);
+    let pki = tmd_test_support::private_ca(dir);
     let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
     let (ca, cert, key) = (path(&pki.ca), path(&pki.cert), path(&pki.key));
     let port = tmd_tests::free_port();
@@ -126,36 +122,13 @@ async fn a_campaign_runs_over_https_with_a_private_ca() {
         assert!(start.elapsed() < Duration::from_secs(30), "no HTTPS server");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let c = admin(
-        &url,
-        &[
-            "campaign",
-            "create",
-            "--function",
-            "exp",
-            "--format",
-            "binary32",
-            "--min-bits",
-            "12",
-            "--unit-bits",
-            "10",
-            "--from",
-            "0x1p+0",
-            "--to",
-            "0x1.002p+0",
-            "--ca-cert",
-            &ca,
-        ],
-    );
+    let c = create_campaign(&url, &exp_binary32("12", &["--ca-cert", &ca]));
     let campaign = c["id"].as_i64().unwrap();
-    let token = admin(&url, &["token", "create", "--trusted", "--ca-cert", &ca])["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut w = Worker::start(
+    let token = enrollment_token(&url, &["--trusted", "--ca-cert", &ca]);
+    let mut w = site.worker(
         &url,
         &token,
-        &dir.join("w"),
+        "w",
         &["--threads", "1", "--ca-cert", &ca, "--exit-when-idle"],
     );
     let start = Instant::now();
@@ -177,7 +150,7 @@ async fn a_campaign_runs_over_https_with_a_private_ca() {
     }
     assert!(w.stop());
     // Without the CA, the same worker refuses the server's certificate.
-    let mut stranger = Worker::start(&url, &token, &dir.join("s"), &["--threads", "1"]);
+    let mut stranger = site.worker(&url, &token, "s", &["--threads", "1"]);
     tokio::time::sleep(Duration::from_secs(3)).await;
     stranger.kill();
     let log = stranger.log();
@@ -185,6 +158,5 @@ async fn a_campaign_runs_over_https_with_a_private_ca() {
     assert!(log.contains("certificate"), "{log}");
     let _ = server.kill();
     let _ = server.wait();
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    site.finish((w, stranger)).await;
 }

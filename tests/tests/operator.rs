@@ -4,58 +4,26 @@
 //! instead of leaving them to the lease's expiry.
 
 use std::time::{Duration, Instant};
-use tmd_test_support::TestDb;
 use tmd_tests::{
-    create_exp_campaign, every_unit_done_once, local_search, scratch, wait_for_units, Server,
-    Worker, EXP_BINARY64_24_UNITS, EXP_BINARY64_UNITS,
+    assert_exp_local_search, count, create_exp_campaign, every_unit_done_once, wait_for_units,
+    Server, Site, EXP_BINARY64_UNITS,
 };
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
 
-async fn scalar(db: &TestDb, sql: &str, bind: i64) -> i64 {
-    sqlx::query_scalar(sql)
-        .bind(bind)
-        .fetch_one(db.pool())
-        .await
-        .unwrap()
-}
-
-/// Waits until the worker's log says it computed at least `n` units.
-fn wait_computed(w: &Worker, n: usize, limit: Duration) {
-    let start = Instant::now();
-    while w.units_computed() < n {
-        assert!(
-            start.elapsed() < limit,
-            "fewer than {n} units computed: {}",
-            w.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_repointed_at_another_coordinator_keeps_its_identity_and_its_lease() {
-    let db = TestDb::new().await;
-    let dir = scratch("operator-repoint");
+    let site = Site::new("operator-repoint").await;
     // A lease the killed process asked for but never wrote down (kill -9 lands between the
     // answer and the write) is the server's to expire: soon enough for the test.
     let args = ["--lease-ttl-seconds", "10", "--sweep-interval-seconds", "1"];
     let servers: Vec<Server> = (0..2)
-        .map(|i| {
-            let d = dir.join(format!("s{i}"));
-            std::fs::create_dir_all(&d).unwrap();
-            Server::start(db.url(), &d, &args)
-        })
+        .map(|i| site.server_in(&format!("s{i}"), &args))
         .collect();
     let (a, b) = (servers[0].url(), servers[1].url());
     let (campaign, token) = create_exp_campaign(&a);
-    let mut w = Worker::start(
-        &a,
-        &token,
-        &dir.join("w"),
-        &["--threads", "1", "--exit-when-idle"],
-    );
-    wait_computed(&w, 2, Duration::from_secs(120));
+    let mut w = site.worker(&a, &token, "w", &["--threads", "1", "--exit-when-idle"]);
+    w.wait_computed(2, Duration::from_secs(120));
     let id = w.worker_id().expect("registered");
     // kill -9 in the middle of its lease (most likely: its units take a tenth of a second),
     // then the same state directory on the other replica.
@@ -86,39 +54,28 @@ async fn a_worker_repointed_at_another_coordinator_keeps_its_identity_and_its_le
         "no result refused: {log}"
     );
     assert_eq!(
-        scalar(&db, "SELECT count(*) FROM workers WHERE id <> $1", id).await,
+        count(&site.db, "SELECT count(*) FROM workers WHERE id <> $1", id).await,
         0,
         "no second identity"
     );
-    let got = every_unit_done_once(&db, campaign, UNITS).await;
-    assert_eq!(got, local_search(&EXP_BINARY64_24_UNITS));
-    drop(w);
-    drop(servers);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_exp_local_search(&every_unit_done_once(&site.db, campaign, UNITS).await);
+    site.finish((w, servers)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_state_directory_stops_the_worker_with_its_cause_and_gives_its_units_back() {
-    let db = TestDb::new().await;
-    let dir = scratch("operator-state-dir");
-    let server = Server::start(
-        db.url(),
-        &dir,
-        &[
-            "--lease-ttl-seconds",
-            "600",
-            "--sweep-interval-seconds",
-            "1",
-        ],
-    );
-    let url = server.url();
-    let (campaign, token) = create_exp_campaign(&url);
-    let state = dir.join("w");
-    let mut w = Worker::start(
+    let site = Site::new("operator-state-dir").await;
+    let db = &site.db;
+    let (server, url, campaign, token) = site.exp_campaign(&[
+        "--lease-ttl-seconds",
+        "600",
+        "--sweep-interval-seconds",
+        "1",
+    ]);
+    let mut w = site.worker(
         &url,
         &token,
-        &state,
+        "w",
         &[
             "--threads",
             "1",
@@ -128,8 +85,8 @@ async fn a_deleted_state_directory_stops_the_worker_with_its_cause_and_gives_its
             "600",
         ],
     );
-    wait_computed(&w, 1, Duration::from_secs(120));
-    std::fs::remove_dir_all(&state).unwrap();
+    w.wait_computed(1, Duration::from_secs(120));
+    std::fs::remove_dir_all(&w.state_dir).unwrap();
     let status = w
         .wait_exit(Duration::from_secs(120))
         .unwrap_or_else(|| panic!("the worker did not stop: {}", w.log()));
@@ -150,8 +107,8 @@ async fn a_deleted_state_directory_stops_the_worker_with_its_cause_and_gives_its
         .await
         .unwrap();
     assert_eq!(
-        scalar(
-            &db,
+        count(
+            db,
             "SELECT count(*) FROM leases WHERE worker_id = $1 AND state = 'active'",
             id
         )
@@ -160,8 +117,8 @@ async fn a_deleted_state_directory_stops_the_worker_with_its_cause_and_gives_its
         "no lease left active: {log}"
     );
     assert_eq!(
-        scalar(
-            &db,
+        count(
+            db,
             "SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'leased'",
             campaign
         )
@@ -170,16 +127,9 @@ async fn a_deleted_state_directory_stops_the_worker_with_its_cause_and_gives_its
         "every unit not done is back in the pool"
     );
     // Another worker finishes the campaign at once, without waiting for an expiry.
-    let mut other = Worker::start(
-        &url,
-        &token,
-        &dir.join("w2"),
-        &["--threads", "1", "--exit-when-idle"],
-    );
+    let mut other = site.worker(&url, &token, "w2", &["--threads", "1", "--exit-when-idle"]);
     wait_for_units(&url, campaign, UNITS, Duration::from_secs(240)).await;
     assert!(other.wait_exit(Duration::from_secs(60)).is_some());
-    every_unit_done_once(&db, campaign, UNITS).await;
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    every_unit_done_once(db, campaign, UNITS).await;
+    site.finish((w, other, server)).await;
 }

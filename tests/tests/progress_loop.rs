@@ -4,24 +4,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use tmd_test_support::TestDb;
-use tmd_tests::{admin, bin, scratch, Server, ADMIN_TOKEN};
+use tmd_tests::{bin, create_campaign, enrollment_token, exp_binary64, Site, ADMIN_TOKEN};
 
 /// Four units of exp in binary64, a fraction of a second each.
-const CAMPAIGN: [&str; 12] = [
-    "--function",
-    "exp",
-    "--format",
-    "binary64",
-    "--min-bits",
-    "36",
-    "--from",
-    "0x1p+0",
-    "--to",
-    "0x1.0004p+0",
-    "--unit-bits",
-    "36",
-];
+const CAMPAIGN: [&str; 12] = exp_binary64("0x1.0004p+0");
 
 fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -53,44 +39,34 @@ fn follow(server: &str, campaign: i64, token: &str, dir: &Path) -> std::process:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_progress_loop_reports_success_when_the_worker_exits_after_its_last_post() {
-    let db = TestDb::new().await;
-    let dir = scratch("progress-loop");
-    let server = Server::start(db.url(), &dir, &[]);
+    let site = Site::new("progress-loop").await;
+    let server = site.server(&[]);
     let url = server.url();
     // Several campaigns in a row: each is one chance for the last post to land between the
     // loop's progress read and its look at the worker.
     for round in 0..4 {
-        let mut args = vec!["campaign", "create"];
-        args.extend(CAMPAIGN);
-        let c = admin(&url, &args);
+        let c = create_campaign(&url, &CAMPAIGN);
         assert_eq!(c["units_total"], 4, "{c}");
         let campaign = c["id"].as_i64().unwrap();
-        let token = admin(&url, &["token", "create", "--trusted"])["token"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let out = follow(&url, campaign, &token, &dir);
+        let token = enrollment_token(&url, &["--trusted"]);
+        let out = follow(&url, campaign, &token, &site.dir);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success() && stderr.contains("4/4 units") && stderr.contains("COMPLETE"),
             "round {round}: the loop failed although the worker finished: {stderr}"
         );
     }
-    drop(server);
-    db.drop_db().await;
+    site.finish(server).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_progress_loop_fails_when_the_worker_stops_before_the_end() {
-    let db = TestDb::new().await;
-    let dir = scratch("progress-loop-early");
-    let server = Server::start(db.url(), &dir, &[]);
+    let site = Site::new("progress-loop-early").await;
+    let server = site.server(&[]);
     let url = server.url();
-    let mut args = vec!["campaign", "create"];
-    args.extend(CAMPAIGN);
-    let campaign = admin(&url, &args)["id"].as_i64().unwrap();
+    let campaign = create_campaign(&url, &CAMPAIGN)["id"].as_i64().unwrap();
     // A worker that is not running at all: the loop must say so instead of waiting forever.
-    let log = dir.join("none.log");
+    let log = site.dir.join("none.log");
     std::fs::write(&log, "worker log line\n").unwrap();
     let out = Command::new("bash")
         .args([
@@ -109,6 +85,5 @@ async fn the_progress_loop_fails_when_the_worker_stops_before_the_end() {
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("0/4 units"), "{stderr}");
     assert!(stderr.contains("worker log line"), "{stderr}");
-    drop(server);
-    db.drop_db().await;
+    site.finish(server).await;
 }

@@ -8,38 +8,58 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tmd_test_support::TestDb;
 use tmd_tests::{
-    admin, get, local_search, scratch, wait_for_units, Server, Worker, EXP_BINARY64_24_UNITS,
-    EXP_BINARY64_UNITS,
+    assert_exp_local_search, create_campaign, enrollment_token, get, wait_for_units, Site, Worker,
+    EXP_BINARY64_24_UNITS, EXP_BINARY64_UNITS,
 };
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
-    let db = TestDb::new().await;
-    let dir = scratch("trust");
+    let site = Site::new("trust").await;
     // Short leases so the late worker's expire quickly; for this test one expired lease (of
     // one) is over the bar, so it is caught while the campaign still runs.
-    let server = Server::start(
-        db.url(),
-        &dir,
-        &[
-            "--lease-ttl-seconds",
-            "4",
-            "--sweep-interval-seconds",
-            "1",
-            "--max-units-per-lease",
-            "2",
-            "--min-expired-leases",
-            "1",
-            // A mechanism test: one outvoted result is evidence enough here.
-            "--min-outvoted-results",
-            "1",
-        ],
-    );
+    let server = site.server(&[
+        "--lease-ttl-seconds",
+        "4",
+        "--sweep-interval-seconds",
+        "1",
+        "--max-units-per-lease",
+        "2",
+        "--min-expired-leases",
+        "1",
+        // A mechanism test: one outvoted result is evidence enough here.
+        "--min-outvoted-results",
+        "1",
+    ]);
     let url = server.url();
-    let mut args = vec!["campaign", "create"];
-    args.extend(EXP_BINARY64_24_UNITS);
+    let campaign = create_replicated_campaign(&url);
+    let mut workers = start_workers(&site, &url);
+    wait_for_units(&url, campaign, UNITS, Duration::from_secs(300)).await;
+    check_quarantines(&url).await;
+    check_replication(&url, campaign).await;
+    check_results(&site.db, campaign).await;
+
+    let forger = &workers.iter().find(|(n, _)| n == "forge").unwrap().1;
+    assert!(
+        forger.log().contains("quarantined this worker"),
+        "the forger is told why it gets no work: {}",
+        forger.log()
+    );
+    for (name, w) in &mut workers {
+        if name.starts_with("honest") {
+            assert!(w.stop(), "{name} stops cleanly");
+        } else {
+            w.kill();
+        }
+    }
+    site.finish((workers, server)).await;
+}
+
+/// The campaign over [`EXP_BINARY64_24_UNITS`], replicated twice across distinct owners,
+/// adaptive, with audits: its id.
+fn create_replicated_campaign(url: &str) -> i64 {
+    let mut args = EXP_BINARY64_24_UNITS.to_vec();
     args.extend([
         "--replication",
         "2",
@@ -50,16 +70,16 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
         "--audit-rate",
         "0.25",
     ]);
-    let c = admin(&url, &args);
+    let c = create_campaign(url, &args);
     assert_eq!(c["units_total"], UNITS, "{c}");
     assert_eq!(c["adaptive"], true, "{c}");
-    let campaign = c["id"].as_i64().unwrap();
-    let token = |owner: &str| {
-        admin(&url, &["token", "create", "--owner", owner])["token"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    c["id"].as_i64().unwrap()
+}
+
+/// Three honest workers and four bad ones (lazy, forging, bit-flipping, late), each its own
+/// owner, with their names.
+fn start_workers(site: &Site, url: &str) -> Vec<(String, Worker)> {
+    let token = |owner: &str| enrollment_token(url, &["--owner", owner]);
     let common = [
         "--threads",
         "1",
@@ -73,26 +93,26 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
         let name = format!("honest-{i}");
         let mut args = common.to_vec();
         args.extend(["--name", &name]);
-        workers.push((
-            name.clone(),
-            Worker::start(&url, &token(&name), &dir.join(&name), &args),
-        ));
+        workers.push((name.clone(), site.worker(url, &token(&name), &name, &args)));
     }
     for mode in ["lazy", "forge", "flip", "late"] {
         let mut args = common.to_vec();
         args.extend(["--name", mode, "--misbehave", mode]);
         workers.push((
             mode.to_string(),
-            Worker::start(&url, &token(mode), &dir.join(mode), &args),
+            site.worker(url, &token(mode), mode, &args),
         ));
     }
+    workers
+}
 
-    wait_for_units(&url, campaign, UNITS, Duration::from_secs(300)).await;
+/// Every bad worker is quarantined, each for its own fault, and no honest one.
+async fn check_quarantines(url: &str) {
     // The bad workers were refused work as soon as they were caught; wait for the last
     // quarantine (the late worker's) if the campaign outran it.
     let start = Instant::now();
     let by_name = loop {
-        let list = get(&url, "/workers").await.expect("workers");
+        let list = get(url, "/workers").await.expect("workers");
         let by_name: Vec<(String, Value)> = list
             .as_array()
             .unwrap()
@@ -134,8 +154,11 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
     );
     assert!(reason("flip").contains("outvoted"), "{}", reason("flip"));
     assert!(reason("late").contains("expired"), "{}", reason("late"));
+}
 
-    let progress = get(&url, &format!("/campaigns/{campaign}/progress"))
+/// The campaign is complete, and the work spent on replication is reported.
+async fn check_replication(url: &str, campaign: i64) {
+    let progress = get(url, &format!("/campaigns/{campaign}/progress"))
         .await
         .unwrap();
     assert_eq!(progress["complete"], true, "{progress}");
@@ -149,7 +172,10 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
         r["outvoted"].as_i64().unwrap() + r["refuted"].as_i64().unwrap() >= 1,
         "{r}"
     );
+}
 
+/// Every done unit stands on honest results, and the HR-cases are a local search's.
+async fn check_results(db: &TestDb, campaign: i64) {
     // Every done unit stands on live results of honest workers only.
     let vouched: Vec<(i64, i64)> = sqlx::query_as(
         "SELECT u.id, count(r.id) FILTER (WHERE NOT r.void AND r.verdict IN ('agreed', 'alone')) \
@@ -181,25 +207,6 @@ async fn bad_workers_are_caught_and_the_campaign_still_finds_every_hr_case() {
         .into_iter()
         .map(|(x, b, k)| (x, i64::from(b), k))
         .collect();
-    let want = local_search(&EXP_BINARY64_24_UNITS);
-    assert!(!want.is_empty());
-    assert_eq!(got, want, "the HR-cases equal an all-honest search's");
-
-    let forger = &workers.iter().find(|(n, _)| n == "forge").unwrap().1;
-    assert!(
-        forger.log().contains("quarantined this worker"),
-        "the forger is told why it gets no work: {}",
-        forger.log()
-    );
-    for (name, w) in &mut workers {
-        if name.starts_with("honest") {
-            assert!(w.stop(), "{name} stops cleanly");
-        } else {
-            w.kill();
-        }
-    }
-    drop(workers);
-    drop(server);
-    db.drop_db().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    // An all-honest search's.
+    assert_exp_local_search(&got);
 }
