@@ -3,25 +3,8 @@
 
 mod common;
 
-use common::{TestApp, ADMIN};
+use common::{tmd, TestApp, ADMIN};
 use serde_json::Value;
-use tokio::process::Command;
-
-async fn tmd(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tmd-server"))
-        .args(args)
-        .env_remove("TMD_ADMIN_TOKEN")
-        .env_remove("TMD_SERVER")
-        .env("TMD_LOG", "warn")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 #[tokio::test]
 async fn admin_commands_drive_a_running_server() {

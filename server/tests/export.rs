@@ -6,7 +6,7 @@
 mod common;
 
 use common::seed::{hex_value, seeded_campaign, Seeded};
-use common::{assert_refused, work_through, TestApp, ADMIN};
+use common::{assert_refused, tmd, work_through, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -491,22 +491,6 @@ async fn coverage_and_hardness_match_the_campaign() {
         })
         .collect();
     assert_eq!(got, expected);
-}
-
-async fn tmd(args: &[String]) -> (bool, String, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tmd-server"))
-        .args(args)
-        .env_remove("TMD_ADMIN_TOKEN")
-        .env_remove("TMD_SERVER")
-        .env("TMD_LOG", "warn")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 fn args(app: &TestApp, words: &[&str]) -> Vec<String> {

@@ -446,9 +446,9 @@ pub fn local_search(args: &[&str]) -> std::collections::BTreeSet<(String, i64, S
     hr_case_keys(&search_json(args))
 }
 
-/// exp in binary64 from 1 to `to`, in units of 2^36 arguments, at 36 bits: the flags of
+/// exp in binary64 on `[from, to)`, in units of 2^36 arguments, at 36 bits: the flags of
 /// `campaign create` and `tmd-worker search` alike.
-pub const fn exp_binary64(to: &'static str) -> [&'static str; 12] {
+pub const fn exp_binary64(from: &'static str, to: &'static str) -> [&'static str; 12] {
     [
         "--function",
         "exp",
@@ -457,7 +457,7 @@ pub const fn exp_binary64(to: &'static str) -> [&'static str; 12] {
         "--min-bits",
         "36",
         "--from",
-        "0x1p+0",
+        from,
         "--to",
         to,
         "--unit-bits",
@@ -468,7 +468,7 @@ pub const fn exp_binary64(to: &'static str) -> [&'static str; 12] {
 /// The campaign of the whole-system tests: exp in binary64 on 24 units of 2^36 arguments just
 /// above 1. Each unit takes a noticeable fraction of a second, so failures land in the middle
 /// of leases. The same flags serve `campaign create` and `tmd-worker search`.
-pub const EXP_BINARY64_24_UNITS: [&str; 12] = exp_binary64("0x1.0018p+0");
+pub const EXP_BINARY64_24_UNITS: [&str; 12] = exp_binary64("0x1p+0", "0x1.0018p+0");
 
 /// Units in [`EXP_BINARY64_24_UNITS`].
 pub const EXP_BINARY64_UNITS: i64 = 24;

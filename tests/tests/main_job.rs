@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
-use tmd_tests::{free_port, local_search, scratch};
+use tmd_tests::{exp_binary64, free_port, local_search, scratch};
 
 /// Four units of exp in binary64 at 36 bits: the README's campaign, a quarter of its range.
 const FROM: &str = "0x1p+0";
@@ -72,20 +72,7 @@ fn the_readme_main_job_finishes_and_prints_the_local_searchs_hr_cases() {
     );
 
     let (printed, count) = printed_cases(&stdout);
-    let want = local_search(&[
-        "--function",
-        "exp",
-        "--format",
-        "binary64",
-        "--min-bits",
-        "36",
-        "--from",
-        FROM,
-        "--to",
-        TO,
-        "--unit-bits",
-        "36",
-    ]);
+    let want = local_search(&exp_binary64(FROM, TO));
     assert!(!want.is_empty(), "the range has HR-cases to print");
     assert_eq!(printed, want, "printed:\n{stdout}");
     assert_eq!(count, Some(want.len()), "{stdout}");

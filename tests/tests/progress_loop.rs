@@ -7,7 +7,7 @@ use std::process::Command;
 use tmd_tests::{bin, create_campaign, enrollment_token, exp_binary64, Site, ADMIN_TOKEN};
 
 /// Four units of exp in binary64, a fraction of a second each.
-const CAMPAIGN: [&str; 12] = exp_binary64("0x1.0004p+0");
+const CAMPAIGN: [&str; 12] = exp_binary64("0x1p+0", "0x1.0004p+0");
 
 fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()

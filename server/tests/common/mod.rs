@@ -192,6 +192,24 @@ async fn start(db: &TestDb, config: Config) -> Server {
         .unwrap()
 }
 
+/// Runs the `tmd-server` binary with `args`, without the admin token or server of the
+/// environment: whether it succeeded, its stdout and its stderr.
+pub async fn tmd<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tmd-server"))
+        .args(args)
+        .env_remove("TMD_ADMIN_TOKEN")
+        .env_remove("TMD_SERVER")
+        .env("TMD_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
 /// Leases and posts empty results (half a second each) until `w` gets no more work: the
 /// units it posted.
 pub async fn work_through(w: &WorkerClient) -> usize {
