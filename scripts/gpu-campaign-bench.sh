@@ -13,7 +13,12 @@
 # TO (0x1p+1), MIN_BITS (44), UNIT_BITS (40), THREADS (all cores), WORKER_ARGS (extra flags of
 # both runs, e.g. "--gpu-memory 8G" or "--devices 0,1"), LEASE_SECONDS (60),
 # DIR (/tmp/tmd-gpu-bench), BIN (target/release), SEARCH_FROM (the DIR of an earlier run whose
-# search is reused instead of running one: to compare two daemons against the same search).
+# search is reused instead of running one: to compare two daemons against the same search),
+# STATE_DIR (the daemon's state directory, $DIR/worker-state: its spool is written and synced
+# once per result).
+#
+# Besides the walls it prints the CPU time (user + system) of the search and of the daemon's
+# process: the same units cost the same CPU, so a gap there is the daemon's own work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +28,14 @@ DB=${TMD_BENCH_DB:-tmd_gpu_bench}
 SEARCH_FROM=${SEARCH_FROM:-}
 [ -n "$SEARCH_FROM" ] && SEARCH_FROM=$(cd "$SEARCH_FROM" && pwd)
 rm -rf "$DIR"; mkdir -p "$DIR"
+STATE_DIR=${STATE_DIR:-$DIR/worker-state}
+rm -rf "$STATE_DIR"
+# Sets CPU_NOW: the CPU seconds (user + system) of this shell's waited-for children so far.
+# `times` runs in this shell itself: in a subshell it would count that subshell's children.
+cpu_now() {
+  times > "$DIR/times.txt"
+  CPU_NOW=$(awk 'NR == 2 { split($1, u, "m"); split($2, s, "m"); printf "%.3f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$DIR/times.txt")
+}
 
 # 1. The local search. It runs first, so the daemon below finds the kernel cache warm and
 # neither run pays for compiling kernels.
@@ -32,13 +45,15 @@ if [ -n "$SEARCH_FROM" ]; then
   SEARCH_WALL=$(cat "$DIR/search.wall")
 else
   say "tmd-worker search --backend $BACKEND ${RANGE[*]}"
-  t0=$(now)
+  cpu_now; c0=$CPU_NOW; t0=$(now)
   "$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
     --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
-  t1=$(now)
+  t1=$(now); cpu_now; c1=$CPU_NOW
   SEARCH_WALL=$(seconds "$t0" "$t1")
   echo "$SEARCH_WALL" > "$DIR/search.wall"
+  seconds "$c0" "$c1" > "$DIR/search.cpu"
 fi
+SEARCH_CPU=$(cat "$DIR/search.cpu" 2>/dev/null || echo nan)
 SEARCH_CASES=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["hr_cases"]))' "$DIR/search.json")
 say "search: ${SEARCH_WALL} s, $SEARCH_CASES HR-cases"
 
@@ -46,11 +61,12 @@ say "search: ${SEARCH_WALL} s, $SEARCH_CASES HR-cases"
 start_coordinator "$DB" "$DIR/server.log"
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 say "campaign $CAMPAIGN through $SERVER: tmd-worker run --backend $BACKEND --lease-seconds $LEASE_SECONDS"
-t0=$(now)
-"$BIN/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$DIR/worker-state" \
+cpu_now; c0=$CPU_NOW; t0=$(now)
+"$BIN/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$STATE_DIR" \
   --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" --lease-seconds "$LEASE_SECONDS" \
   --exit-when-idle --status-seconds 10 > "$DIR/worker.log" 2>&1
-t1=$(now)
+t1=$(now); cpu_now; c1=$CPU_NOW
+CAMPAIGN_CPU=$(seconds "$c0" "$c1")
 CAMPAIGN_WALL=$(seconds "$t0" "$t1")
 PROGRESS=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/progress")
 DONE=$(python3 -c 'import json,sys; p=json.loads(sys.argv[1]); print("%s/%s" % (p["done"]["units"], p["total"]["units"]))' "$PROGRESS")
@@ -58,11 +74,13 @@ CASES=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaig
 
 # The daemon's start-up (to its first lease, and to its engine ready: a GPU's opening and
 # self-test) and its working time, from its log's timestamps.
-python3 - "$DIR/worker.log" "$SEARCH_WALL" "$CAMPAIGN_WALL" "$DONE" "$CASES" "$SEARCH_CASES" <<'EOF'
+python3 - "$DIR/worker.log" "$SEARCH_WALL" "$CAMPAIGN_WALL" "$DONE" "$CASES" "$SEARCH_CASES" \
+  "$SEARCH_CPU" "$CAMPAIGN_CPU" <<'EOF'
 import re, sys
 from datetime import datetime
-log, search, campaign, done, cases, search_cases = sys.argv[1:]
+log, search, campaign, done, cases, search_cases, search_cpu, campaign_cpu = sys.argv[1:]
 search, campaign = float(search), float(campaign)
+search_cpu, campaign_cpu = float(search_cpu), float(campaign_cpu)
 ansi = re.compile(r'\x1b\[[0-9;]*m')
 first = leased = ready = last = None
 stopped = ""
@@ -91,6 +109,7 @@ print(f"  daemon start-up:      {startup:8.2f} s  (start to first lease)")
 print(f"  daemon working:       {working:8.2f} s  (first lease to exit)")
 print(f"  engine ready after:   {engine:8.2f} s  (start to engine ready; nan before the overlap)")
 print(f"ratio campaign/search:  {campaign / search:8.3f}")
+print(f"CPU search / daemon:    {search_cpu:8.2f} / {campaign_cpu:.2f} s  (ratio {campaign_cpu / search_cpu:.3f})")
 print(f"ratio working/search:   {working / search:8.3f}")
 for key in ("engine_busy_percent", "slot_use_percent", "results_posted", "result_requests"):
     m = re.search(key + r'="?([\d.]+)', stopped)

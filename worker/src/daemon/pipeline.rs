@@ -59,6 +59,9 @@ pub const PREFETCH_SECONDS: f64 = 5.0;
 const MAX_HELD: usize = 2;
 /// The longest a lease's end waits for its results to be taken before releasing it.
 const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+/// The longest a lease request waits for the results before it to be posted: a server that
+/// does not take them now still gets the request.
+const SETTLE_BEFORE_LEASE: Duration = Duration::from_secs(2);
 
 /// Flags the heartbeat task raises for its lease.
 #[derive(Default)]
@@ -387,9 +390,12 @@ impl<C: Coordinator> Pipeline<C> {
                 refused_in_hand = false;
                 next_ask = Instant::now();
             }
+            // Before its first result the worker is not measured, and the server would answer
+            // with another small first lease: it asks once that result is queued (and posted
+            // first, below), unless what it holds cannot fill its slots.
             let low = match unit_secs {
                 Some(s) => in_hand as f64 * s / self.slots as f64 <= PREFETCH_SECONDS,
-                None => queued == 0,
+                None => queued == 0 && in_hand < self.slots,
             };
             if stop.is_none()
                 && asking.is_none()
@@ -400,7 +406,14 @@ impl<C: Coordinator> Pipeline<C> {
                 let coord = self.coord.clone();
                 let seconds = self.settings.lease_seconds;
                 let slots = self.slots as u32;
+                let watch = watch.clone();
                 asking = Some(tokio::spawn(async move {
+                    // The results computed so far go first: the server sizes the lease by the
+                    // speed they measure, and counts what this worker holds without the units
+                    // they finish. Asked before them, a worker not yet measured got another
+                    // small first lease, or none (its cap of units in hand), and its cores
+                    // idled until the next request (issue 30).
+                    watch.settle_queued(SETTLE_BEFORE_LEASE).await;
                     coord.lease(Some(seconds), slots).await
                 }));
             }

@@ -110,7 +110,10 @@ struct Book {
     unsettled: HashMap<i64, usize>,
     unacceptable: HashMap<i64, Vec<i64>>,
     requests: u64,
+    /// Results settled (taken, or refused for good) since the start.
     posted: u64,
+    /// Results queued since the start.
+    submitted: u64,
     /// Results the server took whose unit could not be written down as done (the state
     /// directory failed): they stay in the spool.
     unrecorded: u64,
@@ -136,15 +139,28 @@ impl PostWatch {
     /// Asks for the lease's results to be posted now and waits until none is left unsettled,
     /// at most `limit`: `false` if some are still waiting (the server is away).
     pub async fn settle(&self, lease_id: i64, limit: Duration) -> bool {
+        self.settle_until(limit, |b| !b.unsettled.contains_key(&lease_id))
+            .await
+    }
+
+    /// Asks for the results queued so far to be posted now and waits until they are settled,
+    /// at most `limit`: `false` if some are still waiting. Results queued meanwhile are not
+    /// waited for: on a fast engine they would keep the wait going.
+    pub async fn settle_queued(&self, limit: Duration) -> bool {
+        let queued = self.0.book().submitted;
+        self.settle_until(limit, |b| b.posted >= queued).await
+    }
+
+    async fn settle_until(&self, limit: Duration, done: impl Fn(&Book) -> bool) -> bool {
         let deadline = Instant::now() + limit;
         self.0.flush.notify_one();
         loop {
             let settled = self.0.settled.notified();
-            if self.0.book().unsettled.get(&lease_id).copied().unwrap_or(0) == 0 {
+            if done(&self.0.book()) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, settled).await.is_err() {
-                return self.0.book().unsettled.get(&lease_id).copied().unwrap_or(0) == 0;
+                return done(&self.0.book());
             }
         }
     }
@@ -200,7 +216,11 @@ impl Poster {
 
     /// Queues a spooled result; waits while the queue is full.
     pub async fn submit(&self, e: SpoolEntry) {
-        *self.watch.0.book().unsettled.entry(e.lease_id).or_default() += 1;
+        {
+            let mut book = self.watch.0.book();
+            *book.unsettled.entry(e.lease_id).or_default() += 1;
+            book.submitted += 1;
+        }
         if self.tx.send(e).await.is_err() {
             error!("the poster stopped; the result stays in the spool");
         }

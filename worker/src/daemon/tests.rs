@@ -63,6 +63,8 @@ struct Campaign {
     released_reasons: Vec<String>,
     /// When each lease request came.
     lease_times: Vec<Instant>,
+    /// At each lease request: units whose results were posted.
+    posted_at_request: Vec<usize>,
 }
 
 /// A coordinator in memory: leases of `per_lease` units, results recorded per unit.
@@ -133,6 +135,8 @@ impl Coordinator for Fake {
         c.lease_times.push(Instant::now());
         let held = c.leased.values().map(Vec::len).sum();
         c.held_at_request.push(held);
+        let posted = c.done.len();
+        c.posted_at_request.push(posted);
         let n = self.per_lease.min(c.pending.len());
         if n == 0 {
             let phantom = self.phantom_outstanding.load(Ordering::SeqCst);
@@ -334,6 +338,23 @@ async fn units_are_posted_in_batches_and_the_next_lease_comes_early() {
         c.held_at_request
     );
     assert_eq!(shared.units_done.load(Ordering::SeqCst), 12);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_lease_is_asked_for_once_a_result_is_posted() {
+    // Leases of 2 units on one slot: the first lease fills the slot, so the second is asked
+    // for once the first result is in, and that result is posted before it (a server sizes
+    // a worker's leases by the speed its results measure). Before, the request came while
+    // the result waited a second for its batch.
+    let fake = Fake::new(6, 2);
+    let (_, dir) = run(fake.clone(), "measured", 1).await;
+    every_unit_once(&fake, 6);
+    let posted = fake.c.lock().unwrap().posted_at_request.clone();
+    assert!(
+        posted.len() >= 3 && posted[0] == 0 && posted[1] >= 1,
+        "results posted at each lease request: {posted:?}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
