@@ -191,6 +191,37 @@ async fn post(w: &WorkerClient, lease: &tmd_wire::Lease, units: &[i64], lie: boo
     let _ = w.post_batch(results).await;
 }
 
+/// The random walk went through every kind of change: done units, void results, quarantined
+/// units, expired leases.
+async fn every_kind_of_change_happened(pool: &PgPool) {
+    let (done, void, outvoted, quarantined, expired): (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM units WHERE state = 'done'), \
+                (SELECT count(*) FROM results WHERE void), \
+                (SELECT count(*) FROM results WHERE verdict = 'outvoted'), \
+                (SELECT count(*) FROM units WHERE attempts > 0), \
+                (SELECT count(*) FROM leases WHERE state = 'expired')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert!(
+        done > 0 && void > 0 && quarantined > 0 && expired > 0,
+        "{done} {void} {outvoted} {quarantined} {expired}"
+    );
+}
+
+/// Progress reads the counters: its numbers are a scan's.
+async fn progress_reads_the_counters(app: &TestApp, campaign: i64) {
+    let p = app.progress(campaign).await;
+    let units: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'done'")
+            .bind(campaign)
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(p["done"]["units"], units);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_equal_a_full_scan_after_random_operations() {
     let app = TestApp::new().await;
@@ -319,30 +350,8 @@ async fn counters_equal_a_full_scan_after_random_operations() {
             assert_counters(&pool, c, &format!("step {step} ({what})")).await;
         }
     }
-    // The sequence went through every kind of change.
-    let (done, void, outvoted, quarantined, expired): (i64, i64, i64, i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM units WHERE state = 'done'), \
-                (SELECT count(*) FROM results WHERE void), \
-                (SELECT count(*) FROM results WHERE verdict = 'outvoted'), \
-                (SELECT count(*) FROM units WHERE attempts > 0), \
-                (SELECT count(*) FROM leases WHERE state = 'expired')",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert!(
-        done > 0 && void > 0 && quarantined > 0 && expired > 0,
-        "{done} {void} {outvoted} {quarantined} {expired}"
-    );
-    // Progress reads the counters: its numbers are the scan's.
-    let p = app.progress(single).await;
-    let units: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'done'")
-            .bind(single)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(p["done"]["units"], units);
+    every_kind_of_change_happened(&pool).await;
+    progress_reads_the_counters(&app, single).await;
     app.db.assert_no_orphans().await;
 }
 
