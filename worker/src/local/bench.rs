@@ -2,6 +2,7 @@
 //! the bare loop of the regular test in the same run.
 
 use super::*;
+use tmd_kernels::plan::UnitSpec;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -39,39 +40,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     if a.units == 0 {
         bail!("--units must be at least 1");
     }
-    let start = parse_number(&a.binade, p.bits(), rug::float::Round::Nearest)?;
-    let mut end = start.clone();
-    end <<= 1;
-    let mut units = if start.is_sign_negative() {
-        split_range_in(
-            cfg.function,
-            cfg.format(),
-            &float_to_hex(&end),
-            &a.binade,
-            Some(u),
-        )?
-    } else {
-        split_range_in(
-            cfg.function,
-            cfg.format(),
-            &a.binade,
-            &float_to_hex(&end),
-            Some(u),
-        )?
-    };
-    if start.is_sign_negative() {
-        // [2 start, start) holds 2 start itself, of the next binade: only the binade's units,
-        // those nearest the given end first.
-        let e = units.last().map(|x| x.exponent);
-        units.retain(|x| Some(x.exponent) == e);
-        units.sort_by_key(|x| x.first);
-    }
-    if (units.len() as u64) < a.units {
-        bail!(
-            "the binade holds only {} units of 2^{u} arguments",
-            units.len()
-        );
-    }
+    let units = binade_units(&a, &cfg, u)?;
     let units = &units[..a.units as usize];
 
     // Start-up, apart from the steady state: opening the back end (GPU contexts), then one
@@ -86,39 +55,9 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     search_unit(&cfg, units[0], backend)?;
     let warmup_s = t.elapsed().as_secs_f64();
 
-    let mut stats = Stats::default();
-    let mut timings = Timings::default();
     let cpu0 = process_cpu_seconds();
     let t0 = Instant::now();
-    let per_unit: Vec<f64> = if a.concurrent {
-        let results: Vec<Result<(f64, UnitResult)>> = units
-            .par_iter()
-            .map(|&unit| {
-                let t = Instant::now();
-                let r = search_unit(&cfg, unit, backend)?;
-                Ok((t.elapsed().as_secs_f64(), r))
-            })
-            .collect();
-        let mut per_unit = Vec::new();
-        for r in results {
-            let (s, r) = r?;
-            per_unit.push(s);
-            stats.add(&r.stats);
-            timings.add(&r.timings);
-        }
-        per_unit
-    } else {
-        // One after the other, each on all threads, so per-phase times are wall times.
-        let mut per_unit = Vec::new();
-        for unit in units {
-            let t = Instant::now();
-            let r = search_unit(&cfg, *unit, backend)?;
-            per_unit.push(t.elapsed().as_secs_f64());
-            stats.add(&r.stats);
-            timings.add(&r.timings);
-        }
-        per_unit
-    };
+    let (per_unit, stats, timings) = time_units(&cfg, units, backend, a.concurrent)?;
     let wall = t0.elapsed().as_secs_f64();
     // CPU time of this process: the per-core cost, unaffected by other processes' load.
     let cpu = match (cpu0, process_cpu_seconds()) {
@@ -132,32 +71,16 @@ pub fn bench(a: BenchArgs) -> Result<()> {
 
     // The bare loop on one core, with the first unit's domain size and phase-1 threshold.
     let bare = if a.bare_loop {
-        let g = generate(cfg.function, p, &cfg.gen, units[0])
-            .map_err(|e| anyhow::anyhow!("the bare loop takes the first unit's threshold: {e}"))?;
-        let t = Instant::now();
-        let c0 = process_cpu_seconds();
-        let failed = bare_loop(a.bare_domains, g.domain_size(), g.e1, 15);
-        let wall_s = t.elapsed().as_secs_f64();
-        // Its CPU time (the thread pool is idle meanwhile): on a loaded machine the wall
-        // time says more about the neighbours than about the loop.
-        let s = match (c0, process_cpu_seconds()) {
-            (Some(a), Some(b)) => b - a,
-            _ => wall_s,
-        };
-        // The unit's cost per core over the bare loop's for as many domains as a unit has.
+        // The unit's cost per core, to set against the bare loop's.
         let per_unit_core_s = cpu.map_or(wall * threads as f64, |c| c) / n;
-        let bare_per_unit_s = s * (stats.domains as f64 / n) / a.bare_domains as f64;
-        Some(json!({
-            "domains": a.bare_domains,
-            "domain_arguments": g.domain_size(),
-            "threshold_e1": g.e1,
-            "cpu_seconds": s,
-            "wall_seconds": wall_s,
-            "ns_per_domain": s * 1e9 / a.bare_domains as f64,
-            "failed": failed,
-            "seconds_per_unit_domains": bare_per_unit_s,
-            "unit_core_s_over_bare": per_unit_core_s / bare_per_unit_s,
-        }))
+        let unit_domains = stats.domains as f64 / n;
+        Some(bare(
+            &cfg,
+            units[0],
+            a.bare_domains,
+            per_unit_core_s,
+            unit_domains,
+        )?)
     } else {
         None
     };
@@ -246,6 +169,124 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The first units of `--binade` (all of them, at least `--units`), in units of `2^u`
+/// arguments: from the end nearer 0 outwards.
+fn binade_units(a: &BenchArgs, cfg: &SearchConfig, u: u32) -> Result<Vec<UnitSpec>> {
+    let start = parse_number(&a.binade, cfg.precision.bits(), rug::float::Round::Nearest)?;
+    let mut end = start.clone();
+    end <<= 1;
+    let mut units = if start.is_sign_negative() {
+        split_range_in(
+            cfg.function,
+            cfg.format(),
+            &float_to_hex(&end),
+            &a.binade,
+            Some(u),
+        )?
+    } else {
+        split_range_in(
+            cfg.function,
+            cfg.format(),
+            &a.binade,
+            &float_to_hex(&end),
+            Some(u),
+        )?
+    };
+    if start.is_sign_negative() {
+        // [2 start, start) holds 2 start itself, of the next binade: only the binade's units,
+        // those nearest the given end first.
+        let e = units.last().map(|x| x.exponent);
+        units.retain(|x| Some(x.exponent) == e);
+        units.sort_by_key(|x| x.first);
+    }
+    if (units.len() as u64) < a.units {
+        bail!(
+            "the binade holds only {} units of 2^{u} arguments",
+            units.len()
+        );
+    }
+    Ok(units)
+}
+
+/// Times `units` on `backend`, one after the other or concurrently: each unit's seconds, and
+/// the summed statistics and phase times.
+fn time_units(
+    cfg: &SearchConfig,
+    units: &[UnitSpec],
+    backend: &dyn Backend,
+    concurrent: bool,
+) -> Result<(Vec<f64>, Stats, Timings)> {
+    let mut stats = Stats::default();
+    let mut timings = Timings::default();
+    let per_unit: Vec<f64> = if concurrent {
+        let results: Vec<Result<(f64, UnitResult)>> = units
+            .par_iter()
+            .map(|&unit| {
+                let t = Instant::now();
+                let r = search_unit(cfg, unit, backend)?;
+                Ok((t.elapsed().as_secs_f64(), r))
+            })
+            .collect();
+        let mut per_unit = Vec::new();
+        for r in results {
+            let (s, r) = r?;
+            per_unit.push(s);
+            stats.add(&r.stats);
+            timings.add(&r.timings);
+        }
+        per_unit
+    } else {
+        // One after the other, each on all threads, so per-phase times are wall times.
+        let mut per_unit = Vec::new();
+        for unit in units {
+            let t = Instant::now();
+            let r = search_unit(cfg, *unit, backend)?;
+            per_unit.push(t.elapsed().as_secs_f64());
+            stats.add(&r.stats);
+            timings.add(&r.timings);
+        }
+        per_unit
+    };
+    Ok((per_unit, stats, timings))
+}
+
+/// The bare loop of the regular test on one core over `domains` random domains, with `unit`'s
+/// domain size and phase-1 threshold; set against a unit's cost per core
+/// (`per_unit_core_s`, over `unit_domains` domains).
+fn bare(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    domains: u64,
+    per_unit_core_s: f64,
+    unit_domains: f64,
+) -> Result<serde_json::Value> {
+    let g = generate(cfg.function, cfg.precision, &cfg.gen, unit)
+        .map_err(|e| anyhow::anyhow!("the bare loop takes the first unit's threshold: {e}"))?;
+    let t = Instant::now();
+    let c0 = process_cpu_seconds();
+    let failed = bare_loop(domains, g.domain_size(), g.e1, 15);
+    let wall_s = t.elapsed().as_secs_f64();
+    // Its CPU time (the thread pool is idle meanwhile): on a loaded machine the wall
+    // time says more about the neighbours than about the loop.
+    let s = match (c0, process_cpu_seconds()) {
+        (Some(a), Some(b)) => b - a,
+        _ => wall_s,
+    };
+    // The unit's cost per core over the bare loop's for as many domains as a unit has.
+    let bare_per_unit_s = s * unit_domains / domains as f64;
+    Ok(json!({
+        "domains": domains,
+        "domain_arguments": g.domain_size(),
+        "threshold_e1": g.e1,
+        "cpu_seconds": s,
+        "wall_seconds": wall_s,
+        "ns_per_domain": s * 1e9 / domains as f64,
+        "failed": failed,
+        "seconds_per_unit_domains": bare_per_unit_s,
+        "unit_core_s_over_bare": per_unit_core_s / bare_per_unit_s,
+    }))
 }
 
 /// User plus system CPU time of this process, from `/proc/self/stat` (Linux; `None` elsewhere).
