@@ -112,16 +112,57 @@ pub async fn claim_lease(
     owner_share: f64,
     size: impl Fn(u32, Option<f64>, domain::Held, f64) -> domain::work::LeaseSize,
 ) -> Result<Option<Lease>> {
-    #[derive(sqlx::FromRow)]
-    struct Standing {
-        trusted: bool,
-        quarantined: bool,
-        quarantine_reason: Option<String>,
-        revoked: bool,
-        speed: Option<f64>,
-        held_units: i64,
-        held_arguments: f64,
+    let standing = standing(pool, worker_id).await?;
+    let held = domain::Held {
+        units: standing.held_units,
+        arguments: standing.held_arguments,
+    };
+    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
+        "SELECT id, function, precision, format, min_bits, unit_bits, replication, \
+                distinct_owners, units_total, trust_all_workers, min_weight \
+         FROM campaigns c \
+         WHERE state = 'active' AND ($1 OR format IS NULL) AND {LAST_PENDING_SEQ} IS NOT NULL \
+         ORDER BY priority DESC, id LIMIT 32"
+    ))
+    .bind(formats)
+    .fetch_all(pool)
+    .await?;
+    for c in campaigns {
+        let lease = size(c.unit_bits as u32, standing.speed, held, c.min_weight);
+        let mut want = i64::from(lease.max_units);
+        if want == 0 {
+            return Ok(None);
+        }
+        // A campaign that trusts every worker has no volunteers to hold apart.
+        if !standing.trusted && !c.trust_all_workers {
+            want = want.min(owner_room(pool, worker_id, c.id, c.units_total, owner_share).await?);
+            if want == 0 {
+                continue;
+            }
+        }
+        let units = claim_run(pool, &c, worker_id, want, ttl_seconds, lease.work).await?;
+        let Some(head) = units.first() else {
+            continue;
+        };
+        return Ok(Some(lease_of(c, head, &units, ttl_seconds)?));
     }
+    Ok(None)
+}
+
+/// The claiming worker as a claim sees it: its standing and what it holds in active leases.
+#[derive(sqlx::FromRow)]
+struct Standing {
+    trusted: bool,
+    quarantined: bool,
+    quarantine_reason: Option<String>,
+    revoked: bool,
+    speed: Option<f64>,
+    held_units: i64,
+    held_arguments: f64,
+}
+
+/// The worker's [`Standing`]; a quarantined, revoked or unknown worker is refused.
+async fn standing(pool: &PgPool, worker_id: i64) -> Result<Standing> {
     let standing: Option<Standing> = sqlx::query_as(
         "SELECT w.trusted, w.quarantined_at IS NOT NULL AS quarantined, w.quarantine_reason, \
                 w.revoked_at IS NOT NULL AS revoked, w.speed, h.n AS held_units, \
@@ -153,155 +194,147 @@ pub async fn claim_lease(
             "this worker's token was revoked".into(),
         ));
     }
-    let held = domain::Held {
-        units: standing.held_units,
-        arguments: standing.held_arguments,
+    Ok(standing)
+}
+
+/// Claims for `worker_id` the next contiguous run of at most `want` pending units of campaign
+/// `c` (up to `work` weighted arguments), as a lease of `ttl_seconds`: its units in order,
+/// none when another claim took them first.
+async fn claim_run(
+    pool: &PgPool,
+    c: &ActiveCampaign,
+    worker_id: i64,
+    want: i64,
+    ttl_seconds: u32,
+    work: f64,
+) -> Result<Vec<ClaimedUnit>> {
+    // With replication, a worker must not get a unit it already computed: its replicas
+    // have to come from other workers (and other owners, where the campaign asks).
+    let replica_filter = match (c.replication > 1, c.distinct_owners) {
+        (false, _) => "",
+        (true, false) => {
+            "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
+        }
+        (true, true) => {
+            "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
+             AND NOT EXISTS (SELECT 1 FROM results r JOIN workers w ON w.id = r.worker_id \
+                 WHERE r.unit_id = units.id AND NOT r.void \
+                   AND w.owner = (SELECT owner FROM workers WHERE id = $3))"
+        }
     };
-    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
-        "SELECT id, function, precision, format, min_bits, unit_bits, replication, \
-                distinct_owners, units_total, trust_all_workers, min_weight \
-         FROM campaigns c \
-         WHERE state = 'active' AND ($1 OR format IS NULL) AND {LAST_PENDING_SEQ} IS NOT NULL \
-         ORDER BY priority DESC, id LIMIT 32"
-    ))
-    .bind(formats)
-    .fetch_all(pool)
-    .await?;
-    for c in campaigns {
-        let lease = size(c.unit_bits as u32, standing.speed, held, c.min_weight);
-        let mut want = i64::from(lease.max_units);
-        if want == 0 {
-            return Ok(None);
-        }
-        // A campaign that trusts every worker has no volunteers to hold apart.
-        if !standing.trusted && !c.trust_all_workers {
-            want = want.min(owner_room(pool, worker_id, c.id, c.units_total, owner_share).await?);
-            if want == 0 {
-                continue;
-            }
-        }
-        // With replication, a worker must not get a unit it already computed: its replicas
-        // have to come from other workers (and other owners, where the campaign asks).
-        let replica_filter = match (c.replication > 1, c.distinct_owners) {
-            (false, _) => "",
-            (true, false) => {
-                "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
-            }
-            (true, true) => {
-                "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
-                 AND NOT EXISTS (SELECT 1 FROM results r JOIN workers w ON w.id = r.worker_id \
-                     WHERE r.unit_id = units.id AND NOT r.void \
-                       AND w.owner = (SELECT owner FROM workers WHERE id = $3))"
-            }
-        };
-        // Claims of one campaign take turns (a transaction-scoped advisory lock, shared by
-        // every coordinator on the database): two claims scanning the pending units at once
-        // would each lock every other row the other skipped, so each kept only a run of a few
-        // units and released the rest, leaving the pool in fragments that every later claim
-        // had to scan past (120 GPUs starting together got leases of tens of units, not
-        // thousands, and came back for more every second). One claim at a time takes the next
-        // contiguous run; `SKIP LOCKED` still steps over units a result or an expiry is
-        // holding. A claim is once a lease (about a minute per GPU), so the turns are short.
-        // Within one process the turns are taken before a connection is: claims waiting on
-        // the database's lock would hold the whole pool and starve the result posts.
-        let _turn = CLAIM_TURN.lock().await;
-        // Custom plans: the claim's best plan depends on its size (a one-unit calibration or
-        // 20,000 units), and a generic plan made without it ran a 20,000-unit claim on a
-        // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom (`psql`, alternated,
-        // issue 25). A claim is once a minute per GPU: planning it each time costs nothing.
-        let mut tx = pool
-            .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
-            .await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
-            .bind(c.id)
-            .execute(&mut *tx)
-            .await?;
-        // `ahead` reads the next pending units without locking them, `within` keeps those
-        // the lease's work reaches (all of `ahead` when every weight is 1), `picked` locks
-        // them one by one by key (a lookup per unit whatever the plan: a generic plan made for
-        // a one-unit claim must not scan the table at the next claim of thousands).
-        // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
-        // is constant along a contiguous run. Locked rows not in it are released at the end
-        // of the statement.
-        let units: Vec<ClaimedUnit> = sqlx::query_as(&format!(
-            "WITH ahead AS ( \
-                 SELECT units.id, units.seq, \
-                        units.count * COALESCE(k.weight, 1) AS work \
-                 FROM units LEFT JOIN campaign_costs k ON k.campaign_id = units.campaign_id \
-                      AND k.negative = units.negative AND k.exponent = units.exponent \
-                 WHERE units.campaign_id = $1 AND units.state = 'pending' {replica_filter} \
-                 ORDER BY units.seq LIMIT $2), \
-             within AS ( \
-                 SELECT id FROM ( \
-                     SELECT id, sum(work) OVER (ORDER BY seq) - work AS before FROM ahead) t \
-                 WHERE before < $5), \
-             picked AS ( \
-                 SELECT p.id, p.seq FROM within, LATERAL ( \
-                     SELECT id, seq FROM units \
-                     WHERE units.id = within.id AND units.state = 'pending' \
-                     FOR UPDATE SKIP LOCKED) p), \
-             run AS ( \
-                 SELECT id, seq FROM ( \
-                     SELECT id, seq, seq - row_number() OVER (ORDER BY seq) AS g FROM picked) t \
-                 WHERE g = (SELECT min(seq) - 1 FROM picked)), \
-             l AS ( \
-                 INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, expires_at) \
-                 SELECT $3, $1, min(seq), count(*), now() + make_interval(secs => $4::float8) \
-                 FROM run HAVING count(*) > 0 \
-                 RETURNING id, fencing_token, expires_at), \
-             u AS ( \
-                 UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
-                 FROM l, run WHERE units.id = run.id \
-                 RETURNING units.id, units.seq, units.negative, units.exponent, \
-                           units.first::text AS first, units.count), \
-             w AS ( \
-                 UPDATE workers SET leases_total = leases_total + 1 FROM l WHERE workers.id = $3) \
-             SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
-                    u.id, u.negative, u.exponent, u.first, u.count \
-             FROM l, u ORDER BY u.seq"
-        ))
-        .bind(c.id)
-        .bind(want)
-        .bind(worker_id)
-        .bind(f64::from(ttl_seconds))
-        .bind(lease.work)
-        .fetch_all(&mut *tx)
+    // Claims of one campaign take turns (a transaction-scoped advisory lock, shared by
+    // every coordinator on the database): two claims scanning the pending units at once
+    // would each lock every other row the other skipped, so each kept only a run of a few
+    // units and released the rest, leaving the pool in fragments that every later claim
+    // had to scan past (120 GPUs starting together got leases of tens of units, not
+    // thousands, and came back for more every second). One claim at a time takes the next
+    // contiguous run; `SKIP LOCKED` still steps over units a result or an expiry is
+    // holding. A claim is once a lease (about a minute per GPU), so the turns are short.
+    // Within one process the turns are taken before a connection is: claims waiting on
+    // the database's lock would hold the whole pool and starve the result posts.
+    let _turn = CLAIM_TURN.lock().await;
+    // Custom plans: the claim's best plan depends on its size (a one-unit calibration or
+    // 20,000 units), and a generic plan made without it ran a 20,000-unit claim on a
+    // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom (`psql`, alternated,
+    // issue 25). A claim is once a minute per GPU: planning it each time costs nothing.
+    let mut tx = pool
+        .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
         .await?;
-        tx.commit().await?;
-        let Some(head) = units.first() else {
-            continue;
-        };
-        return Ok(Some(Lease {
-            lease_id: head.lease_id,
-            fencing_token: head.fencing_token,
-            expires_at: head.expires_at,
-            heartbeat_seconds: (ttl_seconds / 3).max(1),
-            task: LeaseTask {
-                campaign_id: c.id,
-                function: c.function,
-                precision: c.precision as u32,
-                min_bits: c.min_bits as u32,
-                format: c.format,
-            },
-            units: units
-                .iter()
-                .map(|u| {
-                    Ok(LeasedUnit {
-                        unit_id: u.id,
-                        spec: UnitSpec {
-                            negative: u.negative,
-                            exponent: u.exponent,
-                            first: u.first.parse().map_err(|_| {
-                                Error::Internal(format!("unit {} has first {}", u.id, u.first))
-                            })?,
-                            count: u.count as u64,
-                        },
-                    })
+    sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
+        .bind(c.id)
+        .execute(&mut *tx)
+        .await?;
+    // `ahead` reads the next pending units without locking them, `within` keeps those
+    // the lease's work reaches (all of `ahead` when every weight is 1), `picked` locks
+    // them one by one by key (a lookup per unit whatever the plan: a generic plan made for
+    // a one-unit claim must not scan the table at the next claim of thousands).
+    // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
+    // is constant along a contiguous run. Locked rows not in it are released at the end
+    // of the statement.
+    let units: Vec<ClaimedUnit> = sqlx::query_as(&format!(
+        "WITH ahead AS ( \
+             SELECT units.id, units.seq, \
+                    units.count * COALESCE(k.weight, 1) AS work \
+             FROM units LEFT JOIN campaign_costs k ON k.campaign_id = units.campaign_id \
+                  AND k.negative = units.negative AND k.exponent = units.exponent \
+             WHERE units.campaign_id = $1 AND units.state = 'pending' {replica_filter} \
+             ORDER BY units.seq LIMIT $2), \
+         within AS ( \
+             SELECT id FROM ( \
+                 SELECT id, sum(work) OVER (ORDER BY seq) - work AS before FROM ahead) t \
+             WHERE before < $5), \
+         picked AS ( \
+             SELECT p.id, p.seq FROM within, LATERAL ( \
+                 SELECT id, seq FROM units \
+                 WHERE units.id = within.id AND units.state = 'pending' \
+                 FOR UPDATE SKIP LOCKED) p), \
+         run AS ( \
+             SELECT id, seq FROM ( \
+                 SELECT id, seq, seq - row_number() OVER (ORDER BY seq) AS g FROM picked) t \
+             WHERE g = (SELECT min(seq) - 1 FROM picked)), \
+         l AS ( \
+             INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, expires_at) \
+             SELECT $3, $1, min(seq), count(*), now() + make_interval(secs => $4::float8) \
+             FROM run HAVING count(*) > 0 \
+             RETURNING id, fencing_token, expires_at), \
+         u AS ( \
+             UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
+             FROM l, run WHERE units.id = run.id \
+             RETURNING units.id, units.seq, units.negative, units.exponent, \
+                       units.first::text AS first, units.count), \
+         w AS ( \
+             UPDATE workers SET leases_total = leases_total + 1 FROM l WHERE workers.id = $3) \
+         SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
+                u.id, u.negative, u.exponent, u.first, u.count \
+         FROM l, u ORDER BY u.seq"
+    ))
+    .bind(c.id)
+    .bind(want)
+    .bind(worker_id)
+    .bind(f64::from(ttl_seconds))
+    .bind(work)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(units)
+}
+
+/// The lease of the claimed `units` of campaign `c` (`head` the first of them).
+fn lease_of(
+    c: ActiveCampaign,
+    head: &ClaimedUnit,
+    units: &[ClaimedUnit],
+    ttl_seconds: u32,
+) -> Result<Lease> {
+    Ok(Lease {
+        lease_id: head.lease_id,
+        fencing_token: head.fencing_token,
+        expires_at: head.expires_at,
+        heartbeat_seconds: (ttl_seconds / 3).max(1),
+        task: LeaseTask {
+            campaign_id: c.id,
+            function: c.function,
+            precision: c.precision as u32,
+            min_bits: c.min_bits as u32,
+            format: c.format,
+        },
+        units: units
+            .iter()
+            .map(|u| {
+                Ok(LeasedUnit {
+                    unit_id: u.id,
+                    spec: UnitSpec {
+                        negative: u.negative,
+                        exponent: u.exponent,
+                        first: u.first.parse().map_err(|_| {
+                            Error::Internal(format!("unit {} has first {}", u.id, u.first))
+                        })?,
+                        count: u.count as u64,
+                    },
                 })
-                .collect::<Result<_>>()?,
-        }));
-    }
-    Ok(None)
+            })
+            .collect::<Result<_>>()?,
+    })
 }
 
 /// How many more units of campaign `campaign_id` the workers of `worker_id`'s enrollment token
