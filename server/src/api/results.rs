@@ -126,8 +126,38 @@ pub(crate) async fn record_posts(
     posts: &[BatchedResult],
 ) -> Result<Vec<Recorded>> {
     let n = posts.len();
+    let (mut outcomes, copies) = screen(posts, s.config.max_cases_per_result);
+    let mut verified: Vec<Vec<HrCase>> = vec![Vec::new(); n];
+    let mut skipped: Vec<Vec<SkippedRun>> = vec![Vec::new(); n];
+    verify_posts(s, worker, posts, &mut outcomes, &mut verified, &mut skipped).await?;
+    record_verified(s, worker, posts, &mut outcomes, &verified, &skipped).await?;
+    for (i, f) in copies {
+        outcomes[i] = Some(match &outcomes[f] {
+            Some(Recorded::Accepted(a) | Recorded::Replayed(a)) => Recorded::Replayed(a.clone()),
+            Some(Recorded::Refused(e)) => Recorded::Refused(same_refusal(e)),
+            None => Recorded::Refused(Error::Internal("a post got no outcome".into())),
+        });
+    }
+    let replayed = outcomes
+        .iter()
+        .filter(|o| matches!(o, Some(Recorded::Replayed(_))))
+        .count();
+    Metrics::add(&s.metrics.results_replayed, replayed as u64);
+    Ok(outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Recorded::Refused(Error::Internal("no outcome".into()))))
+        .collect())
+}
+
+/// The posts' first screening, without the database: each one's outcome where it is already
+/// decided (an invalid result, a unit posted twice), and the copies `(later, first)` of a post
+/// that are answered as retries of it.
+fn screen(
+    posts: &[BatchedResult],
+    max_cases: usize,
+) -> (Vec<Option<Recorded>>, Vec<(usize, usize)>) {
+    let n = posts.len();
     let mut outcomes: Vec<Option<Recorded>> = (0..n).map(|_| None).collect();
-    let max_cases = s.config.max_cases_per_result;
     for (i, p) in posts.iter().enumerate() {
         if let Err(e) = domain::validate_result(&p.result, max_cases) {
             outcomes[i] = Some(Recorded::Refused(e));
@@ -163,9 +193,21 @@ pub(crate) async fn record_posts(
             }
         }
     }
+    (outcomes, copies)
+}
 
-    let mut verified: Vec<Vec<HrCase>> = vec![Vec::new(); n];
-    let mut skipped: Vec<Vec<SkippedRun>> = vec![Vec::new(); n];
+/// The undecided posts judged against their leases and units, then re-verified with MPFR
+/// (their cases into `verified`, the server's skipped runs into `skipped`); the refused ones
+/// get their outcome. A forged case quarantines the worker.
+async fn verify_posts(
+    s: &AppState,
+    worker: &Worker,
+    posts: &[BatchedResult],
+    outcomes: &mut [Option<Recorded>],
+    verified: &mut [Vec<HrCase>],
+    skipped: &mut [Vec<SkippedRun>],
+) -> Result<()> {
+    let n = posts.len();
     // Every result needs its campaign and a first judgement before the slow MPFR work, which
     // runs outside any transaction: its cases are re-verified, and its skipped runs compared
     // with the server's own (a result without any must still be one whose unit skips
@@ -238,7 +280,20 @@ pub(crate) async fn record_posts(
             }
         }
     }
+    Ok(())
+}
 
+/// The posts still undecided after verification recorded in one batch, with their outcomes,
+/// the metrics and the enforcement on the workers they outvoted.
+async fn record_verified(
+    s: &AppState,
+    worker: &Worker,
+    posts: &[BatchedResult],
+    outcomes: &mut [Option<Recorded>],
+    verified: &[Vec<HrCase>],
+    skipped: &[Vec<SkippedRun>],
+) -> Result<()> {
+    let n = posts.len();
     let pending: Vec<usize> = (0..n).filter(|&i| outcomes[i].is_none()).collect();
     if !pending.is_empty() {
         let batch: Vec<Post<'_>> = pending
@@ -286,22 +341,7 @@ pub(crate) async fn record_posts(
             "results recorded"
         );
     }
-    for (i, f) in copies {
-        outcomes[i] = Some(match &outcomes[f] {
-            Some(Recorded::Accepted(a) | Recorded::Replayed(a)) => Recorded::Replayed(a.clone()),
-            Some(Recorded::Refused(e)) => Recorded::Refused(same_refusal(e)),
-            None => Recorded::Refused(Error::Internal("a post got no outcome".into())),
-        });
-    }
-    let replayed = outcomes
-        .iter()
-        .filter(|o| matches!(o, Some(Recorded::Replayed(_))))
-        .count();
-    Metrics::add(&s.metrics.results_replayed, replayed as u64);
-    Ok(outcomes
-        .into_iter()
-        .map(|o| o.unwrap_or_else(|| Recorded::Refused(Error::Internal("no outcome".into()))))
-        .collect())
+    Ok(())
 }
 
 /// Re-verifies one result's cases with MPFR on the campaign's format, and compares its skipped
