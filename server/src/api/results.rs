@@ -1,7 +1,7 @@
 //! Posting unit results: the single post (`/leases/{lease}/units/{unit}/result`) and the batch
 //! (`/results`), one pipeline for both so their rules cannot drift. A single post is a batch of
 //! one. The pipeline: check each result's shape; judge the posts with cases without locks
-//! (`store_results::precheck`); re-verify their HR-cases and exact cases with MPFR outside any
+//! (`store::precheck`); re-verify their HR-cases and exact cases with MPFR outside any
 //! transaction, a few results at a time (`verify_permits`); then judge again and record every
 //! remaining post in one transaction (`store_results::record_results`).
 
@@ -11,7 +11,8 @@ use crate::domain::engine;
 use crate::domain::{self, Judgement};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::store::results::{self as store_results, Post, Posted, Recorded};
+use crate::store::precheck::{self, PostContext, Posted};
+use crate::store::results::{self as store_results, Post, Recorded};
 use crate::store::trust as store_trust;
 use crate::AppState;
 use axum::extract::State;
@@ -222,7 +223,7 @@ async fn verify_posts(
                 result: &posts[i].result,
             })
             .collect();
-        let judged = store_results::precheck(&s.pool, worker.id, &posted).await?;
+        let judged = precheck::precheck(&s.pool, worker.id, &posted).await?;
         let mut to_verify = Vec::new();
         for (&i, j) in with_cases.iter().zip(judged) {
             match j {
@@ -352,7 +353,7 @@ async fn verify(
     s: &AppState,
     worker: &Worker,
     result: &UnitResult,
-    ctx: store_results::PostContext,
+    ctx: PostContext,
 ) -> Result<(Vec<HrCase>, Vec<SkippedRun>)> {
     let fmt = engine::stored_format(ctx.precision, ctx.format.as_deref())?;
     if result.hr_cases.is_empty()

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod export;
 pub mod known;
 mod leases;
+pub mod precheck;
 pub mod results;
 pub mod tallies;
 pub mod trust;

@@ -1,6 +1,6 @@
-//! Storage of unit results: the unlocked first judgement of posts (before their MPFR
-//! verification) and the recording of many units' results in one transaction, with multi-row
-//! statements. A single post is a batch of one through the same code.
+//! Storage of unit results: the recording of many units' results in one transaction, with
+//! multi-row statements, after their first judgement (`precheck.rs`) and their MPFR
+//! verification. A single post is a batch of one through the same code.
 //!
 //! Lock order, as everywhere in `store`: the batch's leases (in id order), then its units (in
 //! id order), then workers' rows (in id order, in `store_trust::apply_records`), then the
@@ -10,161 +10,12 @@ use crate::domain::trust::{self, ReplicationPolicy};
 use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
 use crate::error::{Error, Result};
 use crate::store;
+use crate::store::precheck::spec_of;
 use crate::store::trust as store_trust;
 use sqlx::types::Json;
 use sqlx::PgPool;
 use std::collections::{BTreeSet, HashMap};
-use tmd_wire::{HrCase, ResultAccepted, SkippedRun, UnitResult, UnitSpec};
-
-/// A posted result, as the first judgement sees it.
-pub struct Posted<'a> {
-    pub lease_id: i64,
-    pub unit_id: i64,
-    pub result: &'a UnitResult,
-}
-
-/// What the verifier needs to know about a post that passed the first check.
-pub struct PostContext {
-    pub judgement: Judgement,
-    pub function: String,
-    pub precision: u32,
-    /// The campaign's named format; `None` for a bare precision.
-    pub format: Option<String>,
-    pub min_bits: u32,
-    pub unit: UnitSpec,
-}
-
-fn spec_of(u: &UnitRow) -> Result<UnitSpec> {
-    Ok(UnitSpec {
-        negative: u.negative,
-        exponent: u.exponent,
-        first: u
-            .first
-            .parse()
-            .map_err(|_| Error::Internal(format!("unit {} has first {}", u.id, u.first)))?,
-        count: u.count as u64,
-    })
-}
-
-/// Judges posts without locking (four queries for any number of them), so the slow MPFR
-/// verification can run outside any transaction; [`record_results`] judges again under locks.
-/// A quarantined worker's posts never reach MPFR, even under a lease that merely expired.
-pub async fn precheck(
-    pool: &PgPool,
-    worker_id: i64,
-    posts: &[Posted<'_>],
-) -> Result<Vec<Result<PostContext>>> {
-    // One read-only transaction without sequential scans and with generic plans, as in
-    // `record_results`: a plan prepared while `results` was small (a seq scan) would stay
-    // cached as it grows, and every batch passes here (its skipped runs are checked even when
-    // it has no case).
-    let mut tx = pool.begin_with(store::HOT_BEGIN_READ_ONLY).await?;
-    let standing: Option<(Option<String>,)> = sqlx::query_as(
-        "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
-    )
-    .bind(worker_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some((reason,)) = standing {
-        return Ok(posts
-            .iter()
-            .map(|_| Err(store_trust::quarantined(worker_id, reason.as_deref())))
-            .collect());
-    }
-    let lease_ids: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
-    let unit_ids: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
-    let leases: Vec<LeaseRow> = sqlx::query_as(&format!(
-        "SELECT {} FROM leases WHERE id = ANY($1)",
-        store::LEASE_COLUMNS
-    ))
-    .bind(&lease_ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    let units: Vec<UnitRow> = sqlx::query_as(&format!(
-        "SELECT {} FROM units WHERE id = ANY($1)",
-        store::UNIT_COLUMNS
-    ))
-    .bind(&unit_ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    let priors = fetch_priors(&mut *tx, &unit_ids, &lease_ids).await?;
-    let campaign_ids: Vec<i64> = units.iter().map(|u| u.campaign_id).collect();
-    let campaigns: Vec<(i64, String, i32, i32, Option<String>)> = sqlx::query_as(
-        "SELECT id, function, precision, min_bits, format FROM campaigns WHERE id = ANY($1)",
-    )
-    .bind(&campaign_ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    let leases: HashMap<i64, LeaseRow> = leases.into_iter().map(|l| (l.id, l)).collect();
-    let units: HashMap<i64, UnitRow> = units.into_iter().map(|u| (u.id, u)).collect();
-    let campaigns: HashMap<i64, (String, i32, i32, Option<String>)> = campaigns
-        .into_iter()
-        .map(|(id, f, p, m, fmt)| (id, (f, p, m, fmt)))
-        .collect();
-    let mut out = Vec::with_capacity(posts.len());
-    for p in posts {
-        let unit = units.get(&p.unit_id);
-        let judged = domain::judge_post(
-            worker_id,
-            p.result.fencing_token,
-            leases.get(&p.lease_id),
-            unit,
-            priors.get(&(p.unit_id, p.lease_id)),
-            &p.result.digest,
-        );
-        out.push(judged.and_then(|judgement| {
-            let unit = unit.ok_or_else(|| Error::Internal("judged unit vanished".into()))?;
-            let (function, precision, min_bits, format) = campaigns
-                .get(&unit.campaign_id)
-                .ok_or_else(|| Error::Internal("a unit's campaign vanished".into()))?;
-            Ok(PostContext {
-                judgement,
-                function: function.clone(),
-                precision: *precision as u32,
-                format: format.clone(),
-                min_bits: *min_bits as u32,
-                unit: spec_of(unit)?,
-            })
-        }));
-    }
-    Ok(out)
-}
-
-/// The results already recorded for these (unit, lease) pairs.
-async fn fetch_priors<'e, E: sqlx::PgExecutor<'e>>(
-    ex: E,
-    unit_ids: &[i64],
-    lease_ids: &[i64],
-) -> Result<HashMap<(i64, i64), PriorResult>> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        unit_id: i64,
-        lease_id: i64,
-        #[sqlx(flatten)]
-        prior: PriorResult,
-    }
-    // `unit_id = ANY` probes the (unit_id, lease_id) index; a join with the pairs made the
-    // planner hash the whole table (the bench farm's costliest statement), so the lease is
-    // matched here (a unit has a few results at most).
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT r.unit_id, r.lease_id, r.id, r.digest, r.hr_count \
-         FROM results r WHERE r.unit_id = ANY($1)",
-    )
-    .bind(unit_ids)
-    .fetch_all(ex)
-    .await?;
-    let wanted: std::collections::HashSet<(i64, i64)> = unit_ids
-        .iter()
-        .copied()
-        .zip(lease_ids.iter().copied())
-        .collect();
-    Ok(rows
-        .into_iter()
-        .filter(|r| wanted.contains(&(r.unit_id, r.lease_id)))
-        .map(|r| ((r.unit_id, r.lease_id), r.prior))
-        .collect())
-}
+use tmd_wire::{HrCase, ResultAccepted, SkippedRun, UnitResult};
 
 /// Every result of `unit_ids`, in one query: the prior results of the posts' (unit, lease)
 /// pairs (void or not: a retry is answered however the result fared since), and each unit's
@@ -315,6 +166,125 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     // and with generic plans it is planned once per connection, not at every batch
     // (`store::HOT_BEGIN`).
     let mut tx = pool.begin_with(store::HOT_BEGIN).await?;
+    let locked = lock_leases_and_units(&mut tx, posts).await?;
+    // Every result of these units, read once under the units' locks: the posts' priors (a
+    // retry is answered as before) and each unit's live replicas, which settle it below.
+    let post_units: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
+    let post_leases: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
+    let (priors, by_unit) = results_of_units(&mut *tx, &post_units, &post_leases).await?;
+    let poster = poster(&mut tx, worker_id).await?;
+    // Judge every post; the accepted ones are recorded below.
+    let (mut outcomes, accepted) = judge_posts(worker_id, posts, &locked, &priors, &poster);
+    // A batch with nothing to record ends the transaction at once: a dropped one keeps its
+    // row locks until the connection is next used, which would hide the leases from expiry.
+    if accepted.is_empty() {
+        tx.rollback().await?;
+        return Ok(BatchRecorded {
+            outcomes: outcomes
+                .into_iter()
+                .map(Option::unwrap_or_else_refused)
+                .collect(),
+            ..BatchRecorded::default()
+        });
+    }
+
+    // The result rows and their HR-cases, in one statement.
+    let cols = Columns::of(posts, accepted, &locked.units)?;
+    let accepted = &cols.accepted;
+    // The verified cases already known in these units, read only for the few units that have
+    // any (`proven`): a result that lacks one of them, or one the new result brings, is
+    // refuted (see `trust::settle`). Most batches read nothing here.
+    let proven: Vec<i64> = accepted
+        .iter()
+        .map(|&i| &locked.units[&posts[i].unit_id])
+        .filter(|u| u.proven)
+        .map(|u| u.unit.id)
+        .collect();
+    let facts = if proven.is_empty() {
+        HashMap::new()
+    } else {
+        store::facts_by_unit(&mut *tx, &proven).await?
+    };
+    let mut settled = settle(worker_id, &poster, posts, &locked, &cols, by_unit, facts)?;
+    let changes = &mut settled.changes;
+    let new_verdicts = changes.take_new_verdicts();
+    let r_verdict: Vec<&str> = (0..accepted.len())
+        .map(|slot| {
+            new_verdicts
+                .get(&store_trust::new_result_id(slot))
+                .unwrap_or(&trust::Verdict::Pending)
+                .as_str()
+        })
+        .collect();
+
+    let result_ids = insert_results(&mut tx, worker_id, poster.trusted, &cols, &r_verdict).await?;
+    insert_skipped_runs(&mut tx, posts, accepted, &locked.units, &result_ids).await?;
+
+    // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
+    // never faster than the server's clock allows since the worker's previous result or the
+    // batch's oldest lease, whichever is later (a batch of one: exactly the single post's rule).
+    let wall = poster
+        .since_last_result
+        .map_or(settled.oldest_lease, |s| s.min(settled.oldest_lease));
+    {
+        let own = changes.worker(worker_id);
+        own.done += accepted.len() as i64;
+        own.speed = domain::speed_sample_work(settled.count, settled.elapsed, wall);
+    }
+    store_trust::apply_verdicts(&mut tx, changes).await?;
+    let records = store_trust::apply_records(&mut tx, changes).await?;
+    let Some((speed, false)) = records.get(&worker_id).copied() else {
+        // Quarantined since the judgement above (a concurrent forgery or outvote).
+        tx.rollback().await?;
+        let refused = store_trust::quarantined(worker_id, None);
+        let mut outcomes = outcomes;
+        for &i in accepted {
+            outcomes[i] = Some(Recorded::Refused(Error::WorkerQuarantined(
+                refused.to_string(),
+            )));
+        }
+        return Ok(BatchRecorded {
+            outcomes: outcomes
+                .into_iter()
+                .map(Option::unwrap_or_else_refused)
+                .collect(),
+            ..BatchRecorded::default()
+        });
+    };
+    finish_units(&mut tx, &cols, &settled).await?;
+    let done_campaigns: Vec<i64> = settled.done_campaigns.iter().copied().collect();
+    let completed = store::complete_campaigns(&mut tx, &done_campaigns).await?;
+    tx.commit().await?;
+    for (slot, &i) in accepted.iter().enumerate() {
+        let p = &posts[i];
+        outcomes[i] = Some(Recorded::Accepted(ResultAccepted {
+            result_id: result_ids[&p.unit_id],
+            unit_id: p.unit_id,
+            hr_cases: cols.hr[slot] as u32,
+        }));
+    }
+    Ok(BatchRecorded {
+        outcomes: outcomes
+            .into_iter()
+            .map(Option::unwrap_or_else_refused)
+            .collect(),
+        speed,
+        outvoted_workers: settled.changes.outvoted_workers(),
+        completed_campaigns: completed,
+    })
+}
+
+/// The batch's leases and units, locked in that order (see the module's lock order).
+struct Locked {
+    leases: HashMap<i64, LeaseForResult>,
+    units: HashMap<i64, UnitForResult>,
+}
+
+/// Reads and locks the batch's leases (in id order), then its units (in id order).
+async fn lock_leases_and_units(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    posts: &[Post<'_>],
+) -> Result<Locked> {
     let lease_ids: BTreeSet<i64> = posts.iter().map(|p| p.lease_id).collect();
     let lease_ids: Vec<i64> = lease_ids.into_iter().collect();
     let leases: Vec<LeaseForResult> = sqlx::query_as(&format!(
@@ -323,7 +293,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         store::LEASE_COLUMNS
     ))
     .bind(&lease_ids)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await?;
     let leases: HashMap<i64, LeaseForResult> =
         leases.into_iter().map(|l| (l.lease.id, l)).collect();
@@ -339,14 +309,14 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
          WHERE u.id = ANY($1) ORDER BY u.id FOR UPDATE OF u",
     )
     .bind(&unit_ids)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await?;
     let units: HashMap<i64, UnitForResult> = units.into_iter().map(|u| (u.unit.id, u)).collect();
-    // Every result of these units, read once under the units' locks: the posts' priors (a
-    // retry is answered as before) and each unit's live replicas, which settle it below.
-    let post_units: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();
-    let post_leases: Vec<i64> = posts.iter().map(|p| p.lease_id).collect();
-    let (priors, mut by_unit) = results_of_units(&mut *tx, &post_units, &post_leases).await?;
+    Ok(Locked { leases, units })
+}
+
+/// The posting worker's row (not locked: `apply_records` locks it last).
+async fn poster(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, worker_id: i64) -> Result<Poster> {
     let poster: Option<Poster> = sqlx::query_as(
         "SELECT streak, trusted, quarantined_at IS NOT NULL AS quarantined, quarantine_reason, \
                 revoked_at IS NOT NULL AS revoked, \
@@ -354,9 +324,20 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
          FROM workers WHERE id = $1",
     )
     .bind(worker_id)
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
-    let poster = poster.ok_or_else(|| Error::Internal(format!("no worker {worker_id}")))?;
+    poster.ok_or_else(|| Error::Internal(format!("no worker {worker_id}")))
+}
+
+/// Judges every post against its lease, its unit and its prior result: each one's outcome
+/// where it is decided (a replay, a refusal), and the indices of the accepted ones.
+fn judge_posts(
+    worker_id: i64,
+    posts: &[Post<'_>],
+    locked: &Locked,
+    priors: &HashMap<(i64, i64), PriorResult>,
+    poster: &Poster,
+) -> (Vec<Option<Recorded>>, Vec<usize>) {
     // A quarantined worker is told that, rather than why one post is refused (its leases
     // were revoked); a revoked one (still in another coordinator's token cache) likewise.
     let barred = || -> Option<Error> {
@@ -374,15 +355,14 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         }
     };
 
-    // Judge every post; the accepted ones are recorded below.
     let mut outcomes: Vec<Option<Recorded>> = Vec::with_capacity(posts.len());
     let mut accepted: Vec<usize> = Vec::new();
     for (i, p) in posts.iter().enumerate() {
-        let row = units.get(&p.unit_id);
+        let row = locked.units.get(&p.unit_id);
         let judgement = domain::judge_post(
             worker_id,
             p.result.fencing_token,
-            leases.get(&p.lease_id).map(|l| &l.lease),
+            locked.leases.get(&p.lease_id).map(|l| &l.lease),
             row.map(|r| &r.unit),
             priors.get(&(p.unit_id, p.lease_id)),
             &p.result.digest,
@@ -406,88 +386,142 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             },
         });
     }
-    // A batch with nothing to record ends the transaction at once: a dropped one keeps its
-    // row locks until the connection is next used, which would hide the leases from expiry.
-    if accepted.is_empty() {
-        tx.rollback().await?;
-        return Ok(BatchRecorded {
-            outcomes: outcomes
-                .into_iter()
-                .map(Option::unwrap_or_else_refused)
-                .collect(),
-            ..BatchRecorded::default()
-        });
-    }
+    (outcomes, accepted)
+}
 
-    // The result rows and their HR-cases, in one statement.
-    let mut claims = Vec::with_capacity(accepted.len());
-    let mut specs = Vec::with_capacity(accepted.len());
-    for &i in &accepted {
-        let p = &posts[i];
-        let row = &units[&p.unit_id];
-        let spec = spec_of(&row.unit)?;
-        claims.push(trust::claim_digest(
-            &spec,
-            &p.result.stats,
-            p.verified,
-            &p.result.exact_cases,
-            p.skipped,
-        ));
-        specs.push(spec);
-    }
-    let col = |f: &dyn Fn(&Post<'_>) -> i64| -> Vec<i64> {
-        accepted.iter().map(|&i| f(&posts[i])).collect()
-    };
-    let r_unit = col(&|p| p.unit_id);
-    let r_lease = col(&|p| p.lease_id);
-    let r_token = col(&|p| p.result.fencing_token);
-    let r_digest: Vec<String> = accepted
-        .iter()
-        .map(|&i| posts[i].result.digest.to_ascii_lowercase())
-        .collect();
-    let r_stats: Vec<Json<&tmd_wire::UnitStats>> = accepted
-        .iter()
-        .map(|&i| Json(&posts[i].result.stats))
-        .collect();
-    let r_exact: Vec<Json<&Vec<String>>> = accepted
-        .iter()
-        .map(|&i| Json(&posts[i].result.exact_cases))
-        .collect();
-    let r_elapsed: Vec<f64> = accepted.iter().map(|&i| posts[i].result.elapsed).collect();
-    let r_hr: Vec<i32> = accepted
-        .iter()
-        .map(|&i| posts[i].verified.len() as i32)
-        .collect();
-    let u_proven: Vec<bool> = r_hr.iter().map(|&h| h > 0).collect();
-    let (mut h_unit, mut h_campaign, mut h_x, mut h_bits, mut h_d, mut h_kind, mut h_rounded) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    for &i in &accepted {
-        let p = &posts[i];
-        let campaign = units[&p.unit_id].unit.campaign_id;
-        for c in p.verified {
-            h_unit.push(p.unit_id);
-            h_campaign.push(campaign);
-            h_x.push(c.x.as_str());
-            h_bits.push(c.bits as i32);
-            h_d.push(c.neg_log2_d);
-            h_kind.push(c.kind.as_str());
-            h_rounded.push(c.rounded.as_str());
+/// The accepted posts' columns for the multi-row statements, in the order of `accepted`.
+struct Columns<'p> {
+    accepted: Vec<usize>,
+    /// Each result's claim digest (`trust::claim_digest`).
+    claims: Vec<String>,
+    unit: Vec<i64>,
+    lease: Vec<i64>,
+    token: Vec<i64>,
+    digest: Vec<String>,
+    stats: Vec<Json<&'p tmd_wire::UnitStats>>,
+    exact: Vec<Json<&'p Vec<String>>>,
+    elapsed: Vec<f64>,
+    /// Each result's verified HR-cases.
+    hr: Vec<i32>,
+    proven: Vec<bool>,
+    /// The HR-cases' rows: unit, campaign, x, bits, -log2 d, kind, rounded.
+    case_unit: Vec<i64>,
+    case_campaign: Vec<i64>,
+    case_x: Vec<&'p str>,
+    case_bits: Vec<i32>,
+    case_d: Vec<f64>,
+    case_kind: Vec<&'p str>,
+    case_rounded: Vec<&'p str>,
+}
+
+impl<'p> Columns<'p> {
+    fn of(
+        posts: &'p [Post<'_>],
+        accepted: Vec<usize>,
+        units: &HashMap<i64, UnitForResult>,
+    ) -> Result<Columns<'p>> {
+        let mut claims = Vec::with_capacity(accepted.len());
+        for &i in &accepted {
+            let p = &posts[i];
+            let row = &units[&p.unit_id];
+            let spec = spec_of(&row.unit)?;
+            claims.push(trust::claim_digest(
+                &spec,
+                &p.result.stats,
+                p.verified,
+                &p.result.exact_cases,
+                p.skipped,
+            ));
         }
+        let col = |f: &dyn Fn(&Post<'_>) -> i64| -> Vec<i64> {
+            accepted.iter().map(|&i| f(&posts[i])).collect()
+        };
+        let r_unit = col(&|p| p.unit_id);
+        let r_lease = col(&|p| p.lease_id);
+        let r_token = col(&|p| p.result.fencing_token);
+        let r_digest: Vec<String> = accepted
+            .iter()
+            .map(|&i| posts[i].result.digest.to_ascii_lowercase())
+            .collect();
+        let r_stats: Vec<Json<&tmd_wire::UnitStats>> = accepted
+            .iter()
+            .map(|&i| Json(&posts[i].result.stats))
+            .collect();
+        let r_exact: Vec<Json<&Vec<String>>> = accepted
+            .iter()
+            .map(|&i| Json(&posts[i].result.exact_cases))
+            .collect();
+        let r_elapsed: Vec<f64> = accepted.iter().map(|&i| posts[i].result.elapsed).collect();
+        let r_hr: Vec<i32> = accepted
+            .iter()
+            .map(|&i| posts[i].verified.len() as i32)
+            .collect();
+        let u_proven: Vec<bool> = r_hr.iter().map(|&h| h > 0).collect();
+        let (mut h_unit, mut h_campaign, mut h_x, mut h_bits, mut h_d, mut h_kind, mut h_rounded) =
+            (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+        for &i in &accepted {
+            let p = &posts[i];
+            let campaign = units[&p.unit_id].unit.campaign_id;
+            for c in p.verified {
+                h_unit.push(p.unit_id);
+                h_campaign.push(campaign);
+                h_x.push(c.x.as_str());
+                h_bits.push(c.bits as i32);
+                h_d.push(c.neg_log2_d);
+                h_kind.push(c.kind.as_str());
+                h_rounded.push(c.rounded.as_str());
+            }
+        }
+        Ok(Columns {
+            claims,
+            unit: r_unit,
+            lease: r_lease,
+            token: r_token,
+            digest: r_digest,
+            stats: r_stats,
+            exact: r_exact,
+            elapsed: r_elapsed,
+            hr: r_hr,
+            proven: u_proven,
+            case_unit: h_unit,
+            case_campaign: h_campaign,
+            case_x: h_x,
+            case_bits: h_bits,
+            case_d: h_d,
+            case_kind: h_kind,
+            case_rounded: h_rounded,
+            accepted,
+        })
     }
-    // The verified cases already known in these units, read only for the few units that have
-    // any (`proven`): a result that lacks one of them, or one the new result brings, is
-    // refuted (see `trust::settle`). Most batches read nothing here.
-    let proven: Vec<i64> = accepted
-        .iter()
-        .map(|&i| &units[&posts[i].unit_id])
-        .filter(|u| u.proven)
-        .map(|u| u.unit.id)
-        .collect();
-    let mut facts = if proven.is_empty() {
-        HashMap::new()
-    } else {
-        store::facts_by_unit(&mut *tx, &proven).await?
-    };
+}
+
+/// How the accepted results settle their units, in the batch's order.
+struct Settled {
+    changes: store_trust::Changes,
+    /// Per accepted post: its unit's live results, the replicas it needs, its new state.
+    live: Vec<i32>,
+    needed: Vec<i32>,
+    state: Vec<&'static str>,
+    /// The batch's weighted arguments, the worker's elapsed time over them, and the age of the
+    /// batch's oldest lease.
+    count: f64,
+    elapsed: f64,
+    oldest_lease: f64,
+    /// The campaigns of the units now done.
+    done_campaigns: BTreeSet<i64>,
+}
+
+/// Settles each accepted post's unit with its live results (`by_unit`) and verified cases
+/// (`facts`), the new result among them.
+fn settle(
+    worker_id: i64,
+    poster: &Poster,
+    posts: &[Post<'_>],
+    locked: &Locked,
+    cols: &Columns<'_>,
+    mut by_unit: HashMap<i64, Vec<store::LiveResult>>,
+    mut facts: HashMap<i64, std::collections::HashSet<String>>,
+) -> Result<Settled> {
     // Each unit's live results, the new one last (it will have the highest id), settled in the
     // batch's order: the worker's streak as it grows decides how many replicas each next unit
     // needs, as it would between single posts. The new result is settled before it is
@@ -496,9 +530,9 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
     let (mut count, mut elapsed, mut oldest_lease) = (0f64, 0f64, 0f64);
     let mut done_campaigns = BTreeSet::new();
-    for (slot, &i) in accepted.iter().enumerate() {
+    for (slot, &i) in cols.accepted.iter().enumerate() {
         let p = &posts[i];
-        let row = &units[&p.unit_id];
+        let row = &locked.units[&p.unit_id];
         let policy = ReplicationPolicy {
             quorum: row.replication.max(1) as u32,
             adaptive: row.adaptive,
@@ -518,7 +552,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
             id: store_trust::new_result_id(slot),
             unit_id: p.unit_id,
             worker_id,
-            claim: claims[slot].clone(),
+            claim: cols.claims[slot].clone(),
             verdict: trust::Verdict::Pending.as_str().to_string(),
             hr_count: p.verified.len() as i32,
             by_trusted: poster.trusted,
@@ -535,18 +569,29 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         u_state.push(state);
         count += row.unit.count as f64 * row.weight;
         elapsed += p.result.elapsed;
-        oldest_lease = oldest_lease.max(leases[&p.lease_id].age_seconds);
+        oldest_lease = oldest_lease.max(locked.leases[&p.lease_id].age_seconds);
     }
-    let new_verdicts = changes.take_new_verdicts();
-    let r_verdict: Vec<&str> = (0..accepted.len())
-        .map(|slot| {
-            new_verdicts
-                .get(&store_trust::new_result_id(slot))
-                .unwrap_or(&trust::Verdict::Pending)
-                .as_str()
-        })
-        .collect();
+    Ok(Settled {
+        changes,
+        live: u_live,
+        needed: u_needed,
+        state: u_state,
+        count,
+        elapsed,
+        oldest_lease,
+        done_campaigns,
+    })
+}
 
+/// Inserts the accepted results (with their `verdicts`) and their HR-cases, one statement:
+/// each unit's new result id.
+async fn insert_results(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    worker_id: i64,
+    trusted: bool,
+    cols: &Columns<'_>,
+    verdicts: &[&str],
+) -> Result<HashMap<i64, i64>> {
     let inserted: Vec<(i64, i64)> = sqlx::query_as(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
@@ -568,60 +613,35 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
          SELECT unit_id, id FROM r",
     )
     .bind(worker_id)
-    .bind(&r_unit)
-    .bind(&r_lease)
-    .bind(&r_token)
-    .bind(&r_digest)
-    .bind(&r_stats)
-    .bind(&r_exact)
-    .bind(&r_elapsed)
-    .bind(&r_hr)
-    .bind(&claims)
-    .bind(&h_unit)
-    .bind(&h_campaign)
-    .bind(&h_x)
-    .bind(&h_bits)
-    .bind(&h_d)
-    .bind(&h_kind)
-    .bind(&h_rounded)
-    .bind(&r_verdict)
-    .bind(poster.trusted)
-    .fetch_all(&mut *tx)
+    .bind(&cols.unit)
+    .bind(&cols.lease)
+    .bind(&cols.token)
+    .bind(&cols.digest)
+    .bind(&cols.stats)
+    .bind(&cols.exact)
+    .bind(&cols.elapsed)
+    .bind(&cols.hr)
+    .bind(&cols.claims)
+    .bind(&cols.case_unit)
+    .bind(&cols.case_campaign)
+    .bind(&cols.case_x)
+    .bind(&cols.case_bits)
+    .bind(&cols.case_d)
+    .bind(&cols.case_kind)
+    .bind(&cols.case_rounded)
+    .bind(verdicts)
+    .bind(trusted)
+    .fetch_all(&mut **tx)
     .await?;
-    let result_ids: HashMap<i64, i64> = inserted.into_iter().collect();
-    insert_skipped_runs(&mut tx, posts, &accepted, &units, &result_ids).await?;
+    Ok(inserted.into_iter().collect())
+}
 
-    // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
-    // never faster than the server's clock allows since the worker's previous result or the
-    // batch's oldest lease, whichever is later (a batch of one: exactly the single post's rule).
-    let wall = poster
-        .since_last_result
-        .map_or(oldest_lease, |s| s.min(oldest_lease));
-    {
-        let own = changes.worker(worker_id);
-        own.done += accepted.len() as i64;
-        own.speed = domain::speed_sample_work(count, elapsed, wall);
-    }
-    store_trust::apply_verdicts(&mut tx, &changes).await?;
-    let records = store_trust::apply_records(&mut tx, &changes).await?;
-    let Some((speed, false)) = records.get(&worker_id).copied() else {
-        // Quarantined since the judgement above (a concurrent forgery or outvote).
-        tx.rollback().await?;
-        let refused = store_trust::quarantined(worker_id, None);
-        let mut outcomes = outcomes;
-        for &i in &accepted {
-            outcomes[i] = Some(Recorded::Refused(Error::WorkerQuarantined(
-                refused.to_string(),
-            )));
-        }
-        return Ok(BatchRecorded {
-            outcomes: outcomes
-                .into_iter()
-                .map(Option::unwrap_or_else_refused)
-                .collect(),
-            ..BatchRecorded::default()
-        });
-    };
+/// The settled units' new states, and the leases whose last unit this was finished.
+async fn finish_units(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    cols: &Columns<'_>,
+    settled: &Settled,
+) -> Result<()> {
     sqlx::query(
         "UPDATE units u SET replicas_done = t.live, replicas_needed = t.needed, lease_id = NULL, \
              state = t.state, proven = u.proven OR t.proven, \
@@ -630,12 +650,12 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
               AS t(id, live, needed, state, proven) \
          WHERE u.id = t.id AND u.id = ANY($1)",
     )
-    .bind(&r_unit)
-    .bind(&u_live)
-    .bind(&u_needed)
-    .bind(&u_state)
-    .bind(&u_proven)
-    .execute(&mut *tx)
+    .bind(&cols.unit)
+    .bind(&settled.live)
+    .bind(&settled.needed)
+    .bind(&settled.state)
+    .bind(&cols.proven)
+    .execute(&mut **tx)
     .await?;
     // A lease whose last unit this was is finished (this statement sees the update above).
     sqlx::query(
@@ -643,29 +663,10 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
          WHERE l.id = ANY($1) AND l.state = 'active' \
            AND NOT EXISTS (SELECT 1 FROM units WHERE lease_id = l.id)",
     )
-    .bind(&r_lease)
-    .execute(&mut *tx)
+    .bind(&cols.lease)
+    .execute(&mut **tx)
     .await?;
-    let done_campaigns: Vec<i64> = done_campaigns.into_iter().collect();
-    let completed = store::complete_campaigns(&mut tx, &done_campaigns).await?;
-    tx.commit().await?;
-    for (slot, &i) in accepted.iter().enumerate() {
-        let p = &posts[i];
-        outcomes[i] = Some(Recorded::Accepted(ResultAccepted {
-            result_id: result_ids[&p.unit_id],
-            unit_id: p.unit_id,
-            hr_cases: r_hr[slot] as u32,
-        }));
-    }
-    Ok(BatchRecorded {
-        outcomes: outcomes
-            .into_iter()
-            .map(Option::unwrap_or_else_refused)
-            .collect(),
-        speed,
-        outvoted_workers: changes.outvoted_workers(),
-        completed_campaigns: completed,
-    })
+    Ok(())
 }
 
 /// The server's skipped runs of the accepted posts, one statement; a replica's runs are
