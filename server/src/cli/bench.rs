@@ -345,48 +345,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.workers)
         .build()?;
-    // exp on [1, 2) in binary32 with 64 arguments per unit: 131072 units, more than any run
-    // here consumes.
-    let resp = http
-        .post(format!("{base}/api/v1/campaigns"))
-        .bearer_auth(&admin_token)
-        .json(&CreateCampaign {
-            name: Some("bench".into()),
-            function: "exp".into(),
-            format: Some("binary32".into()),
-            precision: None,
-            min_bits: 20,
-            ranges: vec![ArgRange {
-                from: "0x1p+0".into(),
-                to: "0x1p+1".into(),
-            }],
-            unit_bits: Some(6),
-            replication: Some(args.replication),
-            trust_all_workers: (args.replication == 1).then_some(true),
-            adaptive: args.adaptive.then_some(true),
-            // The simulated workers share one owner (one enrollment token).
-            distinct_owners: Some(false),
-            audit_rate: args.adaptive.then_some(args.audit_rate),
-            trust_after: args.adaptive.then_some(args.trust_after),
-            ..Default::default()
-        })
-        .send()
-        .await?;
-    if !resp.status().is_success() {
-        bail!("campaign: {}", resp.text().await?);
-    }
-    let campaign: tmd_wire::Campaign = resp.json().await?;
-    let token: EnrollmentToken = http
-        .post(format!("{base}/api/v1/enrollment-tokens"))
-        .bearer_auth(&admin_token)
-        .json(&CreateEnrollmentToken {
-            uses: Some(args.workers.max(1) as u32),
-            ..CreateEnrollmentToken::default()
-        })
-        .send()
-        .await?
-        .json()
-        .await?;
+    let (campaign, token) = bench_campaign(&http, &base, &admin_token, args).await?;
     let mut clients = Vec::new();
     for i in 0..args.workers {
         let w = register(&http, &base, &token.token, &format!("bench-{i}")).await?;
@@ -401,56 +360,7 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
     let mut tasks = Vec::new();
     for (i, c) in clients.into_iter().enumerate() {
         let liar = i < args.liars;
-        tasks.push(tokio::spawn(async move {
-            let mut cycles = Vec::new();
-            let mut requests: [Vec<f64>; 3] = Default::default();
-            // A liar's calls fail once it is quarantined (its lease revoked, or refused
-            // outright): that ends its loop.
-            let stopped = |e: &anyhow::Error| {
-                liar && e.downcast_ref::<Refused>().is_some_and(|r| {
-                    r.error.code == tmd_wire::codes::WORKER_QUARANTINED
-                        || r.error.code == tmd_wire::codes::LEASE_EXPIRED
-                })
-            };
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let lease = match c.lease(Some(1)).await {
-                    Ok(r) => r.lease,
-                    Err(e) if stopped(&e) => break,
-                    Err(e) => return Err(e),
-                };
-                let Some(lease) = lease else {
-                    break;
-                };
-                let t1 = Instant::now();
-                match c.heartbeat(&lease).await {
-                    Ok(_) => {}
-                    Err(e) if stopped(&e) => break,
-                    Err(e) => return Err(e),
-                }
-                let t2 = Instant::now();
-                for u in &lease.units {
-                    // 2 s per 64 arguments keeps the measured speed at one unit per lease.
-                    let mut result = empty_result(lease.fencing_token, u.unit_id, 2.0);
-                    if liar {
-                        // Each liar lies its own way (broken hardware, not a conspiracy): two
-                        // identical lies on both replicas of a unit would win its vote.
-                        result.stats.domains += 1 + i as u64;
-                    }
-                    match c.post(lease.lease_id, u.unit_id, &result).await {
-                        Ok(_) => {}
-                        Err(e) if stopped(&e) => return Ok((cycles, requests)),
-                        Err(e) => return Err(e),
-                    }
-                }
-                let t3 = Instant::now();
-                for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
-                    requests[i].push(d.as_secs_f64());
-                }
-                cycles.push((t3 - t0).as_secs_f64());
-            }
-            anyhow::Ok((cycles, requests))
-        }));
+        tasks.push(tokio::spawn(simulate_worker(c, i, liar, deadline)));
     }
     let mut cycles = Vec::new();
     let mut by_kind: [Vec<f64>; 3] = Default::default();
@@ -527,4 +437,116 @@ async fn run_on(args: &BenchArgs, db: &str) -> anyhow::Result<()> {
         quarantined(false),
     )?;
     Ok(())
+}
+
+/// The bench's campaign (exp on [1, 2) in binary32, the replication of `args`) and an
+/// enrollment token for its workers.
+async fn bench_campaign(
+    http: &reqwest::Client,
+    base: &str,
+    admin_token: &str,
+    args: &BenchArgs,
+) -> anyhow::Result<(tmd_wire::Campaign, EnrollmentToken)> {
+    // exp on [1, 2) in binary32 with 64 arguments per unit: 131072 units, more than any run
+    // here consumes.
+    let resp = http
+        .post(format!("{base}/api/v1/campaigns"))
+        .bearer_auth(admin_token)
+        .json(&CreateCampaign {
+            name: Some("bench".into()),
+            function: "exp".into(),
+            format: Some("binary32".into()),
+            precision: None,
+            min_bits: 20,
+            ranges: vec![ArgRange {
+                from: "0x1p+0".into(),
+                to: "0x1p+1".into(),
+            }],
+            unit_bits: Some(6),
+            replication: Some(args.replication),
+            trust_all_workers: (args.replication == 1).then_some(true),
+            adaptive: args.adaptive.then_some(true),
+            // The simulated workers share one owner (one enrollment token).
+            distinct_owners: Some(false),
+            audit_rate: args.adaptive.then_some(args.audit_rate),
+            trust_after: args.adaptive.then_some(args.trust_after),
+            ..Default::default()
+        })
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("campaign: {}", resp.text().await?);
+    }
+    let campaign: tmd_wire::Campaign = resp.json().await?;
+    let token: EnrollmentToken = http
+        .post(format!("{base}/api/v1/enrollment-tokens"))
+        .bearer_auth(admin_token)
+        .json(&CreateEnrollmentToken {
+            uses: Some(args.workers.max(1) as u32),
+            ..CreateEnrollmentToken::default()
+        })
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok((campaign, token))
+}
+
+/// One simulated worker's cycles (lease, heartbeat, a result per unit) until `deadline`: each
+/// cycle's seconds, and each request's by kind (lease, heartbeat, result). Worker `i` lies
+/// when `liar`, and stops once it is quarantined.
+async fn simulate_worker(
+    c: WorkerClient,
+    i: usize,
+    liar: bool,
+    deadline: Instant,
+) -> anyhow::Result<(Vec<f64>, [Vec<f64>; 3])> {
+    let mut cycles = Vec::new();
+    let mut requests: [Vec<f64>; 3] = Default::default();
+    // A liar's calls fail once it is quarantined (its lease revoked, or refused
+    // outright): that ends its loop.
+    let stopped = |e: &anyhow::Error| {
+        liar && e.downcast_ref::<Refused>().is_some_and(|r| {
+            r.error.code == tmd_wire::codes::WORKER_QUARANTINED
+                || r.error.code == tmd_wire::codes::LEASE_EXPIRED
+        })
+    };
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        let lease = match c.lease(Some(1)).await {
+            Ok(r) => r.lease,
+            Err(e) if stopped(&e) => break,
+            Err(e) => return Err(e),
+        };
+        let Some(lease) = lease else {
+            break;
+        };
+        let t1 = Instant::now();
+        match c.heartbeat(&lease).await {
+            Ok(_) => {}
+            Err(e) if stopped(&e) => break,
+            Err(e) => return Err(e),
+        }
+        let t2 = Instant::now();
+        for u in &lease.units {
+            // 2 s per 64 arguments keeps the measured speed at one unit per lease.
+            let mut result = empty_result(lease.fencing_token, u.unit_id, 2.0);
+            if liar {
+                // Each liar lies its own way (broken hardware, not a conspiracy): two
+                // identical lies on both replicas of a unit would win its vote.
+                result.stats.domains += 1 + i as u64;
+            }
+            match c.post(lease.lease_id, u.unit_id, &result).await {
+                Ok(_) => {}
+                Err(e) if stopped(&e) => return Ok((cycles, requests)),
+                Err(e) => return Err(e),
+            }
+        }
+        let t3 = Instant::now();
+        for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
+            requests[i].push(d.as_secs_f64());
+        }
+        cycles.push((t3 - t0).as_secs_f64());
+    }
+    anyhow::Ok((cycles, requests))
 }

@@ -469,40 +469,7 @@ async fn gpu(
     let per_unit = 1.0 / args.units_per_second;
     let mut tally = Tally::default();
     let mut failures = 0;
-    // Calibration: one unit, posted after the time a unit takes.
-    let mut queue: std::collections::VecDeque<(i64, i64, i64)> = Default::default();
-    // The first full lease covers a random share of a lease's work (unless `--aligned`): GPUs
-    // of a farm that has run a while renew their leases at independent moments, about one
-    // renewal per lease period each, so the window sees that steady rate of claims. Full
-    // first leases would all run out together, after the window.
-    let first_seconds = if args.aligned || single {
-        args.lease_seconds
-    } else {
-        ((f64::from(args.lease_seconds) * rand::random::<f64>()).ceil() as u32).max(1)
-    };
-    loop {
-        let t0 = Instant::now();
-        let lease = g.lease(Some(first_seconds)).await?.lease;
-        tally.startup_lease.push(t0.elapsed().as_secs_f64());
-        let Some(lease) = lease else {
-            bail!("no work for a GPU: the campaign is too small");
-        };
-        let calibrating = lease.units.len() == 1 && queue.is_empty();
-        for u in &lease.units {
-            queue.push_back((lease.lease_id, lease.fencing_token, u.unit_id));
-        }
-        if !calibrating || queue.len() > 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs_f64(per_unit)).await;
-        let (l, f, u) = queue.pop_front().expect("one unit");
-        g.post_batch(vec![BatchedResult {
-            lease_id: l,
-            unit_id: u,
-            result: empty_result(f, u, per_unit),
-        }])
-        .await?;
-    }
+    let mut queue = first_leases(&g, &args, single, per_unit, &mut tally).await?;
     let notified = go.notified();
     ready.wait().await;
     notified.await;
@@ -616,6 +583,52 @@ async fn gpu(
         h.abort();
     }
     Ok((tally, failures))
+}
+
+/// A GPU's first leases: one unit that measures its speed (posted after the time a unit
+/// takes), then its first full lease; the units in hand, in order.
+async fn first_leases(
+    g: &WorkerClient,
+    args: &FarmArgs,
+    single: bool,
+    per_unit: f64,
+    tally: &mut Tally,
+) -> anyhow::Result<std::collections::VecDeque<(i64, i64, i64)>> {
+    // Calibration: one unit, posted after the time a unit takes.
+    let mut queue: std::collections::VecDeque<(i64, i64, i64)> = Default::default();
+    // The first full lease covers a random share of a lease's work (unless `--aligned`): GPUs
+    // of a farm that has run a while renew their leases at independent moments, about one
+    // renewal per lease period each, so the window sees that steady rate of claims. Full
+    // first leases would all run out together, after the window.
+    let first_seconds = if args.aligned || single {
+        args.lease_seconds
+    } else {
+        ((f64::from(args.lease_seconds) * rand::random::<f64>()).ceil() as u32).max(1)
+    };
+    loop {
+        let t0 = Instant::now();
+        let lease = g.lease(Some(first_seconds)).await?.lease;
+        tally.startup_lease.push(t0.elapsed().as_secs_f64());
+        let Some(lease) = lease else {
+            bail!("no work for a GPU: the campaign is too small");
+        };
+        let calibrating = lease.units.len() == 1 && queue.is_empty();
+        for u in &lease.units {
+            queue.push_back((lease.lease_id, lease.fencing_token, u.unit_id));
+        }
+        if !calibrating || queue.len() > 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs_f64(per_unit)).await;
+        let (l, f, u) = queue.pop_front().expect("one unit");
+        g.post_batch(vec![BatchedResult {
+            lease_id: l,
+            unit_id: u,
+            result: empty_result(f, u, per_unit),
+        }])
+        .await?;
+    }
+    Ok(queue)
 }
 
 /// A lease request: when it was sent (seconds since the window's start), its latency, the lease.

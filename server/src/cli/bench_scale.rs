@@ -221,6 +221,33 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
         .await?;
     let w = register(&http, &base, &token.token, "scale-0").await?;
     let worker = WorkerClient::new(&base, &w.token, http.clone());
+    lease_and_post(&worker, args).await?;
+    read_latencies(&http, &base, &admin_token, campaign.id, args.requests).await?;
+    let api = format!("{base}/api/v1");
+    let id = campaign.id;
+    let p: tmd_wire::CampaignProgress = http
+        .get(format!("{api}/campaigns/{id}/progress"))
+        .bearer_auth(&admin_token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    println!(
+        "progress: {}/{} units done, {:.4}% of the work ({}), estimated left {:.0} s",
+        p.done.units,
+        p.total.units,
+        p.percent_done,
+        p.work.basis,
+        p.work.estimated_seconds_left.unwrap_or(f64::NAN)
+    );
+    sizes(&pool).await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// `args.leases` leases claimed by one worker and their results posted in batches of 1000:
+/// prints the claims' and the posts' latencies.
+async fn lease_and_post(worker: &WorkerClient, args: &ScaleArgs) -> anyhow::Result<()> {
     // The first lease calibrates the worker (one unit); its result, posted as if computed in
     // a second, sets its speed, and the next leases hold about --lease-seconds of work.
     let (mut claims, mut posts, mut units) = (Vec::new(), Vec::new(), 0usize);
@@ -257,57 +284,43 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
         percentile(&posts, 0.5),
         percentile(&posts, 0.99)
     );
+    Ok(())
+}
+
+/// The latency of `n` reads of each of the campaign's views (progress, all progress, coverage,
+/// metrics), printed.
+async fn read_latencies(
+    http: &reqwest::Client,
+    base: &str,
+    admin_token: &str,
+    id: i64,
+    n: usize,
+) -> anyhow::Result<()> {
     let api = format!("{base}/api/v1");
-    let n = args.requests;
-    let id = campaign.id;
     measure(
-        &http,
+        http,
         &format!("{api}/campaigns/{id}/progress"),
-        &admin_token,
+        admin_token,
         n,
         "progress",
     )
     .await?;
     measure(
-        &http,
+        http,
         &format!("{api}/campaigns/progress"),
-        &admin_token,
+        admin_token,
         n,
         "all progress (dashboard)",
     )
     .await?;
     measure(
-        &http,
+        http,
         &format!("{api}/campaigns/{id}/coverage"),
-        &admin_token,
+        admin_token,
         n,
         "coverage (first page)",
     )
     .await?;
-    measure(
-        &http,
-        &format!("{base}/metrics"),
-        &admin_token,
-        n,
-        "metrics",
-    )
-    .await?;
-    let p: tmd_wire::CampaignProgress = http
-        .get(format!("{api}/campaigns/{id}/progress"))
-        .bearer_auth(&admin_token)
-        .send()
-        .await?
-        .json()
-        .await?;
-    println!(
-        "progress: {}/{} units done, {:.4}% of the work ({}), estimated left {:.0} s",
-        p.done.units,
-        p.total.units,
-        p.percent_done,
-        p.work.basis,
-        p.work.estimated_seconds_left.unwrap_or(f64::NAN)
-    );
-    sizes(&pool).await?;
-    server.shutdown().await?;
+    measure(http, &format!("{base}/metrics"), admin_token, n, "metrics").await?;
     Ok(())
 }
