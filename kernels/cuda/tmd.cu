@@ -126,18 +126,11 @@ __device__ __forceinline__ void w_mul_small(u64 *out, const u64 *a, u64 m) {
     }
 }
 
-// acc += a * b mod 2^(64 N) (schoolbook, only the limbs below 2^(64 N)). With SPARSE, the rows
-// of zero limbs of `a` are skipped (a row of zeros adds nothing: the same sum): phase 1's start
-// state passes binomials C(i0, m) as `a`, whose upper limbs are zero (C(i0, m) < 2^(24 m) for
-// the 2^24 domains of a steep piece: one to three limbs of five), and the lanes of a warp
-// start at neighbouring i0, so they skip the same rows. Not where every limb counts (the
-// self-test's products) or where the branches cost registers (tmd_phase1_words: 130 instead of
-// 128, half its blocks per multiprocessor).
-template <int N, bool SPARSE = false>
+// acc += a * b mod 2^(64 N) (schoolbook, only the limbs below 2^(64 N)).
+template <int N>
 __device__ __forceinline__ void w_mul_add(u64 *acc, const u64 *a, const u64 *b) {
 #pragma unroll
     for (int i = 0; i < N; i++) {
-        if (SPARSE && a[i] == 0) continue;
         u64 carry = 0;
 #pragma unroll
         for (int j = 0; j < N - i; j++) {
@@ -560,21 +553,14 @@ __device__ void binomials(u64 i0, int M, u64 *c) {
         // Once C(i0, m) = 0 (m > i0) it stays 0, whatever the wrapped factor.
         w_mul_small<BL>(t, prev, i0 - (u64)(m - 1));
         u64 rem = 0, mm = (u64)m;
-        // floor(x / m) = floor(x R / 2^64) with R = ceil(2^64 / m), for every x < 2^64 / m:
-        // R = (2^64 + e) / m with 0 <= e < m, and for x = q m + r, x R / 2^64 = q + (r + x e /
-        // 2^64) / m, where r + x e / 2^64 < (m - 1) + 1. Here x < m 2^32 <= 2^36 (below), so
-        // one multiplication replaces the 64-bit division (a long subroutine on the GPU) at
-        // each of the 2 BL steps; m = 1 divides by nothing. `tmd_selftest_binomial` checks
-        // C(i, m) against the CPU for i < 2^40, m <= 12.
-        u64 recip = mm > 1 ? U64_MAX / mm + 1 : 0;
 #pragma unroll
         for (int k = BL - 1; k >= 0; k--) {
-            // rem < m < 2^32: each 96-bit step fits in 64 bits, and is below m 2^32.
+            // rem < m < 2^32: each 96-bit step fits in 64 bits.
             u64 hi = (rem << 32) | (t[k] >> 32);
-            u64 qh = mm > 1 ? __umul64hi(hi, recip) : hi;
+            u64 qh = hi / mm;
             rem = hi - qh * mm;
             u64 lo = (rem << 32) | (t[k] & 0xffffffffull);
-            u64 ql = mm > 1 ? __umul64hi(lo, recip) : lo;
+            u64 ql = lo / mm;
             rem = lo - ql * mm;
             c[m * BL + k] = (qh << 32) | ql;
         }
@@ -598,7 +584,7 @@ __device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
                 r[k] = __ldg(&rho[(l + m) * L + k]);
                 cm[k] = c[m * BL + k];
             }
-            w_mul_add<L, true>(acc, cm, r);
+            w_mul_add<L>(acc, cm, r);
         }
 #pragma unroll
         for (int k = 0; k < L; k++) w[l * L + k] = acc[k];

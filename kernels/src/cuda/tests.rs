@@ -1,6 +1,6 @@
 //! Tests of the CUDA back end's host side (packing, packets, slack) and of the integer
-//! identities its kernels rest on (phase 2's gathered factors, the binomials' division); the
-//! device itself is tested by `selftest`.
+//! identity phase 2's kernel rests on (its gathered factors); the device itself is tested by
+//! `selftest`.
 
 use super::*;
 use crate::numbers::fixed;
@@ -209,24 +209,6 @@ fn phase2_gathered_factors_give_the_same_line() {
                 fixed::add(&mut t0, &fixed::mul_small(&r2, k0s));
                 assert_eq!((fixed::sub(&t0, &eps2), t1), (s0, s1));
             }
-        }
-    }
-}
-
-/// `binomials` in `tmd.cu` divides by `m <= 12` with one high product by `ceil(2^64 / m)`:
-/// exact for every dividend below `m 2^32` (all it divides), at the edges and at random.
-#[test]
-fn binomial_division_by_reciprocal_is_exact() {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(12);
-    for m in 2..=12u64 {
-        let recip = u64::MAX / m + 1;
-        let top = m << 32;
-        let edges = [0, 1, m - 1, m, m + 1, top - m - 1, top - m, top - 1];
-        let randoms: Vec<u64> = (0..100_000).map(|_| rng.gen_range(0..top)).collect();
-        for &x in edges.iter().chain(&randoms) {
-            let q = ((x as u128 * recip as u128) >> 64) as u64;
-            assert_eq!(q, x / m, "{x} / {m}");
         }
     }
 }
