@@ -926,44 +926,56 @@ extern "C" __global__ void TMD_P2_BOUNDS tmd_phase2(const u64 *in_index, const u
     u64 dom_len = rest < big_n ? rest : big_n;
     if (x0 >= dom_len) return;
 
-    u64 wb[L], slope[L], r2[L], eps1[L], eps2[L];
+    u64 wb[L], slope[L], r2[L];
 #pragma unroll
     for (int k = 0; k < L; k++) {
         wb[k] = in_words[(0 * L + k) * in_cap + j];
         slope[k] = in_words[(1 * L + k) * in_cap + j];
         r2[k] = in_words[(2 * L + k) * in_cap + j];
-        eps1[k] = consts[k];
-        eps2[k] = consts[L + k];
     }
-    // domain_polynomial: r1 = slope - K1 r2, r0 = b - eps1 + K0 r2.
-    u64 tmp[L], r0[L], r1[L];
-    w_mul_small<L>(tmp, r2, k1);
-    w_sub<L>(r1, slope, tmp);
-    w_sub<L>(r0, wb, eps1);
-    w_mul_small<L>(tmp, r2, k0);
-    w_add<L>(r0, tmp);
-
-    // P(x0 + y) = s0 + s1 y + s2 C(y, 2)
-    u64 s0[L], s1[L];
+    // The line of the subdomain at x0 (search.rs `domain_polynomial`, then `subdomain_line`):
+    //   r1 = slope - K1 r2,  r0 = b - eps1 + K0 r2,
+    //   s0 = r0 + r1 x0 + r2 C(x0, 2),  s1 = r1 + r2 x0,
+    //   c0 = s0 - K0' r2 + eps2,  c1 = s1 + K1' r2,
+    // seven products of a word by an integer. In the ring of words mod 2^(64 L) the same c0,
+    // c1 are, with the integer factors of r2 gathered,
+    //   c1 = slope + (x0 + K1' - K1) r2,
+    //   c0 = b + (eps2 - eps1) + x0 slope + (K0 + C(x0, 2) - K0' - K1 x0) r2:
+    // three products, and the same words bit for bit (an identity of the ring, no rounding).
+    // s0 and s1, which phase 3 needs, are taken back from c0, c1 at the failing subdomains
+    // alone (about one in a thousand). The factors are exact u64: x0 < 2^31 (domains of fewer
+    // than 2^32 arguments), and the host checks K0, K0' <= 2^58 and K1, K1' < 2^31
+    // (`check_supported`), so each sum of positive and of negative terms is below 2^63.
+    u64 c0[L], c1[L], tmp[L];
 #pragma unroll
     for (int k = 0; k < L; k++) {
-        s0[k] = r0[k];
-        s1[k] = r1[k];
+        c0[k] = wb[k];
+        c1[k] = slope[k];
     }
-    w_mul_small<L>(tmp, r1, x0);
-    w_add<L>(s0, tmp);
-    w_mul_small<L>(tmp, r2, x0 * (x0 > 0 ? x0 - 1 : 0) / 2);
-    w_add<L>(s0, tmp);
-    w_mul_small<L>(tmp, r2, x0);
-    w_add<L>(s1, tmp);
-    u64 c0[L], c1[L];
-    w_mul_small<L>(tmp, r2, k0_sub);
-    w_sub<L>(c0, s0, tmp);
-    w_add<L>(c0, eps2);
+    {
+        u64 up = x0 + k1_sub, down = k1;
+        w_mul_small<L>(tmp, r2, up >= down ? up - down : down - up);
+        if (up >= down) w_add<L>(c1, tmp);
+        else w_sub<L>(c1, c1, tmp);
+    }
+    w_mul_small<L>(tmp, slope, x0);
+    w_add<L>(c0, tmp);
+    {
+        u64 up = k0 + x0 * (x0 > 0 ? x0 - 1 : 0) / 2, down = k0_sub + k1 * x0;
+        w_mul_small<L>(tmp, r2, up >= down ? up - down : down - up);
+        if (up >= down) w_add<L>(c0, tmp);
+        else w_sub<L>(c0, c0, tmp);
+    }
+    {
+        u64 eps1[L], eps2[L];
 #pragma unroll
-    for (int k = 0; k < L; k++) c1[k] = s1[k];
-    w_mul_small<L>(tmp, r2, k1_sub);
-    w_add<L>(c1, tmp);
+        for (int k = 0; k < L; k++) {
+            eps1[k] = consts[k];
+            eps2[k] = consts[L + k];
+        }
+        w_sub<L>(tmp, eps2, eps1);
+        w_add<L>(c0, tmp);
+    }
     u64 n_sub = 1ull << sub_bits;
     u64 len = dom_len - x0 < n_sub ? dom_len - x0 : n_sub;
     atomicAdd(&counters[1], 1ull);
@@ -971,6 +983,17 @@ extern "C" __global__ void TMD_P2_BOUNDS tmd_phase2(const u64 *in_index, const u
         u64 o = atomicAdd(&counters[2], 1ull);
         atomicAdd(&counters[3], len);
         if (o < out_cap) {
+            // s1 = c1 - K1' r2, s0 = c0 + K0' r2 - eps2: the words of the seven-product form.
+            u64 s0[L], s1[L];
+            w_mul_small<L>(tmp, r2, k1_sub);
+            w_sub<L>(s1, c1, tmp);
+            w_mul_small<L>(tmp, r2, k0_sub);
+#pragma unroll
+            for (int k = 0; k < L; k++) s0[k] = c0[k];
+            w_add<L>(s0, tmp);
+#pragma unroll
+            for (int k = 0; k < L; k++) tmp[k] = consts[L + k];
+            w_sub<L>(s0, s0, tmp);
             out_start[o] = index * big_n + x0;
             out_len[o] = len;
 #pragma unroll

@@ -17,6 +17,14 @@ pub(super) fn check_supported(g: &Generated) -> Result<(), CudaError> {
             g.domain_bits, g.sub_bits
         )));
     }
+    // tmd_phase2 gathers the integer factors of r2 into single u64 factors, which needs these
+    // bounds (generation sets K0 = 2^(2n - 4) <= 2^58 and K1 = 2^(n - 1) - 1 for n < 32).
+    if g.k0.max(g.k0_sub) > 1 << 58 || g.k1.max(g.k1_sub) >= 1 << 31 {
+        return Err(CudaError::Unsupported(format!(
+            "line offsets K0 {}, K0' {}, K1 {}, K1' {}",
+            g.k0, g.k0_sub, g.k1, g.k1_sub
+        )));
+    }
     Ok(())
 }
 

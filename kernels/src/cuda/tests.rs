@@ -1,5 +1,6 @@
-//! Tests of the CUDA back end's host side (packing, packets, slack); the device is tested
-//! by `selftest`.
+//! Tests of the CUDA back end's host side (packing, packets, slack) and of the integer
+//! identity phase 2's kernel rests on (its gathered factors); the device itself is tested by
+//! `selftest`.
 
 use super::*;
 use crate::numbers::fixed;
@@ -143,4 +144,71 @@ fn the_packet_keeps_the_two_limb_walk() {
     let slack = walk_slack(steep.walk_b.len(), q - 1).unwrap()
         + walk_slack(steep.walk_slope.len(), q - 1).unwrap();
     assert!(slack as u128 * steep.domains as u128 <= (EXACT_CAP as u128 / 4) << 64);
+}
+
+/// `tmd_phase2`'s three-product form of the subdomain line (the integer factors of `r2`
+/// gathered, issue 26) against the seven products of `phases::domain_polynomial` and
+/// `phases::subdomain_line`, written out here as the kernel does it: the same `c0`, `c1`, and
+/// `s0`, `s1` taken back from them, for the offsets generation makes (`K0 = 2^(2n - 4)`,
+/// `K1 = 2^(n - 1) - 1`, the same for the subdomains) up to domains of `2^31`.
+#[test]
+fn phase2_gathered_factors_give_the_same_line() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(26);
+    let word =
+        |rng: &mut rand::rngs::StdRng| -> fixed::Word<5> { std::array::from_fn(|_| rng.gen()) };
+    // a * m for a signed factor given as (up, down): a (up - down) mod 2^(64 L).
+    let signed = |a: &fixed::Word<5>, up: u64, down: u64, acc: &mut fixed::Word<5>| {
+        if up >= down {
+            fixed::add(acc, &fixed::mul_small(a, up - down));
+        } else {
+            *acc = fixed::sub(acc, &fixed::mul_small(a, down - up));
+        }
+    };
+    for n in 4..=31u32 {
+        for sub_bits in [2, n.saturating_sub(3).max(2), n] {
+            let (k0, k1) = (1u64 << (2 * n - 4), (1u64 << (n - 1)) - 1);
+            let (k0s, k1s) = (1u64 << (2 * sub_bits - 4), (1u64 << (sub_bits - 1)) - 1);
+            let last = (((1u64 << n) - 1) >> sub_bits) << sub_bits;
+            for x0 in [0, 1 << sub_bits, ((last / 2) >> sub_bits) << sub_bits, last] {
+                let (b, slope, r2, eps1, eps2) = (
+                    word(&mut rng),
+                    word(&mut rng),
+                    word(&mut rng),
+                    word(&mut rng),
+                    word(&mut rng),
+                );
+                // Seven products (search/phases.rs).
+                let r1 = fixed::sub(&slope, &fixed::mul_small(&r2, k1));
+                let mut r0 = fixed::sub(&b, &eps1);
+                fixed::add(&mut r0, &fixed::mul_small(&r2, k0));
+                let mut s0 = r0;
+                fixed::add(&mut s0, &fixed::mul_small(&r1, x0));
+                fixed::add(
+                    &mut s0,
+                    &fixed::mul_small(&r2, x0 * x0.saturating_sub(1) / 2),
+                );
+                let mut s1 = r1;
+                fixed::add(&mut s1, &fixed::mul_small(&r2, x0));
+                let mut c0 = fixed::sub(&s0, &fixed::mul_small(&r2, k0s));
+                fixed::add(&mut c0, &eps2);
+                let mut c1 = s1;
+                fixed::add(&mut c1, &fixed::mul_small(&r2, k1s));
+                // Three products (tmd_phase2).
+                let mut g1 = slope;
+                signed(&r2, x0 + k1s, k1, &mut g1);
+                let mut g0 = b;
+                fixed::add(&mut g0, &fixed::mul_small(&slope, x0));
+                let up = k0 + x0 * x0.saturating_sub(1) / 2;
+                signed(&r2, up, k0s + k1 * x0, &mut g0);
+                fixed::add(&mut g0, &fixed::sub(&eps2, &eps1));
+                assert_eq!((g0, g1), (c0, c1), "n {n} sub {sub_bits} x0 {x0}");
+                // The words phase 3 gets, taken back at a failing subdomain.
+                let t1 = fixed::sub(&g1, &fixed::mul_small(&r2, k1s));
+                let mut t0 = g0;
+                fixed::add(&mut t0, &fixed::mul_small(&r2, k0s));
+                assert_eq!((fixed::sub(&t0, &eps2), t1), (s0, s1));
+            }
+        }
+    }
 }
