@@ -1,0 +1,94 @@
+//! Tests of piece generation: the per-domain polynomials against MPFR, the shifted
+//! differences, the saturated thresholds and the split where curvature fills the circle.
+
+use super::*;
+
+/// The exact per-domain polynomials reproduce MPFR's G within the written error bound, at
+/// every tested argument of a binary64 unit of exp near 1.
+#[test]
+fn domain_polynomials_match_mpfr_within_the_bounds() {
+    let p = Precision::BINARY64;
+    let piece = UnitSpec {
+        negative: false,
+        exponent: 0,
+        first: (1u64 << 52) + (5u64 << 40),
+        count: 1 << 40,
+    };
+    let g = generate(Function::Exp, p, &GenConfig::new(32), piece).unwrap();
+    assert!(g.degree >= 4 && g.degree <= 8, "degree {}", g.degree);
+    assert_eq!(g.domain_bits, 15);
+    let f_bits = g.frac_bits();
+    let err = Integer::from(&g.bounds.taylor + &g.bounds.rounding) + &g.bounds.left_out;
+    for &(i, x) in &[(0u64, 0u64), (1, 7), (12345, 4321), (g.domains - 1, 32767)] {
+        // P_i(x) = r0 + r1 x + r2 C(x, 2), exact in fixed units.
+        let v = g.r(0, i) + g.r(1, i) * x + g.r(2, i) * Integer::from(x).binomial(2);
+        let arg = piece.argument(i * g.domain_size() + x).to_float(p);
+        let y = Float::with_val(2000, arg.exp_ref());
+        // exp(x) is in [2, 4) here: q = 1 and G = 2^(53 - 1) exp(x).
+        let mut gv = y;
+        gv <<= 52 + f_bits as i32;
+        let truth = gv.to_integer().unwrap();
+        let diff = Integer::from(&v - &truth).abs();
+        assert!(
+            diff <= Integer::from(&err + 1),
+            "i={i} x={x}: {diff} > {err}"
+        );
+    }
+}
+
+#[test]
+fn shifted_differences_are_exact() {
+    let rho = vec![Integer::from(5), Integer::from(-3), Integer::from(7)];
+    // w(i) = 5 - 3 i + 7 C(i, 2)
+    let w = |i: i64| Integer::from(5 - 3 * i + 7 * i * (i - 1) / 2);
+    let s = Generated::shift(&rho, 10);
+    assert_eq!(s[0], w(10));
+    assert_eq!(s[1], w(11) - w(10));
+    assert_eq!(s[2], Integer::from(7));
+}
+
+/// Issue 29 item 3: erfc in binary32 near 9 moves `G` by about 2^-7.7 per step squared, so
+/// the line's quadratic residual fills the circle on a piece of 8192 arguments; that is
+/// `Curvature` (split), not `Threshold` (every argument through MPFR at about 0.5 ms), and
+/// a half generates.
+#[test]
+fn curvature_splits_where_halves_fit() {
+    let fmt = crate::numbers::format::Format::named("binary32").unwrap();
+    let mut cfg = GenConfig::new(16);
+    cfg.exponents = fmt.exponents;
+    let piece = |count| UnitSpec {
+        negative: false,
+        exponent: 3,
+        first: 9 << 20,
+        count,
+    };
+    let p = fmt.precision;
+    assert_eq!(
+        generate(Function::Erfc, p, &cfg, piece(8192)).err(),
+        Some(GenError::Curvature)
+    );
+    assert!(generate(Function::Erfc, p, &cfg, piece(4096)).is_ok());
+}
+
+/// Issue 14 item 5: a threshold E that does not fit below 2^64 saturates at 2^64 - 1,
+/// which a test could still pass (the flat-line shortcut, or d = 2^64 - 1). Generation
+/// never hands one out: it refuses the piece, which is then searched exhaustively.
+#[test]
+fn saturated_thresholds_are_never_handed_to_a_test() {
+    let p = Precision::new(16).unwrap();
+    let piece = UnitSpec {
+        negative: false,
+        exponent: 0,
+        first: 1 << 15,
+        count: 1 << 12,
+    };
+    for k in 1..=4 {
+        match generate(Function::Exp, p, &GenConfig::new(k), piece) {
+            Ok(g) => assert!(g.e1 < u64::MAX && g.e2 < u64::MAX, "k={k}: {}", g.e1),
+            Err(e) => assert!(
+                matches!(e, GenError::Threshold | GenError::Curvature),
+                "k={k}: {e}"
+            ),
+        }
+    }
+}
