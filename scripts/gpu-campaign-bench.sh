@@ -67,6 +67,23 @@ cpu_now; c0=$CPU_NOW; t0=$(now)
   --exit-when-idle --status-seconds 10 > "$DIR/worker.log" 2>&1
 t1=$(now); cpu_now; c1=$CPU_NOW
 CAMPAIGN_CPU=$(seconds "$c0" "$c1")
+# The coordinator's CPU and that of its PostgreSQL connections (still open: the pool's), read
+# before the queries below add to them: they share the cores with the daemon, not the search.
+proc_cpu() {
+  python3 - "$@" <<'PY'
+import os, sys
+tick, total = os.sysconf("SC_CLK_TCK"), 0
+for pid in sys.argv[1:]:
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        total += int(f[11]) + int(f[12])
+    except (OSError, IndexError, ValueError):
+        pass
+print(f"{total / tick:.2f}")
+PY
+}
+COORD_CPU=$(proc_cpu "$SERVER_PID")
+PG_CPU=$(proc_cpu $(psql "$PG/postgres" -Atc "SELECT pid FROM pg_stat_activity WHERE datname = '$DB'" 2>/dev/null))
 CAMPAIGN_WALL=$(seconds "$t0" "$t1")
 PROGRESS=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaigns/$CAMPAIGN/progress")
 DONE=$(python3 -c 'import json,sys; p=json.loads(sys.argv[1]); print("%s/%s" % (p["done"]["units"], p["total"]["units"]))' "$PROGRESS")
@@ -75,10 +92,10 @@ CASES=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/api/v1/campaig
 # The daemon's start-up (to its first lease, and to its engine ready: a GPU's opening and
 # self-test) and its working time, from its log's timestamps.
 python3 - "$DIR/worker.log" "$SEARCH_WALL" "$CAMPAIGN_WALL" "$DONE" "$CASES" "$SEARCH_CASES" \
-  "$SEARCH_CPU" "$CAMPAIGN_CPU" <<'EOF'
+  "$SEARCH_CPU" "$CAMPAIGN_CPU" "$COORD_CPU" "$PG_CPU" <<'EOF'
 import re, sys
 from datetime import datetime
-log, search, campaign, done, cases, search_cases, search_cpu, campaign_cpu = sys.argv[1:]
+log, search, campaign, done, cases, search_cases, search_cpu, campaign_cpu, coord_cpu, pg_cpu = sys.argv[1:]
 search, campaign = float(search), float(campaign)
 search_cpu, campaign_cpu = float(search_cpu), float(campaign_cpu)
 ansi = re.compile(r'\x1b\[[0-9;]*m')
@@ -110,6 +127,7 @@ print(f"  daemon working:       {working:8.2f} s  (first lease to exit)")
 print(f"  engine ready after:   {engine:8.2f} s  (start to engine ready; nan before the overlap)")
 print(f"ratio campaign/search:  {campaign / search:8.3f}")
 print(f"CPU search / daemon:    {search_cpu:8.2f} / {campaign_cpu:.2f} s  (ratio {campaign_cpu / search_cpu:.3f})")
+print(f"CPU coordinator / its PostgreSQL connections: {coord_cpu} / {pg_cpu} s")
 print(f"ratio working/search:   {working / search:8.3f}")
 for key in ("engine_busy_percent", "slot_use_percent", "results_posted", "result_requests"):
     m = re.search(key + r'="?([\d.]+)', stopped)
