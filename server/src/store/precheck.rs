@@ -149,11 +149,7 @@ async fn fetch_priors<'e, E: sqlx::PgExecutor<'e>>(
     .bind(unit_ids)
     .fetch_all(ex)
     .await?;
-    let wanted: std::collections::HashSet<(i64, i64)> = unit_ids
-        .iter()
-        .copied()
-        .zip(lease_ids.iter().copied())
-        .collect();
+    let wanted = super::results::lease_pairs(unit_ids, lease_ids);
     Ok(rows
         .into_iter()
         .filter(|r| wanted.contains(&(r.unit_id, r.lease_id)))

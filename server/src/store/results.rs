@@ -14,7 +14,7 @@ use crate::store::precheck::spec_of;
 use crate::store::trust as store_trust;
 use sqlx::types::Json;
 use sqlx::PgPool;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use tmd_wire::{HrCase, ResultAccepted, SkippedRun, UnitResult};
 
 /// Every result of `unit_ids`, in one query: the prior results of the posts' (unit, lease)
@@ -44,11 +44,7 @@ async fn results_of_units<'e, E: sqlx::PgExecutor<'e>>(
     .bind(unit_ids)
     .fetch_all(ex)
     .await?;
-    let wanted: std::collections::HashSet<(i64, i64)> = unit_ids
-        .iter()
-        .copied()
-        .zip(lease_ids.iter().copied())
-        .collect();
+    let wanted = lease_pairs(unit_ids, lease_ids);
     let mut priors = HashMap::new();
     let mut live: HashMap<i64, Vec<store::LiveResult>> = HashMap::new();
     for r in rows {
@@ -179,13 +175,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     // row locks until the connection is next used, which would hide the leases from expiry.
     if accepted.is_empty() {
         tx.rollback().await?;
-        return Ok(BatchRecorded {
-            outcomes: outcomes
-                .into_iter()
-                .map(Option::unwrap_or_else_refused)
-                .collect(),
-            ..BatchRecorded::default()
-        });
+        return Ok(nothing_recorded(outcomes));
     }
 
     // The result rows and their HR-cases, in one statement.
@@ -243,13 +233,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
                 refused.to_string(),
             )));
         }
-        return Ok(BatchRecorded {
-            outcomes: outcomes
-                .into_iter()
-                .map(Option::unwrap_or_else_refused)
-                .collect(),
-            ..BatchRecorded::default()
-        });
+        return Ok(nothing_recorded(outcomes));
     };
     finish_units(&mut tx, &cols, &settled).await?;
     let done_campaigns: Vec<i64> = settled.done_campaigns.iter().copied().collect();
@@ -264,10 +248,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         }));
     }
     Ok(BatchRecorded {
-        outcomes: outcomes
-            .into_iter()
-            .map(Option::unwrap_or_else_refused)
-            .collect(),
+        outcomes: filled(outcomes),
         speed,
         outvoted_workers: settled.changes.outvoted_workers(),
         completed_campaigns: completed,
@@ -718,14 +699,30 @@ async fn insert_skipped_runs(
 }
 
 /// Every slot of a batch gets an outcome; a missing one would be a bug, answered as such.
-trait Filled {
-    fn unwrap_or_else_refused(self) -> Recorded;
+fn filled(outcomes: Vec<Option<Recorded>>) -> Vec<Recorded> {
+    outcomes
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or_else(|| {
+                Recorded::Refused(Error::Internal("a post of the batch got no outcome".into()))
+            })
+        })
+        .collect()
 }
 
-impl Filled for Option<Recorded> {
-    fn unwrap_or_else_refused(self) -> Recorded {
-        self.unwrap_or_else(|| {
-            Recorded::Refused(Error::Internal("a post of the batch got no outcome".into()))
-        })
+/// The answer to a batch of which nothing was recorded: its outcomes alone.
+fn nothing_recorded(outcomes: Vec<Option<Recorded>>) -> BatchRecorded {
+    BatchRecorded {
+        outcomes: filled(outcomes),
+        ..BatchRecorded::default()
     }
+}
+
+/// The (unit, lease) pairs of a batch's posts.
+pub(super) fn lease_pairs(unit_ids: &[i64], lease_ids: &[i64]) -> HashSet<(i64, i64)> {
+    unit_ids
+        .iter()
+        .copied()
+        .zip(lease_ids.iter().copied())
+        .collect()
 }
