@@ -15,7 +15,9 @@
 # DIR (/tmp/tmd-gpu-bench), BIN (target/release), SEARCH_FROM (the DIR of an earlier run whose
 # search is reused instead of running one: to compare two daemons against the same search),
 # STATE_DIR (the daemon's state directory, $DIR/worker-state: its spool is written and synced
-# once per result).
+# once per result), WRAP (a command both runs are started under, the run's name appended: e.g.
+# WRAP="perf record -g -o /tmp/perf" profiles the search into /tmp/perf.search and the daemon
+# into /tmp/perf.daemon).
 #
 # Besides the walls it prints the CPU time (user + system) of the search and of the daemon's
 # process: the same units cost the same CPU, so a gap there is the daemon's own work.
@@ -37,6 +39,13 @@ cpu_now() {
   CPU_NOW=$(awk 'NR == 2 { split($1, u, "m"); split($2, s, "m"); printf "%.3f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$DIR/times.txt")
 }
 
+# wrap NAME COMMAND...: COMMAND, under WRAP (its output file named after NAME) when set.
+read -r -a WRAP_CMD <<< "${WRAP:-}"
+wrap() {
+  local name=$1; shift
+  if [ ${#WRAP_CMD[@]} -gt 0 ]; then "${WRAP_CMD[@]}.$name" -- "$@"; else "$@"; fi
+}
+
 # 1. The local search. It runs first, so the daemon below finds the kernel cache warm and
 # neither run pays for compiling kernels.
 if [ -n "$SEARCH_FROM" ]; then
@@ -46,7 +55,7 @@ if [ -n "$SEARCH_FROM" ]; then
 else
   say "tmd-worker search --backend $BACKEND ${RANGE[*]}"
   cpu_now; c0=$CPU_NOW; t0=$(now)
-  "$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
+  wrap search "$BIN/tmd-worker" search --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" "${RANGE[@]}" \
     --output json --quiet > "$DIR/search.json" 2> "$DIR/search.log"
   t1=$(now); cpu_now; c1=$CPU_NOW
   SEARCH_WALL=$(seconds "$t0" "$t1")
@@ -62,7 +71,7 @@ start_coordinator "$DB" "$DIR/server.log"
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 say "campaign $CAMPAIGN through $SERVER: tmd-worker run --backend $BACKEND --lease-seconds $LEASE_SECONDS"
 cpu_now; c0=$CPU_NOW; t0=$(now)
-"$BIN/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$STATE_DIR" \
+wrap daemon "$BIN/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$STATE_DIR" \
   --backend "$BACKEND" "${THREAD_ARGS[@]}" "${EXTRA[@]}" --lease-seconds "$LEASE_SECONDS" \
   --exit-when-idle --status-seconds 10 > "$DIR/worker.log" 2>&1
 t1=$(now); cpu_now; c1=$CPU_NOW
