@@ -1,6 +1,7 @@
 //! What the daemon keeps on disk so that a crash or a restart loses nothing: its credentials,
 //! the leases in hand with the units already accepted, and the results the server has not yet
-//! accepted (the spool). Every file is written to a temporary name, synced, then renamed.
+//! accepted (the spool, `spool.rs`). Every file is written to a temporary name, synced, then
+//! renamed.
 //!
 //! A lease's finished units are those in its `done` set and those with a result in the spool:
 //! a result is spooled before it is queued for posting, and a unit enters `done` before its
@@ -14,6 +15,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tmd_wire::{Lease, UnitResult};
+
+mod spool;
 
 /// The worker's identity at one server.
 #[derive(Clone, Serialize, Deserialize)]
@@ -53,6 +56,7 @@ pub struct SpoolEntry {
 pub struct StateDir {
     root: PathBuf,
     _lock: File,
+    spool: std::sync::Mutex<spool::SpoolIndex>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,9 +154,11 @@ impl StateDir {
             Err(fs::TryLockError::WouldBlock) => return Err(StateError::Locked(root.into())),
             Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
         }
+        let spool = spool::SpoolIndex::load(&root.join("spool"))?;
         Ok(StateDir {
             root: root.to_path_buf(),
             _lock: lock,
+            spool: std::sync::Mutex::new(spool),
         })
     }
 
@@ -228,55 +234,6 @@ impl StateDir {
         }
         Ok(())
     }
-
-    fn spool_path(&self, lease_id: i64, unit_id: i64) -> PathBuf {
-        self.root
-            .join("spool")
-            .join(format!("lease-{lease_id}-unit-{unit_id}.json"))
-    }
-
-    pub fn spool_put(&self, e: &SpoolEntry) -> Result<(), StateError> {
-        self.write_json(&self.spool_path(e.lease_id, e.unit_id), e)
-    }
-
-    pub fn spool_remove(&self, lease_id: i64, unit_id: i64) -> Result<(), StateError> {
-        remove_if_there(&self.spool_path(lease_id, unit_id))
-    }
-
-    /// The units of `lease_id` with a result in the spool, read from the names alone.
-    pub fn spooled_units(&self, lease_id: i64) -> Result<BTreeSet<i64>, StateError> {
-        let dir = self.root.join("spool");
-        let prefix = format!("lease-{lease_id}-unit-");
-        let mut out = BTreeSet::new();
-        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let name = entry.map_err(io_err(&dir))?.file_name();
-            let name = name.to_string_lossy();
-            if let Some(unit) = name
-                .strip_prefix(&prefix)
-                .and_then(|r| r.strip_suffix(".json"))
-                .and_then(|u| u.parse().ok())
-            {
-                out.insert(unit);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Every spooled result, oldest lease first.
-    pub fn spool(&self) -> Result<Vec<SpoolEntry>, StateError> {
-        let dir = self.root.join("spool");
-        let mut out = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let path = entry.map_err(io_err(&dir))?.path();
-            if path.extension().is_some_and(|e| e == "json") {
-                if let Some(e) = self.read_json::<SpoolEntry>(&path)? {
-                    out.push(e);
-                }
-            }
-        }
-        out.sort_by_key(|e| (e.lease_id, e.unit_id));
-        Ok(out)
-    }
 }
 
 #[cfg(test)]
@@ -307,8 +264,8 @@ mod tests {
         {
             let s = StateDir::open(&dir).unwrap();
             assert!(matches!(StateDir::open(&dir), Err(StateError::Locked(_))));
-            s.spool_put(&entry(2, 7)).unwrap();
-            s.spool_put(&entry(1, 9)).unwrap();
+            s.spool_put_all(&[entry(2, 7)]).unwrap();
+            s.spool_put_all(&[entry(1, 9)]).unwrap();
             s.save_credentials(&Credentials {
                 server: "http://x".into(),
                 worker_id: 4,

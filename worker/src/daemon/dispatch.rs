@@ -17,8 +17,9 @@ use tmd_wire::{Lease, LeasedUnit};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Results computed but not yet spooled, per slot, before no job takes a new unit: bounds what
-/// a slow disk lets pile up in memory.
-pub const SPOOLING_PER_SLOT: usize = 2;
+/// a slow disk lets pile up in memory, and what a crash loses. Twice a spool group's size
+/// (`pipeline::SPOOL_GROUP_PER_SLOT`): one group fills while the one before it syncs.
+pub const SPOOLING_PER_SLOT: usize = 8;
 
 /// A unit to compute, with what its lease says about it.
 pub struct Job {
@@ -293,19 +294,17 @@ mod tests {
     fn a_full_spool_stops_the_takers_until_results_are_written() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let d = Dispatch::new(1, Arc::new(Cpu), None, tx);
-        let l = lease(5);
+        let full = SPOOLING_PER_SLOT as i64;
+        let l = lease(full as u64 + 3);
         d.push(jobs(&l));
-        // One slot: two results may wait for the spool, then nothing starts.
-        let (a, b) = (next(&mut rx), next(&mut rx));
-        assert_eq!((a.unit_id, b.unit_id), (100, 101));
+        // One slot: SPOOLING_PER_SLOT results may wait for the spool, then nothing starts.
+        let first: Vec<i64> = (0..full).map(|_| next(&mut rx).unit_id).collect();
+        assert_eq!(first, (100..100 + full).collect::<Vec<_>>());
         std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            rx.try_recv().is_err(),
-            "a third unit started on a full spool"
-        );
+        assert!(rx.try_recv().is_err(), "a unit started on a full spool");
         assert_eq!(d.waiting(), 3);
         d.spooled();
-        assert_eq!(next(&mut rx).unit_id, 102);
+        assert_eq!(next(&mut rx).unit_id, 100 + full);
         std::thread::sleep(Duration::from_millis(300));
         // The lease stops: its units not started come back to the loop.
         assert_eq!(d.withdraw(l.lease_id), 2);

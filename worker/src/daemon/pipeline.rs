@@ -3,7 +3,8 @@
 //! take them one after the other (`dispatch.rs`: each unit on the pool, as `tmd-worker search`
 //! runs them, so one unit's CPU stages overlap the others' kernels on every device, and a job
 //! starts its next unit on its own thread the moment it ends one). Each result is spooled
-//! (written and synced) on a blocking thread and queued for the poster. On the CPU one unit per
+//! (written and synced, with the results that arrived during the previous group's sync) on a
+//! blocking thread and queued for the poster. On the CPU one unit per
 //! engine thread is in flight: more interleave on the same cores and cost CPU time (measured in
 //! BENCHMARKS.md). The next lease is asked for while the current one's last few seconds of work
 //! run (its units queue behind the current ones), every lease in hand is heartbeaten, and a
@@ -62,6 +63,33 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 /// The longest a lease request waits for the results before it to be posted: a server that
 /// does not take them now still gets the request.
 const SETTLE_BEFORE_LEASE: Duration = Duration::from_secs(2);
+
+/// Results per slot a spool group takes before it is synced without waiting for more: half
+/// of what may wait for the spool (`SPOOLING_PER_SLOT`), so the next group fills while one
+/// syncs and no unit waits for a free place.
+pub const SPOOL_GROUP_PER_SLOT: usize = super::dispatch::SPOOLING_PER_SLOT / 2;
+/// The longest a result waits for others to share its group's sync. A sync per result cost
+/// the CPU daemon 3-7% of its CPU (issue 30); a result is posted in a batch seconds later, so
+/// this delays nothing the server waits for.
+const SPOOL_LINGER: Duration = Duration::from_millis(50);
+
+/// Whether the results waiting for the spool (`waiting`, the first of them for `oldest`) are
+/// synced now, with `in_flight` units between their hand-over and their spooling: the group
+/// is full, its first result has waited long enough, no other result is coming (every unit
+/// in flight is waiting), or the daemon stops.
+fn group_ready(
+    waiting: usize,
+    oldest: Duration,
+    in_flight: usize,
+    slots: usize,
+    stopping: bool,
+) -> bool {
+    waiting > 0
+        && (waiting >= SPOOL_GROUP_PER_SLOT * slots
+            || oldest >= SPOOL_LINGER
+            || waiting >= in_flight
+            || stopping)
+}
 
 /// Flags the heartbeat task raises for its lease.
 #[derive(Default)]
@@ -145,28 +173,43 @@ struct Computed {
     outcome: Outcome,
 }
 
-/// Writes a computed result to the spool: disk first, so that once spooled the result
-/// survives a crash and is posted later. Runs on a blocking thread, not the engine's pool: a
-/// write and its fsync must not hold a core the next unit could compute on.
-fn spool(
-    work: Work,
-    state: &StateDir,
-    expires_at: chrono::DateTime<chrono::Utc>,
-    misbehave: Option<Misbehave>,
-) -> Outcome {
-    let (entry, hr_cases) = match work {
-        Work::Done(entry, hr_cases) => (entry, hr_cases),
-        Work::Failed(why) => return Outcome::Failed(why),
-        Work::DeviceLost(why) => return Outcome::DeviceLost(why),
-    };
-    if let Err(e) = state.spool_put(&entry) {
-        return Outcome::SpoolFailed(e.to_string());
+/// Writes computed results to the spool as one group: disk first (one file, one sync), so
+/// that once spooled a result survives a crash and is posted later. Runs on a blocking
+/// thread, not the engine's pool: a write and its fsync must not hold a core the next unit
+/// could compute on. Results that failed to compute pass through as they are.
+fn spool(group: Vec<Finished>, state: &StateDir, misbehave: Option<Misbehave>) -> Vec<Computed> {
+    let entries: Vec<SpoolEntry> = group
+        .iter()
+        .filter_map(|f| match &f.work {
+            Work::Done(entry, _) => Some(entry.clone()),
+            _ => None,
+        })
+        .collect();
+    let written = state.spool_put_all(&entries).map_err(|e| e.to_string());
+    if written.is_ok() && misbehave == Some(Misbehave::Late) {
+        if let Some(expires_at) = group.iter().map(|f| f.lease.expires_at).max() {
+            let overdue = (expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
+            std::thread::sleep(Duration::from_millis(overdue.max(0) as u64));
+        }
     }
-    if misbehave == Some(Misbehave::Late) {
-        let overdue = (expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
-        std::thread::sleep(Duration::from_millis(overdue.max(0) as u64));
-    }
-    Outcome::Spooled(entry, hr_cases)
+    group
+        .into_iter()
+        .map(|f| {
+            let outcome = match (f.work, &written) {
+                (Work::Done(entry, hr_cases), Ok(())) => Outcome::Spooled(entry, hr_cases),
+                (Work::Done(..), Err(e)) => Outcome::SpoolFailed(e.clone()),
+                (Work::Failed(why), _) => Outcome::Failed(why),
+                (Work::DeviceLost(why), _) => Outcome::DeviceLost(why),
+            };
+            Computed {
+                lease_id: f.lease.lease_id,
+                unit_id: f.unit_id,
+                arguments: f.arguments,
+                elapsed: f.elapsed,
+                outcome,
+            }
+        })
+        .collect()
 }
 
 pub struct Pipeline<C: Coordinator> {
@@ -288,10 +331,13 @@ impl<C: Coordinator> Pipeline<C> {
         }
         let watch = self.poster.watch();
         // Units from their hand-over to the engine to their result spooled are counted in their
-        // lease's `running`; `spooling` holds the results being written and synced to disk. The
-        // engine's own threads take the units handed over (`Dispatch`), one after the other, and
-        // send each result back on `results`.
-        let mut spooling: JoinSet<Computed> = JoinSet::new();
+        // lease's `running`. The engine's own threads take the units handed over (`Dispatch`),
+        // one after the other, and send each result back on `results`. Results wait in
+        // `unspooled` while `spooling` writes and syncs the group before them: one group at a
+        // time, so the results that arrive during one sync share the next (group commit).
+        let mut spooling: JoinSet<Vec<Computed>> = JoinSet::new();
+        let mut unspooled: Vec<Finished> = Vec::new();
+        let mut unspooled_since = Instant::now();
         let (results_tx, mut results) = tokio::sync::mpsc::unbounded_channel::<Finished>();
         let mut dispatch: Option<Arc<Dispatch>> = None;
         let mut closing: JoinSet<()> = JoinSet::new();
@@ -308,6 +354,8 @@ impl<C: Coordinator> Pipeline<C> {
         // worker holds, or the units left are this worker's own): asked again as soon as the
         // work in hand is done and settled, not a whole retry interval later.
         let mut refused_in_hand = false;
+        // Results spooled, and the groups (synced writes) they took.
+        let (mut spooled, mut spool_groups) = (0u64, 0u64);
         loop {
             let now = Instant::now();
             let in_flight: usize = leases.iter().map(|a| a.running).sum();
@@ -315,6 +363,17 @@ impl<C: Coordinator> Pipeline<C> {
                 self.shared.add_busy(now - last_tick);
             }
             last_tick = now;
+            if spooling.is_empty()
+                && group_ready(
+                    unspooled.len(),
+                    unspooled_since.elapsed(),
+                    in_flight,
+                    self.slots,
+                    stop.is_some(),
+                )
+            {
+                spooling.spawn(self.spool_group(std::mem::take(&mut unspooled)));
+            }
             while let Some(r) = closing.try_join_next() {
                 if let Err(e) = r {
                     error!(error = %e, "closing a lease failed");
@@ -421,60 +480,74 @@ impl<C: Coordinator> Pipeline<C> {
             // otherwise soon enough to see a lost lease, and at the time the next lease may be
             // asked for.
             let until_ask = next_ask.saturating_duration_since(Instant::now());
-            let tick = if until_ask.is_zero() {
+            let mut tick = if until_ask.is_zero() {
                 Duration::from_millis(250)
             } else {
                 until_ask.clamp(Duration::from_millis(10), Duration::from_millis(250))
             };
+            if !unspooled.is_empty() && spooling.is_empty() {
+                let linger = SPOOL_LINGER.saturating_sub(unspooled_since.elapsed());
+                tick = tick.min(linger.max(Duration::from_millis(1)));
+            }
             tokio::select! {
                 Some(f) = results.recv() => {
-                    spooling.spawn(self.spool_result(f));
+                    if unspooled.is_empty() {
+                        unspooled_since = Instant::now();
+                    }
+                    unspooled.push(f);
+                    while let Ok(f) = results.try_recv() {
+                        unspooled.push(f);
+                    }
                 }
                 Some(joined) = spooling.join_next(), if !spooling.is_empty() => {
-                    let c = joined.map_err(|e| anyhow!("a unit's task failed: {e}"))?;
-                    if let Some(d) = &dispatch {
-                        d.spooled();
-                    }
-                    let a = leases
-                        .iter_mut()
-                        .find(|a| a.lease.lease_id == c.lease_id)
-                        .expect("a lease with units in flight is held");
-                    a.running -= 1;
-                    match c.outcome {
-                        Outcome::Spooled(entry, hr_cases) => {
-                            a.finished.insert(c.unit_id);
-                            self.shared.unit_done(c.arguments, c.elapsed);
-                            info!(
-                                unit.id = c.unit_id,
-                                duration_ms = (c.elapsed * 1e3) as u64,
-                                hr_cases,
-                                "unit computed"
-                            );
-                            unit_secs = Some(match unit_secs {
-                                Some(s) => 0.8 * s + 0.2 * c.elapsed,
-                                None => c.elapsed,
-                            });
-                            self.poster.submit(entry).await;
+                    let group = joined.map_err(|e| anyhow!("a unit's task failed: {e}"))?;
+                    spool_groups += 1;
+                    for c in group {
+                        if let Some(d) = &dispatch {
+                            d.spooled();
                         }
-                        Outcome::Failed(why) => {
-                            error!(unit.id = c.unit_id, error = %why, "the engine failed on this unit; giving it back");
-                            a.failed.push(c.unit_id);
-                            a.failures.push(format!("unit {}: {why}", c.unit_id));
-                        }
-                        Outcome::DeviceLost(why) => {
-                            // Neither finished nor failed: released unfinished with the rest.
-                            if !matches!(stop, Some(Stop::DeviceLost(_) | Stop::Quarantined(_))) {
-                                error!(unit.id = c.unit_id, error = %why, "a GPU is lost: stopping, and giving back every unit in hand");
-                                stop = Some(Stop::DeviceLost(why));
+                        let a = leases
+                            .iter_mut()
+                            .find(|a| a.lease.lease_id == c.lease_id)
+                            .expect("a lease with units in flight is held");
+                        a.running -= 1;
+                        match c.outcome {
+                            Outcome::Spooled(entry, hr_cases) => {
+                                spooled += 1;
+                                a.finished.insert(c.unit_id);
+                                self.shared.unit_done(c.arguments, c.elapsed);
+                                info!(
+                                    unit.id = c.unit_id,
+                                    duration_ms = (c.elapsed * 1e3) as u64,
+                                    hr_cases,
+                                    "unit computed"
+                                );
+                                unit_secs = Some(match unit_secs {
+                                    Some(s) => 0.8 * s + 0.2 * c.elapsed,
+                                    None => c.elapsed,
+                                });
+                                self.poster.submit(entry).await;
                             }
-                        }
-                        Outcome::SpoolFailed(e) => {
-                            // Nothing computed from now on could survive a crash: stop, post
-                            // what is queued, and give every unit in hand back (this one too),
-                            // instead of leaving them to the lease's expiry.
-                            if !matches!(stop, Some(Stop::State(_))) {
-                                error!(unit.id = c.unit_id, error = %e, "cannot spool a result: stopping, and giving back every unit in hand");
-                                stop = Some(Stop::State(format!("cannot spool the result of unit {}: {e}", c.unit_id)));
+                            Outcome::Failed(why) => {
+                                error!(unit.id = c.unit_id, error = %why, "the engine failed on this unit; giving it back");
+                                a.failed.push(c.unit_id);
+                                a.failures.push(format!("unit {}: {why}", c.unit_id));
+                            }
+                            Outcome::DeviceLost(why) => {
+                                // Neither finished nor failed: released unfinished with the rest.
+                                if !matches!(stop, Some(Stop::DeviceLost(_) | Stop::Quarantined(_))) {
+                                    error!(unit.id = c.unit_id, error = %why, "a GPU is lost: stopping, and giving back every unit in hand");
+                                    stop = Some(Stop::DeviceLost(why));
+                                }
+                            }
+                            Outcome::SpoolFailed(e) => {
+                                // Nothing computed from now on could survive a crash: stop, post
+                                // what is queued, and give every unit in hand back (this one too),
+                                // instead of leaving them to the lease's expiry.
+                                if !matches!(stop, Some(Stop::State(_))) {
+                                    error!(unit.id = c.unit_id, error = %e, "cannot spool a result: stopping, and giving back every unit in hand");
+                                    stop = Some(Stop::State(format!("cannot spool the result of unit {}: {e}", c.unit_id)));
+                                }
                             }
                         }
                     }
@@ -578,6 +651,13 @@ impl<C: Coordinator> Pipeline<C> {
                 error!(error = %e, "closing a lease failed");
             }
         }
+        if spooled > 0 {
+            info!(
+                results = spooled,
+                groups = spool_groups,
+                "results spooled, in groups synced once each"
+            );
+        }
         // What is still queued is posted now if the server takes it; the rest stays spooled.
         self.poster.close(Duration::from_secs(30)).await;
         if let Some(b) = &backend {
@@ -603,32 +683,30 @@ impl<C: Coordinator> Pipeline<C> {
         }
     }
 
-    /// Writes a unit's result to the spool, on a blocking thread: a write and its fsync must
-    /// not hold a core the engine computes on.
-    fn spool_result(&self, f: Finished) -> impl std::future::Future<Output = Computed> {
+    /// Spools a group of results on a blocking thread (see [`spool`]).
+    fn spool_group(
+        &self,
+        group: Vec<Finished>,
+    ) -> impl std::future::Future<Output = Vec<Computed>> {
         let state = self.held.state.clone();
         let misbehave = self.settings.misbehave;
-        let Finished {
-            lease,
-            unit_id,
-            arguments,
-            elapsed,
-            work,
-        } = f;
         async move {
-            let expires_at = lease.expires_at;
-            let outcome =
-                tokio::task::spawn_blocking(move || spool(work, &state, expires_at, misbehave))
-                    .await
-                    .unwrap_or_else(|e| {
-                        Outcome::SpoolFailed(format!("spooling the result failed: {e}"))
-                    });
-            Computed {
-                lease_id: lease.lease_id,
-                unit_id,
-                arguments,
-                elapsed,
-                outcome,
+            let keys: Vec<(i64, i64, u64, f64)> = group
+                .iter()
+                .map(|f| (f.lease.lease_id, f.unit_id, f.arguments, f.elapsed))
+                .collect();
+            match tokio::task::spawn_blocking(move || spool(group, &state, misbehave)).await {
+                Ok(c) => c,
+                Err(e) => keys
+                    .into_iter()
+                    .map(|(lease_id, unit_id, arguments, elapsed)| Computed {
+                        lease_id,
+                        unit_id,
+                        arguments,
+                        elapsed,
+                        outcome: Outcome::SpoolFailed(format!("spooling the result failed: {e}")),
+                    })
+                    .collect(),
             }
         }
     }
@@ -716,5 +794,26 @@ async fn close_lease<C: Coordinator>(
     }
     if let Err(e) = held.remove(id) {
         error!(lease.id = id, error = %e, "cannot forget the lease");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spool_group_syncs_when_full_when_old_when_nothing_else_comes_or_on_stopping() {
+        let young = Duration::from_millis(1);
+        let full = SPOOL_GROUP_PER_SLOT * 4;
+        // Nothing waiting: nothing to sync, even when stopping.
+        assert!(!group_ready(0, SPOOL_LINGER, 8, 4, true));
+        // A young group with units still computing waits for more results.
+        assert!(!group_ready(3, young, 32, 4, false));
+        assert!(!group_ready(full - 1, young, 32, 4, false));
+        assert!(group_ready(full, young, 32, 4, false));
+        assert!(group_ready(3, SPOOL_LINGER, 32, 4, false));
+        // Every unit in flight is waiting: no result will join them.
+        assert!(group_ready(3, young, 3, 4, false));
+        assert!(group_ready(1, young, 32, 4, true));
     }
 }
