@@ -76,19 +76,21 @@ const SPOOL_LINGER: Duration = Duration::from_millis(50);
 /// Whether the results waiting for the spool (`waiting`, the first of them for `oldest`) are
 /// synced now, with `in_flight` units between their hand-over and their spooling: the group
 /// is full, its first result has waited long enough, no other result is coming (every unit
-/// in flight is waiting), or the daemon stops.
+/// in flight is waiting), or `hurry`: the daemon stops, or no result is spooled yet (the
+/// next lease is asked for once a first result measures the speed, and the cores would idle
+/// at the end of the small first lease while it lingered).
 fn group_ready(
     waiting: usize,
     oldest: Duration,
     in_flight: usize,
     slots: usize,
-    stopping: bool,
+    hurry: bool,
 ) -> bool {
     waiting > 0
         && (waiting >= SPOOL_GROUP_PER_SLOT * slots
             || oldest >= SPOOL_LINGER
             || waiting >= in_flight
-            || stopping)
+            || hurry)
 }
 
 /// Flags the heartbeat task raises for its lease.
@@ -369,7 +371,7 @@ impl<C: Coordinator> Pipeline<C> {
                     unspooled_since.elapsed(),
                     in_flight,
                     self.slots,
-                    stop.is_some(),
+                    stop.is_some() || unit_secs.is_none(),
                 )
             {
                 spooling.spawn(self.spool_group(std::mem::take(&mut unspooled)));
@@ -802,10 +804,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_spool_group_syncs_when_full_when_old_when_nothing_else_comes_or_on_stopping() {
+    fn a_spool_group_syncs_when_full_when_old_when_nothing_else_comes_or_in_a_hurry() {
         let young = Duration::from_millis(1);
         let full = SPOOL_GROUP_PER_SLOT * 4;
-        // Nothing waiting: nothing to sync, even when stopping.
+        // Nothing waiting: nothing to sync, even in a hurry.
         assert!(!group_ready(0, SPOOL_LINGER, 8, 4, true));
         // A young group with units still computing waits for more results.
         assert!(!group_ready(3, young, 32, 4, false));
