@@ -531,7 +531,7 @@ fn an_unmeasured_worker_gets_a_few_rounds_of_its_units_in_flight() {
         100
     );
     assert_eq!(
-        lease_size(&p, 60, None, 30, held, first_lease_units(Some(16))),
-        64
+        lease_size(&p, 60, None, 30, held, first_lease_units(Some(8))),
+        8 * FIRST_LEASE_ROUNDS
     );
 }

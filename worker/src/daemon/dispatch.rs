@@ -60,6 +60,9 @@ pub struct Dispatch {
     results: UnboundedSender<Finished>,
     /// Results sent to the loop and not yet spooled.
     unspooled: AtomicUsize,
+    /// Times a taker stopped with units queued because the spool was full: the disk held the
+    /// engine back.
+    full_stops: std::sync::atomic::AtomicU64,
     /// Raised when a device is lost: no job takes another unit.
     halted: AtomicBool,
 }
@@ -81,6 +84,7 @@ impl Dispatch {
             misbehave,
             results,
             unspooled: AtomicUsize::new(0),
+            full_stops: std::sync::atomic::AtomicU64::new(0),
             halted: AtomicBool::new(false),
         })
     }
@@ -117,6 +121,11 @@ impl Dispatch {
         self.start_takers(&mut q);
     }
 
+    /// Times a taker stopped on a full spool with units queued.
+    pub fn full_stops(&self) -> u64 {
+        self.full_stops.load(Ordering::Relaxed)
+    }
+
     fn spool_full(&self) -> bool {
         self.unspooled.load(Ordering::SeqCst) >= SPOOLING_PER_SLOT * self.slots
     }
@@ -151,6 +160,9 @@ impl Dispatch {
             match self.may_take().then(|| q.jobs.pop_front()).flatten() {
                 Some(j) => j,
                 None => {
+                    if !q.jobs.is_empty() && self.spool_full() {
+                        self.full_stops.fetch_add(1, Ordering::Relaxed);
+                    }
                     q.takers -= 1;
                     return;
                 }

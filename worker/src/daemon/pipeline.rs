@@ -179,7 +179,12 @@ struct Computed {
 /// that once spooled a result survives a crash and is posted later. Runs on a blocking
 /// thread, not the engine's pool: a write and its fsync must not hold a core the next unit
 /// could compute on. Results that failed to compute pass through as they are.
-fn spool(group: Vec<Finished>, state: &StateDir, misbehave: Option<Misbehave>) -> Vec<Computed> {
+fn spool(
+    group: Vec<Finished>,
+    state: &StateDir,
+    misbehave: Option<Misbehave>,
+) -> (Vec<Computed>, Duration) {
+    let t = Instant::now();
     let entries: Vec<SpoolEntry> = group
         .iter()
         .filter_map(|f| match &f.work {
@@ -188,13 +193,14 @@ fn spool(group: Vec<Finished>, state: &StateDir, misbehave: Option<Misbehave>) -
         })
         .collect();
     let written = state.spool_put_all(&entries).map_err(|e| e.to_string());
+    let took = t.elapsed();
     if written.is_ok() && misbehave == Some(Misbehave::Late) {
         if let Some(expires_at) = group.iter().map(|f| f.lease.expires_at).max() {
             let overdue = (expires_at - chrono::Utc::now()).num_milliseconds() + 1000;
             std::thread::sleep(Duration::from_millis(overdue.max(0) as u64));
         }
     }
-    group
+    let computed = group
         .into_iter()
         .map(|f| {
             let outcome = match (f.work, &written) {
@@ -211,7 +217,8 @@ fn spool(group: Vec<Finished>, state: &StateDir, misbehave: Option<Misbehave>) -
                 outcome,
             }
         })
-        .collect()
+        .collect();
+    (computed, took)
 }
 
 pub struct Pipeline<C: Coordinator> {
@@ -337,7 +344,7 @@ impl<C: Coordinator> Pipeline<C> {
         // one after the other, and send each result back on `results`. Results wait in
         // `unspooled` while `spooling` writes and syncs the group before them: one group at a
         // time, so the results that arrive during one sync share the next (group commit).
-        let mut spooling: JoinSet<Vec<Computed>> = JoinSet::new();
+        let mut spooling: JoinSet<(Vec<Computed>, Duration)> = JoinSet::new();
         let mut unspooled: Vec<Finished> = Vec::new();
         let mut unspooled_since = Instant::now();
         let (results_tx, mut results) = tokio::sync::mpsc::unbounded_channel::<Finished>();
@@ -358,6 +365,8 @@ impl<C: Coordinator> Pipeline<C> {
         let mut refused_in_hand = false;
         // Results spooled, and the groups (synced writes) they took.
         let (mut spooled, mut spool_groups) = (0u64, 0u64);
+        // Time the groups took to write and sync, in all and the longest.
+        let (mut spool_sync, mut spool_sync_max) = (Duration::ZERO, Duration::ZERO);
         loop {
             let now = Instant::now();
             let in_flight: usize = leases.iter().map(|a| a.running).sum();
@@ -502,8 +511,10 @@ impl<C: Coordinator> Pipeline<C> {
                     }
                 }
                 Some(joined) = spooling.join_next(), if !spooling.is_empty() => {
-                    let group = joined.map_err(|e| anyhow!("a unit's task failed: {e}"))?;
+                    let (group, took) = joined.map_err(|e| anyhow!("a unit's task failed: {e}"))?;
                     spool_groups += 1;
+                    spool_sync += took;
+                    spool_sync_max = spool_sync_max.max(took);
                     for c in group {
                         if let Some(d) = &dispatch {
                             d.spooled();
@@ -657,6 +668,9 @@ impl<C: Coordinator> Pipeline<C> {
             info!(
                 results = spooled,
                 groups = spool_groups,
+                sync_s = format!("{:.3}", spool_sync.as_secs_f64()),
+                longest_sync_ms = spool_sync_max.as_millis() as u64,
+                engine_held_back = dispatch.as_ref().map_or(0, |d| d.full_stops()),
                 "results spooled, in groups synced once each"
             );
         }
@@ -689,7 +703,7 @@ impl<C: Coordinator> Pipeline<C> {
     fn spool_group(
         &self,
         group: Vec<Finished>,
-    ) -> impl std::future::Future<Output = Vec<Computed>> {
+    ) -> impl std::future::Future<Output = (Vec<Computed>, Duration)> {
         let state = self.held.state.clone();
         let misbehave = self.settings.misbehave;
         async move {
@@ -699,16 +713,20 @@ impl<C: Coordinator> Pipeline<C> {
                 .collect();
             match tokio::task::spawn_blocking(move || spool(group, &state, misbehave)).await {
                 Ok(c) => c,
-                Err(e) => keys
-                    .into_iter()
-                    .map(|(lease_id, unit_id, arguments, elapsed)| Computed {
-                        lease_id,
-                        unit_id,
-                        arguments,
-                        elapsed,
-                        outcome: Outcome::SpoolFailed(format!("spooling the result failed: {e}")),
-                    })
-                    .collect(),
+                Err(e) => (
+                    keys.into_iter()
+                        .map(|(lease_id, unit_id, arguments, elapsed)| Computed {
+                            lease_id,
+                            unit_id,
+                            arguments,
+                            elapsed,
+                            outcome: Outcome::SpoolFailed(format!(
+                                "spooling the result failed: {e}"
+                            )),
+                        })
+                        .collect(),
+                    Duration::ZERO,
+                ),
             }
         }
     }
