@@ -15,7 +15,7 @@
 # DIR (/tmp/tmd-gpu-bench), BIN (target/release), SEARCH_FROM (the DIR of an earlier run whose
 # search is reused instead of running one: to compare two daemons against the same search),
 # STATE_DIR (the daemon's state directory, $DIR/worker-state: its spool is written and synced
-# once per result), WRAP (a command both runs are started under as `WRAP.NAME -- RUN`, NAME
+# once per group of results), WRAP (a command both runs are started under as `WRAP.NAME -- RUN`, NAME
 # being search or daemon: WRAP="perf record -g -o /tmp/perf" profiles the search into
 # /tmp/perf.search and the daemon into /tmp/perf.daemon; the walls and CPU times printed then
 # include the wrapper's own).
