@@ -104,6 +104,21 @@ pub fn replace_file(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
     Ok(())
 }
 
+/// A JSON file's content; `None` where there is no file, [`StateError::Damaged`] where it
+/// does not parse.
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StateError::Damaged {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
 fn remove_if_there(p: &Path) -> Result<(), StateError> {
     match fs::remove_file(p) {
         Ok(()) => Ok(()),
@@ -171,23 +186,8 @@ impl StateDir {
         replace_file(path, &text, true).map_err(io_err(path))
     }
 
-    fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StateError> {
-        match fs::read(path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .map_err(|e| StateError::Damaged {
-                        path: path.to_path_buf(),
-                        message: e.to_string(),
-                    })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(path)(e)),
-        }
-    }
-
     pub fn credentials(&self) -> Result<Option<Credentials>, StateError> {
-        self.read_json(&self.root.join("credentials.json"))
+        read_json(&self.root.join("credentials.json"))
     }
 
     pub fn save_credentials(&self, c: &Credentials) -> Result<(), StateError> {
@@ -207,10 +207,10 @@ impl StateDir {
         for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
             let path = entry.map_err(io_err(&dir))?.path();
             if path.extension().is_some_and(|e| e == "json") {
-                out.extend(self.read_json::<LeaseState>(&path)?);
+                out.extend(read_json::<LeaseState>(&path)?);
             }
         }
-        if let Some(old) = self.read_json::<LeaseState>(&self.root.join("lease.json"))? {
+        if let Some(old) = read_json::<LeaseState>(&self.root.join("lease.json"))? {
             if out.iter().all(|l| l.lease.lease_id != old.lease.lease_id) {
                 out.push(old);
             }
@@ -227,7 +227,7 @@ impl StateDir {
     pub fn clear_lease(&self, lease_id: i64) -> Result<(), StateError> {
         remove_if_there(&self.lease_path(lease_id))?;
         let old = self.root.join("lease.json");
-        if let Ok(Some(l)) = self.read_json::<LeaseState>(&old) {
+        if let Ok(Some(l)) = read_json::<LeaseState>(&old) {
             if l.lease.lease_id == lease_id {
                 remove_if_there(&old)?;
             }
@@ -241,7 +241,14 @@ mod tests {
     use super::*;
     use tmd_wire::UnitStats;
 
-    fn entry(lease_id: i64, unit_id: i64) -> SpoolEntry {
+    /// An empty folder for one test, named after it and this process.
+    pub(super) fn fresh_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tmd-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    pub(super) fn entry(lease_id: i64, unit_id: i64) -> SpoolEntry {
         SpoolEntry {
             lease_id,
             unit_id,
@@ -252,15 +259,14 @@ mod tests {
                 exact_cases: vec![],
                 skipped: vec![],
                 elapsed: 1.0,
-                digest: "ab".into(),
+                digest: format!("{lease_id}-{unit_id}"),
             },
         }
     }
 
     #[test]
     fn spool_survives_reopening_and_the_directory_is_exclusive() {
-        let dir = std::env::temp_dir().join(format!("tmd-state-test-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("state-test");
         {
             let s = StateDir::open(&dir).unwrap();
             assert!(matches!(StateDir::open(&dir), Err(StateError::Locked(_))));
@@ -297,8 +303,7 @@ mod tests {
 
     #[test]
     fn a_held_lock_is_waited_for_and_a_released_one_taken() {
-        let dir = std::env::temp_dir().join(format!("tmd-state-lock-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("state-lock");
         let held = StateDir::open(&dir).unwrap();
         // Still held after the bound: the clear error, after having said why it waited.
         let mut said = 0;
@@ -334,8 +339,7 @@ mod tests {
 
     #[test]
     fn leases_are_kept_apart_and_the_old_single_file_is_read() {
-        let dir = std::env::temp_dir().join(format!("tmd-state-leases-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("state-leases");
         let s = StateDir::open(&dir).unwrap();
         let lease = |id: i64| LeaseState {
             lease: Lease {

@@ -185,10 +185,10 @@ fn spool(
     misbehave: Option<Misbehave>,
 ) -> (Vec<Computed>, Duration) {
     let t = Instant::now();
-    let entries: Vec<SpoolEntry> = group
+    let entries: Vec<&SpoolEntry> = group
         .iter()
         .filter_map(|f| match &f.work {
-            Work::Done(entry, _) => Some(entry.clone()),
+            Work::Done(entry, _) => Some(entry),
             _ => None,
         })
         .collect();

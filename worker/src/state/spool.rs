@@ -9,11 +9,11 @@
 //! Files of one result (`lease-L-unit-U.json`, written by earlier versions) are read and
 //! removed the same way.
 
-use super::{io_err, replace_file, SpoolEntry, StateDir, StateError};
-use serde::Deserialize;
+use super::{io_err, read_json, remove_if_there, replace_file, SpoolEntry, StateDir, StateError};
+use serde::{Deserialize, Serialize};
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 /// A spool file's content: a group, or the single result of earlier versions.
@@ -88,19 +88,11 @@ fn group_number(path: &Path) -> Option<u64> {
 }
 
 fn read_file(path: &Path) -> Result<Vec<SpoolEntry>, StateError> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(path)(e)),
-    };
-    match serde_json::from_slice(&bytes) {
-        Ok(SpoolFile::Group(g)) => Ok(g),
-        Ok(SpoolFile::One(e)) => Ok(vec![e]),
-        Err(e) => Err(StateError::Damaged {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        }),
-    }
+    Ok(match read_json::<SpoolFile>(path)? {
+        None => Vec::new(),
+        Some(SpoolFile::Group(g)) => g,
+        Some(SpoolFile::One(e)) => vec![e],
+    })
 }
 
 impl StateDir {
@@ -112,7 +104,10 @@ impl StateDir {
 
     /// Writes results to the spool as one group, synced once: when it returns they are on
     /// disk. A result already spooled is replaced.
-    pub fn spool_put_all(&self, entries: &[SpoolEntry]) -> Result<(), StateError> {
+    pub fn spool_put_all<E: Borrow<SpoolEntry> + Serialize>(
+        &self,
+        entries: &[E],
+    ) -> Result<(), StateError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -124,7 +119,10 @@ impl StateDir {
         };
         let text = serde_json::to_vec(entries).expect("spool entries serialise");
         replace_file(&path, &text, true).map_err(io_err(&path))?;
-        let keys = entries.iter().map(|e| (e.lease_id, e.unit_id)).collect();
+        let keys = entries
+            .iter()
+            .map(|e| (e.borrow().lease_id, e.borrow().unit_id))
+            .collect();
         self.spool_index().insert(path, keys);
         Ok(())
     }
@@ -142,11 +140,7 @@ impl StateDir {
         });
         if emptied {
             index.files.remove(&path);
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&path)(e)),
-            }
+            remove_if_there(&path)?;
         }
         Ok(())
     }
@@ -185,24 +179,8 @@ impl StateDir {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{entry, fresh_dir};
     use super::*;
-    use tmd_wire::{UnitResult, UnitStats};
-
-    fn entry(lease_id: i64, unit_id: i64) -> SpoolEntry {
-        SpoolEntry {
-            lease_id,
-            unit_id,
-            result: UnitResult {
-                fencing_token: 3,
-                stats: UnitStats::default(),
-                hr_cases: vec![],
-                exact_cases: vec![],
-                skipped: vec![],
-                elapsed: 1.0,
-                digest: format!("{lease_id}-{unit_id}"),
-            },
-        }
-    }
 
     fn keys(s: &StateDir) -> Vec<(i64, i64)> {
         s.spool()
@@ -218,8 +196,7 @@ mod tests {
 
     #[test]
     fn a_group_is_one_file_that_goes_with_its_last_result() {
-        let dir = std::env::temp_dir().join(format!("tmd-spool-group-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("spool-group");
         let s = StateDir::open(&dir).unwrap();
         s.spool_put_all(&[entry(1, 1), entry(1, 2), entry(2, 5)])
             .unwrap();
@@ -251,8 +228,7 @@ mod tests {
 
     #[test]
     fn a_crash_brings_back_the_accepted_results_of_a_group_still_on_disk() {
-        let dir = std::env::temp_dir().join(format!("tmd-spool-crash-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("spool-crash");
         let s = StateDir::open(&dir).unwrap();
         s.spool_put_all(&[entry(1, 1), entry(1, 2)]).unwrap();
         s.spool_remove(1, 1).unwrap();
@@ -266,8 +242,7 @@ mod tests {
 
     #[test]
     fn the_single_result_files_of_earlier_versions_are_read_and_removed() {
-        let dir = std::env::temp_dir().join(format!("tmd-spool-old-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("spool-old");
         fs::create_dir_all(dir.join("spool")).unwrap();
         fs::write(
             dir.join("spool/lease-4-unit-8.json"),
@@ -287,8 +262,7 @@ mod tests {
 
     #[test]
     fn a_damaged_spool_file_is_named() {
-        let dir = std::env::temp_dir().join(format!("tmd-spool-bad-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("spool-bad");
         fs::create_dir_all(dir.join("spool")).unwrap();
         fs::write(dir.join("spool/batch-0.json"), b"[{not json").unwrap();
         match StateDir::open(&dir) {
