@@ -191,6 +191,51 @@ fn steep_regions_split_against_brute_force() {
     }
 }
 
+/// Issue 26: domains larger than `domain_bits` where `f` is flat. At these precisions `k - 4`
+/// caps the domain size below the published 15, so the rise is forced from a smaller
+/// `domain_bits` (5) to `flat_domain_bits` (11): the HR-cases and exact cases are the brute
+/// force's with both tests, on fewer domains than without the rise.
+#[test]
+fn flat_regions_rise_against_brute_force() {
+    let cases = [
+        (Function::Exp, 20, "0x1p-4", "0x1p-3", 15, 16),
+        (Function::Cos, 20, "0x1p-6", "0x1p-5", 15, 16),
+        (Function::Sin, 20, "0x1p-5", "0x1p-4", 15, 16),
+        (Function::Expm1, 20, "-0x1p-8", "-0x1p-9", 15, 16),
+        // Some units rise, some do not.
+        (Function::Log, 20, "0x1p+6", "0x1p+7", 15, 16),
+        (Function::Atan, 20, "0x1p+2", "0x1p+3", 15, 16),
+    ];
+    for (f, bits, from, to, k, u) in cases {
+        let p = Precision::new(bits).unwrap();
+        let (want, want_exact) = brute_force(f, p, from, to, k);
+        assert!(
+            !want.is_empty(),
+            "{f} p={bits} [{from},{to}) k={k}: no cases"
+        );
+        let units = split_range(f, p, from, to, Some(u)).unwrap();
+        let run = |test, flat_bits| {
+            let mut cfg = SearchConfig::new(f, p, k);
+            cfg.test = test;
+            cfg.gen.domain_bits = 5;
+            cfg.gen.flat_domain_bits = flat_bits;
+            search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
+        };
+        let fixed = run(Test::Regular, 5);
+        for test in [Test::Regular, Test::Lefevre] {
+            let r = run(test, 11);
+            let what = format!("{f} p={bits} [{from},{to}) k={k} {test:?}");
+            check(&r, &want, &want_exact, &what);
+            assert!(
+                r.stats.domains < fixed.stats.domains,
+                "{what}: the domains must grow ({:?} against {:?})",
+                r.stats,
+                fixed.stats
+            );
+        }
+    }
+}
+
 #[test]
 fn output_binade_crossings_and_exact_cases() {
     // exp crosses 2 at ln 2 ~ 0x1.62e43p-1; log is exactly 0 at 1; cbrt exact at cubes.

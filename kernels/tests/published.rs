@@ -6,6 +6,7 @@ use tmd_kernels::numbers::format::{parse_number, Argument};
 use tmd_kernels::oracle::verify::Kind;
 use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::search::existence::Test;
+use tmd_kernels::search::generation::FLAT_DOMAIN_BITS;
 use tmd_kernels::search::{search_units, Cpu, SearchConfig};
 use tmd_kernels::{Function, Precision};
 
@@ -24,9 +25,17 @@ fn around(x: &str, half_width: u64) -> UnitSpec {
 
 fn check(f: Function, x: &str, bits: u32, kind: Kind) {
     let unit = around(x, 1 << 19);
-    for test in [Test::Regular, Test::Lefevre] {
+    // The default domains, and the published 2^15 everywhere (no larger domains where f is
+    // flat, issue 26): there phase 1 has enough domains for its filter to be judged.
+    for (test, flat_bits) in [
+        (Test::Regular, FLAT_DOMAIN_BITS),
+        (Test::Lefevre, FLAT_DOMAIN_BITS),
+        (Test::Regular, 15),
+        (Test::Lefevre, 15),
+    ] {
         let mut cfg = SearchConfig::new(f, Precision::BINARY64, 40);
         cfg.test = test;
+        cfg.gen.flat_domain_bits = flat_bits;
         let r = search_units(&cfg, &[unit], &Cpu, &|_| {}).unwrap();
         let want = x.to_ascii_lowercase();
         let case = r
@@ -39,11 +48,13 @@ fn check(f: Function, x: &str, bits: u32, kind: Kind) {
             r.stats.exhaustive_arguments, 0,
             "the polynomial path is used"
         );
-        assert!(
-            r.stats.phase1_failures < r.stats.domains / 4,
-            "{:?}",
-            r.stats
-        );
+        if flat_bits == 15 {
+            assert!(
+                r.stats.phase1_failures < r.stats.domains / 4,
+                "{:?}",
+                r.stats
+            );
+        }
     }
 }
 

@@ -39,6 +39,10 @@ pub struct Header {
     pub to: String,
     pub unit_bits: Option<u32>,
     pub domain_bits: u32,
+    /// `--flat-domain-bits` (issue 26). Absent in journals written before, which are resumed
+    /// with this one's: every route searches each unit whole, so units of either agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flat_domain_bits: Option<u32>,
     /// `search --whole`: its units collapse blocks that skip every argument, unlike the
     /// range's own (`tmd_kernels::plan::whole`). Absent (false) in journals written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -120,6 +124,7 @@ impl Journal {
         }
         let same = Header {
             tmd_search_journal: header.tmd_search_journal,
+            flat_domain_bits: found.flat_domain_bits.or(header.flat_domain_bits),
             ..found.clone()
         };
         if &same != header {
@@ -268,6 +273,7 @@ mod tests {
             to: "0x1p+1".into(),
             unit_bits: Some(16),
             domain_bits: 15,
+            flat_domain_bits: Some(20),
             whole: false,
         }
     }
@@ -381,6 +387,39 @@ mod tests {
         assert_eq!(back.result, tally.result);
         let all: Vec<UnitSpec> = (0..n).map(|k| unit((1 << 23) + (k << 16)).unit).collect();
         assert!(back.remaining(&all).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 26: a journal written before `--flat-domain-bits` (no such field) is resumed by
+    /// this one; one with another value is another search.
+    #[test]
+    fn a_journal_without_flat_domains_resumes() {
+        let dir = std::env::temp_dir().join(format!("tmd-journal-f-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cases.csv.journal");
+        let _ = std::fs::remove_file(&path);
+        let old = Header {
+            flat_domain_bits: None,
+            ..header()
+        };
+        let mut j = Journal::create(&path, &old).unwrap();
+        j.record(&unit(1 << 23)).unwrap();
+        drop(j);
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert!(!first.lines().next().unwrap().contains("flat_domain_bits"));
+        let (_, done) = Journal::resume(&path, &header()).unwrap();
+        assert_eq!(done.units, 1);
+        std::fs::remove_file(&path).unwrap();
+
+        let mut j = Journal::create(&path, &header()).unwrap();
+        j.record(&unit(1 << 23)).unwrap();
+        drop(j);
+        let other = Header {
+            flat_domain_bits: Some(15),
+            ..header()
+        };
+        let e = Journal::resume(&path, &other).err().unwrap().to_string();
+        assert!(e.contains("holds another search"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -12,6 +12,7 @@ use crate::numbers::series::Series;
 use crate::oracle::function::Function;
 use crate::oracle::verify::{far_beyond, SkipReason};
 use crate::plan::UnitSpec;
+use crate::search::rise::rise_pays;
 use rug::ops::Pow;
 use rug::{Float, Integer};
 
@@ -20,9 +21,15 @@ use rug::{Float, Integer};
 pub struct GenConfig {
     /// The threshold `k`: arguments with `d <= 2^-k` half-ulps are searched for.
     pub min_bits: u32,
-    /// Largest domain size `n` (domains of `2^n` arguments); lowered per piece where the
-    /// function's curvature would make the line test fail too often.
+    /// The domain size `n` (domains of `2^n` arguments) of the published method; lowered per
+    /// piece where the function's curvature would make the line test fail too often (such a
+    /// piece is steep, and may be split: `search::unit::split_steep`).
     pub domain_bits: u32,
+    /// Largest domain size where `f` is flatter than that (issue 26): `n` rises above
+    /// `domain_bits` up to this while the curvature allows (§5 of docs/error-analysis.md),
+    /// which leaves fewer domains to walk and test. At most `domain_bits`: the published size
+    /// everywhere.
+    pub flat_domain_bits: u32,
     /// `log2` of the number of subdomains per domain in phase 2 (3: kappa = 8).
     pub subdomain_split_bits: u32,
     /// Largest degree of the Taylor polynomial before the piece is split.
@@ -38,6 +45,7 @@ impl GenConfig {
         GenConfig {
             min_bits,
             domain_bits: 15,
+            flat_domain_bits: FLAT_DOMAIN_BITS,
             subdomain_split_bits: 3,
             max_degree: 12,
             exponents: None,
@@ -75,6 +83,9 @@ pub enum GenError {
 
 /// The smallest domain size the phases support (phase 2 needs subdomains of 4 arguments).
 pub const MIN_DOMAIN_BITS: u32 = 5;
+
+/// The default of [`GenConfig::flat_domain_bits`].
+pub const FLAT_DOMAIN_BITS: u32 = 20;
 /// The largest number of limbs of a fixed-point word.
 pub const MAX_LIMBS: usize = 8;
 /// How many halvings of a piece generation predicts the degree and width of
@@ -527,19 +538,36 @@ fn differences(
 
 /// Phases 1-3's per-domain polynomials and thresholds for the piece's fixed-point polynomial.
 fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated, GenError> {
+    let mut g = domains_at(cfg, piece, &fx, u32::MAX)?;
+    while g.domain_bits > cfg.domain_bits
+        && !rise_pays(
+            &g.walk_b,
+            &g.walk_slope,
+            g.frac_bits(),
+            g.piece.count,
+            g.domain_bits,
+            g.sub_bits,
+            g.e1,
+        )
+    {
+        g = domains_at(cfg, piece, &fx, g.domain_bits - 1)?;
+    }
+    Ok(g)
+}
+
+/// The per-domain polynomials and thresholds of `fx` with domains of at most `2^max_bits`.
+fn domains_at(
+    cfg: &GenConfig,
+    piece: UnitSpec,
+    fx: &FixedPoly,
+    max_bits: u32,
+) -> Result<Generated, GenError> {
     let k = cfg.min_bits;
     let count = piece.count;
     let frac_bits = fx.frac_bits();
-    let FixedPoly {
-        degree,
-        limbs,
-        crossing,
-        beta,
-        radius,
-        taylor,
-        rounding,
-        halves,
-    } = fx;
+    let (degree, limbs, crossing, beta) = (fx.degree, fx.limbs, fx.crossing, &fx.beta);
+    let (radius, taylor, rounding) = (fx.radius.clone(), fx.taylor.clone(), fx.rounding.clone());
+    let halves = fx.halves.clone();
 
     // A bound on |r_2| anywhere: the second difference of R~ at step 1.
     let r2_global: Integer = (2..=degree)
@@ -548,17 +576,23 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
         })
         .sum();
 
-    let mut n = first_domain_bits(cfg, k, count, frac_bits, &r2_global);
+    let mut n = first_domain_bits(cfg, k, count, frac_bits, &r2_global).min(max_bits);
     // Smaller domains until the terms of degree 3 and more that each domain's polynomial leaves
     // out are small beside the search radius (they grow like N^3).
     let (rho, domains, left_out, bound2) = loop {
-        let (rho, domains, left_out, bound2) = per_domain(&beta, degree, count, n);
+        let (rho, domains, left_out, bound2) = per_domain(beta, degree, count, n);
         if left_out <= Integer::from(&radius >> 2u32) || n <= MIN_DOMAIN_BITS {
             break (rho, domains, left_out, bound2);
         }
         n -= 1;
     };
-    let sub_bits = n.saturating_sub(cfg.subdomain_split_bits).max(2);
+    // Subdomains no larger than those of the published domain size: where domains grow on
+    // flat pieces (issue 26) phase 2 splits them into more parts instead, since a failing
+    // subdomain costs phase 3 one evaluation per argument.
+    let sub_bits = n
+        .min(cfg.domain_bits)
+        .saturating_sub(cfg.subdomain_split_bits)
+        .max(2);
     let r2_bound = bound2.min(r2_global);
     // Thresholds near 1 filter nothing: smaller pieces have smaller derivatives.
     if Integer::from(&left_out + &taylor) > Integer::from(1) << (frac_bits - 6) {
@@ -609,7 +643,8 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
     })
 }
 
-/// The domain size to start from, in bits: at most `cfg.domain_bits` and the piece's `count`;
+/// The domain size to start from, in bits: at most the larger of `cfg.domain_bits` and
+/// `cfg.flat_domain_bits`, and the piece's `count`;
 /// lowered where the quadratic residual of the line, `|r2| N^2/16` (`r2_global` bounds `r2`,
 /// `frac_bits` fractional), would make phase 1 fail often: a test places up to ~4N points,
 /// so keep `4N * 2 |r2| N^2 / 16 = N^3 |r2| / 2` below 1/16.
@@ -624,6 +659,7 @@ fn first_domain_bits(
     let cap = ((-3 - log2_r2) / 3).max(0) as u32;
     let n = cfg
         .domain_bits
+        .max(cfg.flat_domain_bits)
         .min(cap)
         .min(k.saturating_sub(4))
         .min(63 - count.leading_zeros());

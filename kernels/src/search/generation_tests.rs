@@ -92,3 +92,34 @@ fn saturated_thresholds_are_never_handed_to_a_test() {
         }
     }
 }
+
+/// Issue 26: where `f` is flatter than exp on [1, 2), domains rise above `domain_bits` up to
+/// `flat_domain_bits` as far as the curvature allows (the cap of §5), and nowhere else: exp on
+/// [1, 2) keeps `2^15`, exp near `2^-2` gets `2^17`, near `2^-10` the whole `2^20`.
+#[test]
+fn flat_regions_take_larger_domains() {
+    let p = Precision::BINARY64;
+    let unit = |exponent: i32| UnitSpec {
+        negative: false,
+        exponent,
+        first: 1u64 << 52,
+        count: 1 << 40,
+    };
+    let bits = |cfg: &GenConfig, e| {
+        generate(Function::Exp, p, cfg, unit(e))
+            .unwrap()
+            .domain_bits
+    };
+    let flat = GenConfig::new(44);
+    assert_eq!(flat.flat_domain_bits, FLAT_DOMAIN_BITS);
+    let published = GenConfig {
+        flat_domain_bits: 15,
+        ..flat
+    };
+    assert_eq!(bits(&flat, 0), 15);
+    assert_eq!(bits(&flat, -2), 17);
+    assert_eq!(bits(&flat, -10), 20);
+    for e in [0, -2, -10] {
+        assert_eq!(bits(&published, e), 15, "binade 2^{e}");
+    }
+}

@@ -1,6 +1,7 @@
 //! The search of a unit, in the order it runs: its configuration (`config.rs`), the pieces a
 //! unit is cut into and each one's route (`unit.rs`), the generation of a piece's exact
-//! per-domain polynomials and thresholds (`generation.rs`), the existence tests of phases 1-2
+//! per-domain polynomials and thresholds (`generation.rs`; the domain size of flat pieces in
+//! `rise.rs`), the existence tests of phases 1-2
 //! (`existence.rs`), phases 1-3 on a back end (`backend.rs`; the CPU's in `phases.rs` and
 //! `stripe.rs`, the GPUs' in `crate::cuda`), the routes without phases 1-3 (`dense.rs`,
 //! `periodic.rs`), and many units added up (`range.rs`).
@@ -16,6 +17,7 @@ pub mod generation;
 pub mod periodic;
 pub mod phases;
 pub mod range;
+mod rise;
 pub mod stripe;
 pub mod unit;
 

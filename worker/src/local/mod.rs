@@ -25,7 +25,7 @@ use tmd_kernels::numbers::format::{float_to_hex, parse_number};
 use tmd_kernels::oracle::verify::{verify_case_in, Verdict};
 use tmd_kernels::plan::{default_unit_bits, split_range_in};
 use tmd_kernels::search::existence::{bare_loop, Test};
-use tmd_kernels::search::generation::generate;
+use tmd_kernels::search::generation::{generate, FLAT_DOMAIN_BITS};
 use tmd_kernels::search::{
     search_unit, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings, UnitResult,
     MAX_MIN_BITS,
@@ -98,9 +98,15 @@ pub struct EngineArgs {
     /// Unit size U: 2^U arguments per unit (default: 40 for binary64, p-4 for smaller p).
     #[arg(long)]
     pub unit_bits: Option<u32>,
-    /// Largest domain size n: 2^n arguments per domain (lowered per unit where needed).
+    /// Domain size n: 2^n arguments per domain where f curves as exp on [1, 2) (the
+    /// published 15); lowered where f is steeper (such pieces may be split), raised up to
+    /// --flat-domain-bits where it is flatter.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub domain_bits: u32,
+    /// Largest domain size where f is flatter than that: fewer, larger domains where the
+    /// curvature allows (exp below 1, say). At most --domain-bits: that size everywhere.
+    #[arg(long, default_value_t = FLAT_DOMAIN_BITS, value_parser = clap::value_parser!(u32).range(5..=30))]
+    pub flat_domain_bits: u32,
     /// Where phases 1-3 run: auto (a GPU if usable), cpu or cuda.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto, env = "TMD_BACKEND")]
     pub backend: BackendArg,
@@ -168,6 +174,7 @@ impl EngineArgs {
         let mut cfg = SearchConfig::in_format(self.function, self.format()?, self.min_bits);
         cfg.test = self.test.into();
         cfg.gen.domain_bits = self.domain_bits;
+        cfg.gen.flat_domain_bits = self.flat_domain_bits;
         Ok(cfg)
     }
 
@@ -463,6 +470,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         to: to.clone(),
         unit_bits: a.engine.unit_bits,
         domain_bits: a.engine.domain_bits,
+        flat_domain_bits: Some(a.engine.flat_domain_bits),
         whole: a.range.whole,
     };
     let (journal, done) = match &a.output_file {
