@@ -84,6 +84,7 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/campaigns/{id}/known-cases", "post"),
         // A worker's own identity (tests below and in tests/tests/operator.rs).
         ("/api/v1/workers/me", "get"),
+        ("/api/v1/workers/identify", "post"),
         // Cost estimates (tests in work.rs).
         ("/api/v1/campaigns/{id}/estimate", "post"),
     ];
@@ -95,7 +96,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        30,
+        31,
         "a route was added without a test here: {:?}",
         paths.keys()
     );
@@ -172,6 +173,59 @@ async fn admin_routes_need_the_admin_token() {
             "unauthorized",
             "{token:?}"
         );
+    }
+    // Its token's SHA-256 names it too, without the token: how a worker repointed at another
+    // URL asks whether that server is a replica of its coordinator (no token sent there).
+    let sha = |t: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(t.as_bytes()));
+    let (status, me) = app
+        .call(
+            Method::POST,
+            "/api/v1/workers/identify",
+            None,
+            Some(json!({"token_sha256": sha(worker_token)})),
+        )
+        .await;
+    assert_eq!(
+        (status, &me["worker_id"]),
+        (StatusCode::OK, &reg["worker_id"])
+    );
+    for (body, status, code) in [
+        (
+            json!({"token_sha256": sha("tmdw_unknown")}),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            json!({"token_sha256": sha(ADMIN)}),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        // Twice: the second answer comes from the guard's memory.
+        (
+            json!({"token_sha256": sha("tmdw_unknown")}),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            json!({"token_sha256": "abc"}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            json!({"token_sha256": worker_token}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+    ] {
+        let (got, err) = app
+            .call(
+                Method::POST,
+                "/api/v1/workers/identify",
+                None,
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!((got, err["code"].as_str()), (status, Some(code)), "{body}");
     }
     assert_refused!(
         app.call(Method::GET, "/api/v1/campaigns", Some(worker_token), None)

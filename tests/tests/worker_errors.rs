@@ -1,6 +1,7 @@
 //! A worker pointed at the wrong place says what is wrong: nothing listening (it waits and
 //! says "connection refused"), a web server that is not a coordinator (it stops at once and
-//! says so), TLS spoken to a plain HTTP server (it stops and says TLS failed).
+//! says so), TLS spoken to a plain HTTP server (it stops and says TLS failed); and a worker
+//! repointed at another server keeps its token to itself there.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -111,4 +112,58 @@ fn an_unknown_host_is_named() {
         Duration::from_secs(4),
     );
     assert!(out.1.contains("cannot resolve the host name"), "{}", out.1);
+}
+
+/// A worker registered at one server and pointed at another asks the new one whether it knows
+/// it with its token's SHA-256 only: a server that is not a replica of its coordinator (here
+/// not a coordinator at all) never sees the token, which would let it post as this worker.
+#[test]
+fn a_repointed_worker_does_not_send_its_token_to_the_new_server() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            s.set_read_timeout(Some(Duration::from_millis(300))).ok();
+            let mut buf = [0u8; 16384];
+            let n = s.read(&mut buf).unwrap_or(0);
+            log.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+            let body = "Unsupported method ('POST')";
+            let _ = write!(
+                s,
+                "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let dir = scratch("worker-repointed-token");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let token = "tmdw_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    std::fs::write(
+        state.join("credentials.json"),
+        format!(r#"{{"server":"http://127.0.0.1:1","worker_id":7,"token":"{token}"}}"#),
+    )
+    .unwrap();
+    let out = run_worker(
+        &format!("http://127.0.0.1:{port}"),
+        &dir,
+        Duration::from_secs(20),
+    );
+    assert!(finished(&out), "the worker must stop: {}", out.1);
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.contains("POST /api/v1/workers/identify"),
+        "it asked: {seen}"
+    );
+    assert!(!seen.contains(token), "the token was sent: {seen}");
+    assert!(
+        !seen.to_ascii_lowercase().contains("authorization"),
+        "a bearer was sent: {seen}"
+    );
 }

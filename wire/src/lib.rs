@@ -479,13 +479,23 @@ pub struct WorkerRegistered {
     pub token: String,
 }
 
-/// `GET /api/v1/workers/me`: who the worker's token says it is. A worker pointed at another
-/// URL asks this before registering again: a replica of its coordinator (same database)
-/// knows it, and the worker keeps its identity, its leases and its spooled results.
+/// `GET /api/v1/workers/me`: who the worker's token says it is; and the answer of
+/// `POST /api/v1/workers/identify`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct WorkerIdentity {
     pub worker_id: i64,
+}
+
+/// `POST /api/v1/workers/identify`: which worker holds the token whose SHA-256 this is. A
+/// worker pointed at another URL asks this before registering again, without sending its
+/// token there (a server that is not a replica of its coordinator must not learn it): a replica
+/// (same database) knows it, and the worker keeps its identity, leases and spooled results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct IdentifyWorker {
+    /// The SHA-256 of the worker's token, 64 hexadecimal digits.
+    pub token_sha256: String,
 }
 
 /// `GET /api/v1/workers` (admin): one worker.

@@ -6,11 +6,12 @@
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 use std::time::Duration;
 use tmd_wire::{
-    ApiError, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, RegisterWorker,
-    ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitResult,
-    WorkerIdentity, WorkerRegistered,
+    codes, ApiError, Heartbeat, HeartbeatResponse, IdentifyWorker, LeaseRequest, LeaseResponse,
+    RegisterWorker, ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch,
+    ResultBatchResponse, UnitResult, WorkerIdentity, WorkerRegistered,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -145,11 +146,6 @@ impl Client {
         self.send(path, &url, self.http.post(&url).json(body)).await
     }
 
-    async fn get<R: DeserializeOwned>(&self, path: &str) -> Result<R, ClientError> {
-        let url = format!("{}/api/v1{path}", self.base);
-        self.send(path, &url, self.http.get(&url)).await
-    }
-
     /// Sends a request of this API and sorts its answer (see [`ClientError`]).
     async fn send<R: DeserializeOwned>(
         &self,
@@ -260,9 +256,19 @@ impl Client {
         .await
     }
 
-    /// Who this client's token says the worker is (`GET /workers/me`).
-    pub async fn identity(&self) -> Result<WorkerIdentity, ClientError> {
-        self.get("/workers/me").await
+    /// Which worker holds `token` at this server, asked with its SHA-256 only
+    /// (`POST /workers/identify`): `None` where none does. The token itself is not sent, so a
+    /// server that is not a replica of the coordinator that issued it cannot learn it.
+    pub async fn identify_token(&self, token: &str) -> Result<Option<WorkerIdentity>, ClientError> {
+        let body = IdentifyWorker {
+            token_sha256: hex::encode(Sha256::digest(token.as_bytes())),
+        };
+        match self.post("/workers/identify", &body).await {
+            Ok(me) => Ok(Some(me)),
+            // Unknown there (a coordinator without this route answers so too).
+            Err(e) if e.code() == Some(codes::NOT_FOUND) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn lease(

@@ -126,7 +126,7 @@ struct Cached {
 }
 
 impl WorkerCache {
-    fn get(&self, hash: &[u8; 32]) -> Option<(i64, Option<f64>)> {
+    pub(super) fn get(&self, hash: &[u8; 32]) -> Option<(i64, Option<f64>)> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.get(hash)
             .filter(|c| c.at.elapsed() < Duration::from_secs(CACHE_SECONDS))

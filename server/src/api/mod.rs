@@ -23,8 +23,9 @@ use axum::{Json, Router};
 use std::time::Instant;
 use tmd_wire::{
     ApiError, Campaign, CampaignProgress, CampaignState, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, Heartbeat, HeartbeatResponse, LeaseRequest, LeaseResponse, QuarantineWorker,
-    RegisterWorker, ReleaseLease, ReleaseResponse, WorkerIdentity, WorkerInfo, WorkerRegistered,
+    EnrollmentToken, Heartbeat, HeartbeatResponse, IdentifyWorker, LeaseRequest, LeaseResponse,
+    QuarantineWorker, RegisterWorker, ReleaseLease, ReleaseResponse, WorkerIdentity, WorkerInfo,
+    WorkerRegistered,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -111,6 +112,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_enrollment_token))
         .routes(routes!(register_worker))
         .routes(routes!(worker_identity))
+        .routes(routes!(identify_worker))
         .routes(routes!(list_workers))
         .routes(routes!(get_worker))
         .routes(routes!(quarantine_worker))
@@ -431,6 +433,39 @@ async fn register_worker(
     responses((status = 200, body = WorkerIdentity), (status = 401, body = ApiError)))]
 async fn worker_identity(w: Worker) -> Json<WorkerIdentity> {
     Json(WorkerIdentity { worker_id: w.id })
+}
+
+/// Which worker holds the token of this SHA-256: how a worker pointed at another URL learns
+/// that it reached a replica of its coordinator, without sending its token to a server that
+/// might not be one. The hash proves nothing here: tokens are checked by their preimage.
+#[utoipa::path(post, path = "/workers/identify", tag = "workers", request_body = IdentifyWorker,
+    responses((status = 200, body = WorkerIdentity), (status = 400, body = ApiError),
+              (status = 404, body = ApiError)))]
+async fn identify_worker(
+    State(s): State<AppState>,
+    ApiJson(req): ApiJson<IdentifyWorker>,
+) -> Result<Json<WorkerIdentity>> {
+    let hash: [u8; 32] = hex::decode(req.token_sha256.trim())
+        .ok()
+        .and_then(|v| v.try_into().ok())
+        .ok_or_else(|| {
+            Error::BadRequest("token_sha256 must be 64 hexadecimal digits (a SHA-256)".into())
+        })?;
+    let unknown = || Error::NotFound("no worker holds a token with this SHA-256".into());
+    if let Some((id, _)) = s.workers.get(&hash) {
+        return Ok(Json(WorkerIdentity { worker_id: id }));
+    }
+    // Refused from memory when found unknown a moment ago, as a token is: no query per guess.
+    if s.guard.known_unknown(&hash) {
+        return Err(unknown());
+    }
+    match store::authenticate_worker(&s.relaxed_pool, &hash).await? {
+        Some((id, _)) => Ok(Json(WorkerIdentity { worker_id: id })),
+        None => {
+            s.guard.note_unknown(hash);
+            Err(unknown())
+        }
+    }
 }
 
 /// Lists workers with last seen, measured speed, units done, owner, record and quarantine.

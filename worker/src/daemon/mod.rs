@@ -29,7 +29,6 @@ pub use settings::{RunArgs, Settings};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tmd_wire::codes;
 use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
@@ -314,16 +313,14 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
 
 /// Whether the server of `anonymous` knows the worker of credentials `c` (made at another
 /// URL): `Some(true)` when its token names the same worker there, `Some(false)` when the token
-/// is unknown, `None` when asked to stop while waiting for the server.
+/// is unknown, `None` when asked to stop while waiting for the server. Asked with the token's
+/// SHA-256 only: until the server shows it knows this worker, it may be any server (a typo,
+/// or a hostile one), and the token would let it post results as this worker.
 async fn known_at(anonymous: &Client, c: &Credentials, shared: &Shared) -> Result<Option<bool>> {
-    let client = anonymous.with_token(c.token.clone());
     let mut backoff = Backoff::new();
     loop {
-        match client.identity().await {
-            Ok(me) => return Ok(Some(me.worker_id == c.worker_id)),
-            // Unknown token (an older coordinator without `GET /workers/me` answers so too:
-            // its admin-only `/workers/{id}`).
-            Err(e) if e.code() == Some(codes::UNAUTHORIZED) => return Ok(Some(false)),
+        match anonymous.identify_token(&c.token).await {
+            Ok(me) => return Ok(Some(me.is_some_and(|me| me.worker_id == c.worker_id))),
             Err(ClientError::Unavailable {
                 message,
                 retry_after,
