@@ -7,6 +7,9 @@
 
 use rug::Integer;
 
+/// The largest number of limbs of a word (512 bits, the widest generation gives).
+pub const MAX_LIMBS: usize = 8;
+
 /// `L` limbs, least significant first; the value is `limbs / 2^(64 L)` mod 1.
 pub type Word<const L: usize> = [u64; L];
 

@@ -86,8 +86,7 @@ pub const MIN_DOMAIN_BITS: u32 = 5;
 
 /// The default of [`GenConfig::flat_domain_bits`].
 pub const FLAT_DOMAIN_BITS: u32 = 20;
-/// The largest number of limbs of a fixed-point word.
-pub const MAX_LIMBS: usize = 8;
+pub use crate::numbers::fixed::MAX_LIMBS;
 /// How many halvings of a piece generation predicts the degree and width of
 /// ([`Generated::halves`]): a unit of `2^40` down to pieces of `2^30` (exp near 300 stops at
 /// `2^34`).
