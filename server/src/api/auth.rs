@@ -126,7 +126,7 @@ struct Cached {
 }
 
 impl WorkerCache {
-    pub(super) fn get(&self, hash: &[u8; 32]) -> Option<(i64, Option<f64>)> {
+    fn get(&self, hash: &[u8; 32]) -> Option<(i64, Option<f64>)> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.get(hash)
             .filter(|c| c.at.elapsed() < Duration::from_secs(CACHE_SECONDS))
@@ -167,32 +167,36 @@ impl FromRequestParts<AppState> for Worker {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
         let token_hash = hash_token(bearer(parts)?);
-        if let Some((id, speed)) = state.workers.get(&token_hash) {
-            return Ok(Worker {
+        match worker_by_hash(state, &token_hash).await? {
+            Some((id, speed)) => Ok(Worker {
                 id,
                 speed,
                 token_hash,
-            });
-        }
-        // A token found unknown a moment ago is refused from memory: guessing costs no query.
-        if state.guard.known_unknown(&token_hash) {
-            return Err(Error::Unauthorized("unknown worker token".into()));
-        }
-        match store::authenticate_worker(&state.relaxed_pool, &token_hash).await? {
-            Some((id, speed)) => {
-                state.workers.put(token_hash, id, speed);
-                Ok(Worker {
-                    id,
-                    speed,
-                    token_hash,
-                })
-            }
-            None => {
-                state.guard.note_unknown(token_hash);
-                Err(Error::Unauthorized("unknown worker token".into()))
-            }
+            }),
+            None => Err(Error::Unauthorized("unknown worker token".into())),
         }
     }
+}
+
+/// The worker (id, measured speed) whose token has the SHA-256 `hash`, from the cache or the
+/// database; `None` for none. A hash found unknown a moment ago is answered from memory:
+/// guessing costs no query.
+pub(super) async fn worker_by_hash(
+    state: &AppState,
+    hash: &[u8; 32],
+) -> Result<Option<(i64, Option<f64>)>, Error> {
+    if let Some(w) = state.workers.get(hash) {
+        return Ok(Some(w));
+    }
+    if state.guard.known_unknown(hash) {
+        return Ok(None);
+    }
+    let found = store::authenticate_worker(&state.relaxed_pool, hash).await?;
+    match found {
+        Some((id, speed)) => state.workers.put(*hash, id, speed),
+        None => state.guard.note_unknown(*hash),
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -451,20 +451,11 @@ async fn identify_worker(
         .ok_or_else(|| {
             Error::BadRequest("token_sha256 must be 64 hexadecimal digits (a SHA-256)".into())
         })?;
-    let unknown = || Error::NotFound("no worker holds a token with this SHA-256".into());
-    if let Some((id, _)) = s.workers.get(&hash) {
-        return Ok(Json(WorkerIdentity { worker_id: id }));
-    }
-    // Refused from memory when found unknown a moment ago, as a token is: no query per guess.
-    if s.guard.known_unknown(&hash) {
-        return Err(unknown());
-    }
-    match store::authenticate_worker(&s.relaxed_pool, &hash).await? {
+    match auth::worker_by_hash(&s, &hash).await? {
         Some((id, _)) => Ok(Json(WorkerIdentity { worker_id: id })),
-        None => {
-            s.guard.note_unknown(hash);
-            Err(unknown())
-        }
+        None => Err(Error::NotFound(
+            "no worker holds a token with this SHA-256".into(),
+        )),
     }
 }
 
