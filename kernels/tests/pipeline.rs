@@ -153,41 +153,62 @@ fn precision_24_slices() {
     compare(Function::Tan, 24, "0x1p-1", "0x1.04p-1", 15, 18);
 }
 
+/// A route against the brute force: `[from, to)` searched with both tests on the
+/// configuration `route` makes of the default, each result with the brute force's HR-cases and
+/// exact cases and judged by `changed` against the result of `baseline` (the regular test).
+fn route_against_brute_force(
+    (f, bits, from, to, k, u): (Function, u32, &str, &str, u32, u32),
+    baseline: impl Fn(&mut SearchConfig),
+    route: impl Fn(&mut SearchConfig),
+    changed: impl Fn(&str, &RangeResult, &RangeResult),
+) {
+    let p = Precision::new(bits).unwrap();
+    let (want, want_exact) = brute_force(f, p, from, to, k);
+    assert!(
+        !want.is_empty(),
+        "{f} p={bits} [{from},{to}) k={k}: no cases"
+    );
+    let units = split_range(f, p, from, to, Some(u)).unwrap();
+    let run = |test, adjust: &dyn Fn(&mut SearchConfig)| {
+        let mut cfg = SearchConfig::new(f, p, k);
+        cfg.test = test;
+        adjust(&mut cfg);
+        search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
+    };
+    let base = run(Test::Regular, &baseline);
+    for test in [Test::Regular, Test::Lefevre] {
+        let r = run(test, &route);
+        let what = format!("{f} p={bits} [{from},{to}) k={k} {test:?}");
+        check(&r, &want, &want_exact, &what);
+        changed(&what, &r, &base);
+    }
+}
+
 /// Issue 26: steep regions (exp and sinh far from 0, tan next to its pole at pi/2, exp of a
 /// negative argument) with the steep split forced on (`max_limbs: 0`): every steep piece of
 /// `128` domains or more halves. The HR-cases and exact cases are the brute force's, with both
 /// tests, on more pieces than the default route (which never splits at these precisions).
 #[test]
 fn steep_regions_split_against_brute_force() {
-    for (f, bits, from, to, k, u) in STEEP_CASES {
-        let p = Precision::new(bits).unwrap();
-        let (want, want_exact) = brute_force(f, p, from, to, k);
-        assert!(
-            !want.is_empty(),
-            "{f} p={bits} [{from},{to}) k={k}: no cases"
+    for case in STEEP_CASES {
+        route_against_brute_force(
+            case,
+            |_| {},
+            |cfg| {
+                cfg.steep = SteepSplit {
+                    max_limbs: 0,
+                    min_domains: 128,
+                }
+            },
+            |what, r, default| {
+                assert!(
+                    r.stats.pieces > default.stats.pieces,
+                    "{what}: the split must happen ({:?} against {:?})",
+                    r.stats,
+                    default.stats
+                )
+            },
         );
-        let units = split_range(f, p, from, to, Some(u)).unwrap();
-        let default = {
-            let cfg = SearchConfig::new(f, p, k);
-            search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
-        };
-        for test in [Test::Regular, Test::Lefevre] {
-            let mut cfg = SearchConfig::new(f, p, k);
-            cfg.test = test;
-            cfg.steep = SteepSplit {
-                max_limbs: 0,
-                min_domains: 128,
-            };
-            let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
-            let what = format!("{f} p={bits} [{from},{to}) k={k} {test:?}");
-            check(&r, &want, &want_exact, &what);
-            assert!(
-                r.stats.pieces > default.stats.pieces,
-                "{f} p={bits}: the split must happen ({:?} against {:?})",
-                r.stats,
-                default.stats
-            );
-        }
     }
 }
 
@@ -206,33 +227,21 @@ fn flat_regions_rise_against_brute_force() {
         (Function::Log, 20, "0x1p+6", "0x1p+7", 15, 16),
         (Function::Atan, 20, "0x1p+2", "0x1p+3", 15, 16),
     ];
-    for (f, bits, from, to, k, u) in cases {
-        let p = Precision::new(bits).unwrap();
-        let (want, want_exact) = brute_force(f, p, from, to, k);
-        assert!(
-            !want.is_empty(),
-            "{f} p={bits} [{from},{to}) k={k}: no cases"
-        );
-        let units = split_range(f, p, from, to, Some(u)).unwrap();
-        let run = |test, flat_bits| {
-            let mut cfg = SearchConfig::new(f, p, k);
-            cfg.test = test;
+    let domains = |flat_bits| {
+        move |cfg: &mut SearchConfig| {
             cfg.gen.domain_bits = 5;
             cfg.gen.flat_domain_bits = flat_bits;
-            search_units(&cfg, &units, &Cpu, &|_| {}).unwrap()
-        };
-        let fixed = run(Test::Regular, 5);
-        for test in [Test::Regular, Test::Lefevre] {
-            let r = run(test, 11);
-            let what = format!("{f} p={bits} [{from},{to}) k={k} {test:?}");
-            check(&r, &want, &want_exact, &what);
+        }
+    };
+    for case in cases {
+        route_against_brute_force(case, domains(5), domains(11), |what, r, fixed| {
             assert!(
                 r.stats.domains < fixed.stats.domains,
                 "{what}: the domains must grow ({:?} against {:?})",
                 r.stats,
                 fixed.stats
-            );
-        }
+            )
+        });
     }
 }
 

@@ -303,12 +303,19 @@ mod tests {
         }
     }
 
+    /// A test's folder (`tmd-journal-{tag}` and this process) and a journal path in it, with no
+    /// journal there yet.
+    fn fresh_journal(tag: &str, name: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("tmd-journal-{tag}{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        (dir, path)
+    }
+
     #[test]
     fn a_torn_line_is_cut_and_the_search_goes_on() {
-        let dir = std::env::temp_dir().join(format!("tmd-journal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("cases.csv.journal");
-        let _ = std::fs::remove_file(&path);
+        let (dir, path) = fresh_journal("", "cases.csv.journal");
         let mut j = Journal::create(&path, &header()).unwrap();
         j.record(&unit(1 << 23)).unwrap();
         j.record(&unit((1 << 23) + (1 << 16))).unwrap();
@@ -347,10 +354,7 @@ mod tests {
     /// every unit.
     #[test]
     fn a_long_journal_is_compacted_and_resumes_whole() {
-        let dir = std::env::temp_dir().join(format!("tmd-journal-c-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("cases.wc.journal");
-        let _ = std::fs::remove_file(&path);
+        let (dir, path) = fresh_journal("c-", "cases.wc.journal");
         // Arguments up to 2^31 significands: judged in binary64, where they are exact.
         let fmt = tmd_kernels::numbers::format::Format::named("binary64").unwrap();
         let mut j = Journal::create(&path, &header()).unwrap();
@@ -394,10 +398,7 @@ mod tests {
     /// this one; one with another value is another search.
     #[test]
     fn a_journal_without_flat_domains_resumes() {
-        let dir = std::env::temp_dir().join(format!("tmd-journal-f-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("cases.csv.journal");
-        let _ = std::fs::remove_file(&path);
+        let (dir, path) = fresh_journal("f-", "cases.csv.journal");
         let old = Header {
             flat_domain_bits: None,
             ..header()
