@@ -64,8 +64,8 @@ async fn compare(pool: &PgPool, campaign: i64) -> Vec<(String, f64, f64)> {
                   sum(units_done)::float8 AS ud, sum(units_quarantined)::float8 AS uq, \
                   sum(args_pending)::float8 AS ap, sum(args_leased)::float8 AS al, \
                   sum(args_done)::float8 AS ad, sum(args_quarantined)::float8 AS aq, \
-                  sum(work_pending) AS wp, sum(work_leased) AS wl, sum(work_done) AS wd, \
-                  sum(work_quarantined) AS wq, sum(hr_cases)::float8 AS hr, \
+                  sum(work_pending)::float8 AS wp, sum(work_leased)::float8 AS wl, \
+                  sum(work_done)::float8 AS wd, sum(work_quarantined)::float8 AS wq, sum(hr_cases)::float8 AS hr, \
                   sum(results)::float8 AS r, sum(results_void)::float8 AS rv, \
                   sum(results_outvoted)::float8 AS ro, sum(results_alone)::float8 AS ra, \
                   sum(results_alone_untrusted)::float8 AS rau, \
@@ -81,7 +81,7 @@ async fn compare(pool: &PgPool, campaign: i64) -> Vec<(String, f64, f64)> {
     .await
     .unwrap();
     let scanned: Vec<(String, f64)> = sqlx::query_as(
-        "WITH u AS (SELECT u.*, COALESCE(k.weight, 1) AS w FROM units u \
+        "WITH u AS (SELECT u.*, COALESCE(k.weight::numeric, 1) AS w FROM units u \
                     LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
                          AND k.negative = u.negative AND k.exponent = u.exponent \
                     WHERE u.campaign_id = $1), \
@@ -94,10 +94,10 @@ async fn compare(pool: &PgPool, campaign: i64) -> Vec<(String, f64, f64)> {
              COALESCE(sum(count) FILTER (WHERE state = 'leased'), 0)::float8 AS al, \
              COALESCE(sum(count) FILTER (WHERE state = 'done'), 0)::float8 AS ad, \
              COALESCE(sum(count) FILTER (WHERE state = 'quarantined'), 0)::float8 AS aq, \
-             COALESCE(sum(count * w) FILTER (WHERE state = 'pending'), 0) AS wp, \
-             COALESCE(sum(count * w) FILTER (WHERE state = 'leased'), 0) AS wl, \
-             COALESCE(sum(count * w) FILTER (WHERE state = 'done'), 0) AS wd, \
-             COALESCE(sum(count * w) FILTER (WHERE state = 'quarantined'), 0) AS wq \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'pending'), 0)::float8 AS wp, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'leased'), 0)::float8 AS wl, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'done'), 0)::float8 AS wd, \
+             COALESCE(sum(count * w) FILTER (WHERE state = 'quarantined'), 0)::float8 AS wq \
            FROM u), \
          r AS (SELECT count(*)::float8 AS r, count(*) FILTER (WHERE r.void)::float8 AS rv, \
              count(*) FILTER (WHERE r.verdict = 'outvoted')::float8 AS ro, \
@@ -161,10 +161,13 @@ async fn binades_match(pool: &PgPool, campaign: i64) {
 }
 
 async fn assert_counters(pool: &PgPool, campaign: i64, step: &str) {
+    // Every counter is exact (integers, and work as numeric sums of `count * weight::numeric`),
+    // so the kept value equals the scan's to the last bit, however many times units came and
+    // went.
     for (k, kept, scanned) in compare(pool, campaign).await {
-        let tol = 1e-9 * scanned.abs().max(1.0);
-        assert!(
-            (kept - scanned).abs() <= tol,
+        assert_eq!(
+            kept.to_bits(),
+            scanned.to_bits(),
             "after {step}: counter {k} is {kept}, a scan says {scanned}"
         );
     }

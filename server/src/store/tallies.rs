@@ -104,7 +104,7 @@ pub(crate) async fn init(
          INSERT INTO campaign_tallies (campaign_id, shard, units_pending, args_pending, \
                                        work_pending) \
          SELECT $1, 0, COALESCE(sum(units_pending), 0), COALESCE(sum(args_pending), 0), \
-                COALESCE(sum(args_pending), 0)::float8 FROM b",
+                COALESCE(sum(args_pending), 0) FROM b",
     )
     .bind(campaign_id)
     .bind(&neg)
@@ -206,10 +206,10 @@ pub async fn set_estimate(
     // the campaign's shards fold into shard 0 for it.
     sqlx::query(
         "WITH w AS ( \
-             SELECT sum(b.args_pending::float8 * k.weight) AS p, \
-                    sum(b.args_leased::float8 * k.weight) AS l, \
-                    sum(b.args_done::float8 * k.weight) AS d, \
-                    sum(b.args_quarantined::float8 * k.weight) AS q \
+             SELECT sum(b.args_pending * k.weight::numeric) AS p, \
+                    sum(b.args_leased * k.weight::numeric) AS l, \
+                    sum(b.args_done * k.weight::numeric) AS d, \
+                    sum(b.args_quarantined * k.weight::numeric) AS q \
              FROM binade_tallies b JOIN campaign_costs k ON k.campaign_id = b.campaign_id \
                   AND k.negative = b.negative AND k.exponent = b.exponent \
              WHERE b.campaign_id = $1) \
@@ -262,7 +262,7 @@ pub async fn rate_base<'e, E: sqlx::PgExecutor<'e>>(
     id: i64,
 ) -> Result<Option<(f64, f64, f64)>> {
     let row: Option<(Option<f64>, Option<f64>, Option<f64>)> = sqlx::query_as(
-        "SELECT CASE WHEN c.created_at > now() - interval '1 hour' THEN 0 ELSE s.work_done END, \
+        "SELECT CASE WHEN c.created_at > now() - interval '1 hour' THEN 0 ELSE s.work_done::float8 END, \
                 CASE WHEN c.created_at > now() - interval '1 hour' THEN 0 \
                      ELSE s.args_done::float8 END, \
                 CASE WHEN c.created_at > now() - interval '1 hour' \
