@@ -892,6 +892,361 @@ extern "C" __global__ void tmd_phase1_exact(const u64 *rho_b, const u64 *rho_s,
         emit_failure(i, out_index, cap, counters);
 }
 
+// ---------------------------------------------------------------- phase 1's quadratic screen
+
+// existence/quadratic.rs line by line (docs/error-analysis.md §16): the arguments x < n whose
+// line value (b - a x) mod 2^64 lies below e, found from the point where Lefevre's test stops by
+// the two return gaps of the three-gap structure, each checked against the domain's quadratic.
+#define SCREEN_MAX_HITS 64u
+
+struct Gap {
+    u64 g, disp;
+};
+
+// quadratic.rs `record`: the first of k single steps value -= step, index += w below e.
+__device__ __forceinline__ void screen_record(Gap &gap, u64 value, u64 index, u64 step, u64 w,
+                                              u64 k, u64 e) {
+    if (gap.g != U64_MAX) return;
+    u64 ks = sat_mul(k, step);
+    u64 rest = value > ks ? value - ks : 0;
+    if (rest >= e) return;
+    u64 r;
+    u64 j = divrem(value - e, step, &r) + 1;
+    gap.g = sat_add(index, sat_mul(j, w));
+    gap.disp = value - j * step;
+}
+
+// quadratic.rs `start`: 0 clear, 1 fail, 2 a first point (x, y) with the gaps.
+__device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_out,
+                                            u64 *y_out, Gap &down, Gap &up) {
+    u64 p = a, q = 0ull - a, u = 1, v = 1, d = b, x = 0;
+    down.g = U64_MAX;
+    down.disp = 0;
+    up.g = U64_MAX;
+    up.disp = 0;
+    if (p < e) {
+        down.g = 1;
+        down.disp = p;
+    }
+    if (q < e) {
+        up.g = 1;
+        up.disp = q;
+    }
+    bool hit = d < e;
+    while (!hit) {
+        if (d < p) {
+            if (p == 0) return 1;
+            // quadratic.rs: the turns with q / p = 0 at once.
+            if (q < p) {
+                u64 turns_n = sum_ge(u, v, n) ? 0 : (n - 1 - u - v) / u + 1;
+                u64 m = (p - d - 1) / q + 1;
+                u64 m2 = (p - 1) / q;
+                m = m < m2 ? m : m2;
+                m = m < turns_n ? m : turns_n;
+                if (m > 0) {
+                    screen_record(down, p, v, q, u, m, e);
+                    p -= m * q;
+                    v += m * u;
+                    continue;
+                }
+            }
+            u64 q0 = q;
+            u64 k = divrem(q0, p, &q);
+            screen_record(up, q0, u, p, v, k, e);
+            u = sat_add(u, sat_mul(k, v));
+            if (sum_ge(u, v, n) || q == 0) return 0;
+            p -= q;
+            v = sat_add(v, u);
+            screen_record(down, p + q, v - u, q, u, 1, e);
+        } else {
+            // Likewise the turns with p / q = 0.
+            if (p < q) {
+                u64 m = (d - e) / p;
+                u64 m2 = (q - 1) / p;
+                u64 m3 = (n - 1 > u ? n - 1 - u : 0) / v;
+                m = m < m2 ? m : m2;
+                m = m < m3 ? m : m3;
+                if (m > 0) {
+                    screen_record(up, q, u, p, v, m, e);
+                    d -= m * p;
+                    x = sat_add(x, m * v);
+                    q -= m * p;
+                    u += m * v;
+                    continue;
+                }
+            }
+            d -= p;
+            x = sat_add(x, v);
+            if (d < e) {
+                hit = true;
+                break;
+            }
+            if (q == 0) return 1;
+            u64 p0 = p;
+            u64 k = divrem(p0, q, &p);
+            screen_record(down, p0, v, q, u, k, e);
+            v = sat_add(v, sat_mul(k, u));
+            if (sum_ge(u, v, n) || p == 0) return 0;
+            q -= p;
+            u = sat_add(u, v);
+            screen_record(up, q + p, u - v, p, v, 1, e);
+        }
+    }
+    while ((down.g == U64_MAX || up.g == U64_MAX) && !sum_ge(u, v, n)) {
+        if (p == 0 || q == 0) return 1;
+        if (p >= q) {
+            u64 p0 = p;
+            u64 k = divrem(p0, q, &p);
+            screen_record(down, p0, v, q, u, k, e);
+            v = sat_add(v, sat_mul(k, u));
+        } else {
+            u64 q0 = q;
+            u64 k = divrem(q0, p, &q);
+            screen_record(up, q0, u, p, v, k, e);
+            u = sat_add(u, sat_mul(k, v));
+        }
+    }
+    *x_out = x;
+    *y_out = d;
+    return 2;
+}
+
+// quadratic.rs `next`: the next point forward (back = false) or backward; false past the ends.
+__device__ __forceinline__ bool screen_next(u64 &x, u64 &y, Gap down, Gap up, u64 e, u64 n,
+                                            bool back) {
+    Gap lo = back ? up : down, hi = back ? down : up;
+    bool can_lo = lo.g != U64_MAX && y >= lo.disp;
+    bool can_hi = hi.g != U64_MAX && hi.disp < e - y;
+    u64 g, ny;
+    if (can_lo && (!can_hi || lo.g < hi.g)) {
+        g = lo.g;
+        ny = y - lo.disp;
+    } else if (can_hi) {
+        g = hi.g;
+        ny = y + hi.disp;
+    } else if (lo.g != U64_MAX && hi.g != U64_MAX) {
+        g = sat_add(lo.g, hi.g);
+        ny = hi.disp - (lo.disp - y);
+    } else {
+        return false;
+    }
+    if (back) {
+        if (g > x) return false;
+        x -= g;
+    } else {
+        u64 nx = sat_add(x, g);
+        if (nx >= n) return false;
+        x = nx;
+    }
+    y = ny;
+    return true;
+}
+
+// phases.rs `quadratic_at` and `phase3_flags` on words of W limbs: 1 where the quadratic's top
+// 64 bits T lie within t3 of an integer ((T + t3) mod 2^64 <= 2 t3), 0 where not. W < L (the
+// two-limb walk): the words are the walked top limbs, and the host's `err` bounds how far the
+// walked T can be from the true one at any x of the domain (cuda/piece.rs `screen_error`), so
+// the answer is the true T's only where every T within `err` gives it; elsewhere 2 (undecided:
+// the domain goes to the exact list). The host keeps t3 below 2^62 there.
+template <int W>
+struct QuadCheck {
+    u64 r0[W], r1[W], r2[W];
+    u64 t3, err;
+    __device__ __forceinline__ int operator()(u64 x) const {
+        u64 v[W], t[W];
+#pragma unroll
+        for (int k = 0; k < W; k++) v[k] = r0[k];
+        w_mul_small<W>(t, r1, x);
+        w_add<W>(v, t);
+        w_mul_small<W>(t, r2, x * (x - 1) / 2);
+        w_add<W>(v, t);
+        u64 top = v[W - 1];
+        if (W < L) {
+            u64 d = top + t3, two = 2 * t3;
+            if (d >= err && d <= two && two - d >= err) return 1;
+            if (d > two && d - two > err && d <= ~err) return 0;
+            return 2;
+        }
+        return (top <= t3 || top >= 0ull - t3) ? 1 : 0;
+    }
+    // phases.rs `domain_polynomial` from the walked b, slope, r2 and eps1's top W limbs.
+    __device__ __forceinline__ void set(const u64 *b, const u64 *s, const u64 *r, const u64 *eps1,
+                                        u64 k0, u64 k1) {
+        u64 t[W];
+#pragma unroll
+        for (int k = 0; k < W; k++) r2[k] = r[k];
+        w_mul_small<W>(t, r, k1);
+        w_sub<W>(r1, s, t);
+        w_sub<W>(r0, b, eps1);
+        w_mul_small<W>(t, r, k0);
+        w_add<W>(r0, t);
+    }
+};
+
+// quadratic.rs `screen_with` with MAX_HITS: 0 clear, 1 fail, 2 undecided (a check was).
+template <int W>
+__device__ __forceinline__ int screen(u64 a, u64 b, u64 n, u64 e, const QuadCheck<W> &check) {
+    int f = flat(a, b, n, e);
+    if (f >= 0) return f == 1 ? 0 : 1;
+    u64 x0, y0;
+    Gap down, up;
+    int s = screen_start(a, b, n, e, &x0, &y0, down, up);
+    if (s != 2) return s;
+    u32 hits = 0;
+    if (x0 < n) {
+        hits++;
+        int c = check(x0);
+        if (c) return c;
+    }
+#pragma unroll 1
+    for (int back = 0; back < 2; back++) {
+        if (!back && x0 >= n) continue;
+        u64 x = x0, y = y0;
+        while (screen_next(x, y, down, up, e, n, back != 0)) {
+            if (x < n) {
+                hits++;
+                if (hits > SCREEN_MAX_HITS) return 1;
+                int c = check(x);
+                if (c) return c;
+            }
+        }
+    }
+    return 0;
+}
+
+// Phase 1 of a screened piece (Generated::quadratic): phase1_walk with r2 walked as well and
+// the screen instead of the line test. WL = L: exact words (tmd_phase1_quad); WL = 2 < L
+// (tmd_phase1_top_quad): the two-limb walk, a, b decided as there, and a domain whose screen is
+// undecided (a point's check or a, b) goes to the `exact` list for tmd_phase1_exact_quad.
+// consts: eps1 (L limbs) first.
+template <int WL>
+__device__ __forceinline__ void phase1_screen_walk(
+    const u64 *rho_b, const u64 *rho_s, const u64 *rho_r, const u64 *consts, u64 domains,
+    u64 count, u32 domain_bits, u64 packet, u64 first_packet, u64 end_packet, u64 e1, u64 k0,
+    u64 k1, u64 t3, u64 *out_index, u64 cap, u64 *counters, u64 slack_b, u64 slack_s,
+    u64 quad_err, u64 *exact, u64 exact_cap) {
+    u64 u = first_packet + (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u32 lane = threadIdx.x & 31u;
+    u64 u0 = u - lane;
+    bool striped = TMD_STRIPE && NB <= STRIPE_MAX_N && u0 + 32 <= end_packet &&
+                   (u0 + 32) * packet <= domains;
+    u64 i0, i1, di;
+    if (striped) {
+        i0 = u0 * packet + lane;
+        i1 = i0 + 32 * packet;
+        di = 32;
+    } else {
+        if (u >= end_packet) return;
+        i0 = u * packet;
+        if (i0 >= domains) return;
+        i1 = i0 + packet < domains ? i0 + packet : domains;
+        di = 1;
+    }
+    u64 wb[NB][WL], ws[NS][WL], wr[NR][WL];
+    {
+        u64 c[NB * BL], scratch[NB * L];
+        binomials(i0, NB, c);
+        shift_state(scratch, NB, rho_b, c);
+        if (striped) stride_state(scratch, NB, 32);
+        to_registers<NB, WL>(wb, scratch);
+        shift_state(scratch, NS, rho_s, c);
+        if (striped) stride_state(scratch, NS, 32);
+        to_registers<NS, WL>(ws, scratch);
+        shift_state(scratch, NR, rho_r, c);
+        if (striped) stride_state(scratch, NR, 32);
+        to_registers<NR, WL>(wr, scratch);
+    }
+    u64 eps1[WL];
+#pragma unroll
+    for (int k = 0; k < WL; k++) eps1[k] = consts[L - WL + k];
+    u64 big_n = 1ull << domain_bits;
+    QuadCheck<WL> check;
+    check.t3 = t3;
+    check.err = quad_err;
+    for (u64 i = i0; i < i1; i += di) {
+        u64 a, b;
+        bool sure = true;
+        if (WL == L) {
+            a = w_neg_floor64<WL>(ws[0]);
+            b = w_ceil64<WL>(wb[0]);
+        } else {
+            u64 lo_b = wb[0][WL - 2], lo_s = ws[0][WL - 2];
+            sure = lo_b != 0 && lo_b <= ~slack_b && lo_s != 0 && lo_s <= ~slack_s;
+            b = wb[0][WL - 1] + 1;
+            a = ~ws[0][WL - 1];
+        }
+        u64 rest = count - i * big_n;
+        u64 n = rest < big_n ? rest : big_n;
+        int answer = 2;
+        if (sure) {
+            check.set(wb[0], ws[0], wr[0], eps1, k0, k1);
+            answer = screen<WL>(a, b, n, e1, check);
+        }
+        if (answer == 2) {
+            u64 j = atomicAdd(&counters[5], 1ull);
+            if (j < exact_cap) exact[j] = i;
+        } else if (answer == 1) {
+            emit_failure(i, out_index, cap, counters);
+        }
+        step<NB, WL>(wb);
+        step<NS, WL>(ws);
+        step<NR, WL>(wr);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, TMD_MINBLOCKS)
+    tmd_phase1_quad(const u64 *rho_b, const u64 *rho_s, const u64 *rho_r, const u64 *consts,
+                    u64 domains, u64 count, u32 domain_bits, u64 packet, u64 first_packet,
+                    u64 end_packet, u64 e1, u64 k0, u64 k1, u64 t3, u64 *out_index, u64 cap,
+                    u64 *counters) {
+    phase1_screen_walk<L>(rho_b, rho_s, rho_r, consts, domains, count, domain_bits, packet,
+                          first_packet, end_packet, e1, k0, k1, t3, out_index, cap, counters, 0,
+                          0, 0, 0, 0);
+}
+
+// Blocks per multiprocessor of the screen's two-limb walk: it holds r2's table and the
+// screen's state besides the line's, so more registers than tmd_phase1_top's cap.
+#ifndef TMD_QUAD_MINBLOCKS
+#define TMD_QUAD_MINBLOCKS 2
+#endif
+extern "C" __global__ void __launch_bounds__(256, TMD_QUAD_MINBLOCKS)
+    tmd_phase1_top_quad(const u64 *rho_b, const u64 *rho_s, const u64 *rho_r,
+                        const u64 *consts, u64 domains, u64 count, u32 domain_bits, u64 packet,
+                        u64 first_packet, u64 end_packet, u64 e1, u64 k0, u64 k1, u64 t3,
+                        u64 *out_index, u64 cap, u64 *counters, u64 slack_b, u64 slack_s,
+                        u64 quad_err, u64 *exact, u64 exact_cap) {
+    phase1_screen_walk<TOP_WL>(rho_b, rho_s, rho_r, consts, domains, count, domain_bits,
+                               packet, first_packet, end_packet, e1, k0, k1, t3, out_index, cap,
+                               counters, slack_b, slack_s, quad_err, exact, exact_cap);
+}
+
+// tmd_phase1_exact for a screened piece: exact words at each undecided domain, then the screen.
+extern "C" __global__ void tmd_phase1_exact_quad(const u64 *rho_b, const u64 *rho_s,
+                                                 const u64 *rho_r, const u64 *consts,
+                                                 const u64 *exact, u64 n, u64 count,
+                                                 u32 domain_bits, u64 e1, u64 k0, u64 k1,
+                                                 u64 t3, u64 *out_index, u64 cap,
+                                                 u64 *counters) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u64 i = exact[j];
+    u64 c[NB][BL];
+    binomials_const<NB>(i, c);
+    u64 wb[L], ws[L], wr[L];
+    value_at<NB>(wb, rho_b, c);
+    value_at<NS>(ws, rho_s, c);
+    value_at<NR>(wr, rho_r, c);
+    u64 big_n = 1ull << domain_bits;
+    u64 rest = count - i * big_n;
+    u64 len = rest < big_n ? rest : big_n;
+    QuadCheck<L> check;
+    check.t3 = t3;
+    check.err = 0;
+    check.set(wb, ws, wr, consts, k0, k1);
+    if (screen<L>(w_neg_floor64<L>(ws), w_ceil64<L>(wb), len, e1, check) != 0)
+        emit_failure(i, out_index, cap, counters);
+}
+
 // ---------------------------------------------------------------- phase 2
 
 // One thread per (failed domain, subdomain): search.rs `domain_polynomial` and one iteration of

@@ -212,6 +212,39 @@ fn steep_regions_split_against_brute_force() {
     }
 }
 
+/// Issue 26: phase 1's quadratic screen in the steep regions: larger domains than the line
+/// test's, whose line points within its threshold are checked against the quadratic. The
+/// HR-cases and exact cases are the brute force's with both tests (phase 2's), on fewer
+/// domains than with the line test alone.
+#[test]
+fn steep_regions_screened_against_brute_force() {
+    // Where the quadratic residual, not the cubic terms, sets the line's domains at these
+    // precisions.
+    let cases = [
+        (Function::Exp, 24, "0x1p+4", "0x1.08p+4", 15, 18),
+        (Function::Exp, 24, "0x1p+2", "0x1.1p+2", 15, 18),
+        (Function::Exp, 24, "-0x1.1p+2", "-0x1p+2", 15, 18),
+        (Function::Sinh, 24, "0x1p+3", "0x1.08p+3", 15, 18),
+        (Function::Tan, 24, "0x1.6p+0", "0x1.64p+0", 15, 18),
+        (Function::Exp2, 24, "0x1p+3", "0x1.08p+3", 15, 18),
+    ];
+    for case in cases {
+        route_against_brute_force(
+            case,
+            |cfg| cfg.gen.quadratic = false,
+            |cfg| cfg.gen.quadratic = true,
+            |what, r, line| {
+                assert!(
+                    r.stats.domains < line.stats.domains,
+                    "{what}: the screen's domains must be larger ({:?} against {:?})",
+                    r.stats,
+                    line.stats
+                )
+            },
+        );
+    }
+}
+
 /// Issue 26: domains larger than `domain_bits` where `f` is flat. At these precisions `k - 4`
 /// caps the domain size below the published 15, so the rise is forced from a smaller
 /// `domain_bits` (5) to `flat_domain_bits` (11): the HR-cases and exact cases are the brute

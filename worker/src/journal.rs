@@ -47,6 +47,10 @@ pub struct Header {
     /// range's own (`tmd_kernels::plan::whole`). Absent (false) in journals written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole: bool,
+    /// `--quadratic-screen` (issue 26): other statistics on steep units. Absent (false) in
+    /// journals written before, when there was no screen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quadratic_screen: bool,
 }
 
 /// The journal's version: version 2 adds the compacted line (a version-1 reader would take
@@ -275,6 +279,7 @@ mod tests {
             domain_bits: 15,
             flat_domain_bits: Some(20),
             whole: false,
+            quadratic_screen: false,
         }
     }
 
@@ -420,6 +425,16 @@ mod tests {
             ..header()
         };
         let e = Journal::resume(&path, &other).err().unwrap().to_string();
+        assert!(e.contains("holds another search"), "{e}");
+        // The quadratic screen's statistics differ: another search too (and the field is
+        // written only when set, so journals without it read as before).
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert!(!first.lines().next().unwrap().contains("quadratic_screen"));
+        let screened = Header {
+            quadratic_screen: true,
+            ..header()
+        };
+        let e = Journal::resume(&path, &screened).err().unwrap().to_string();
         assert!(e.contains("holds another search"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -57,7 +57,8 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
 /// walk; `TMD_CUDA_LANES` (1 or 2) how many domains one thread tests at once;
 /// `TMD_CUDA_STRIPE` (0 or 1) whether a warp's lanes walk neighbouring domains;
 /// `TMD_CUDA_P2_MINBLOCKS` (0: no cap) the blocks of phase 2 that must fit on a
-/// multiprocessor (its register cap). No answer depends on them.
+/// multiprocessor (its register cap), `TMD_CUDA_QUAD_MINBLOCKS` those of the quadratic screen's
+/// two-limb walk (default 2). No answer depends on them.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
     let lanes = env_u64("TMD_CUDA_LANES").unwrap_or(PHASE1_LANES);
@@ -66,6 +67,7 @@ pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let p2_min_blocks = env_u64("TMD_CUDA_P2_MINBLOCKS")
         .unwrap_or(PHASE2_MIN_BLOCKS)
         .min(8);
+    let quad_min_blocks = env_u64("TMD_CUDA_QUAD_MINBLOCKS").unwrap_or(2).clamp(1, 8);
     vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
@@ -75,6 +77,7 @@ pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
         format!("-DTMD_TOP_MINBLOCKS={top_min_blocks}"),
         format!("-DTMD_STRIPE={stripe}"),
         format!("-DTMD_P2_MINBLOCKS={p2_min_blocks}"),
+        format!("-DTMD_QUAD_MINBLOCKS={quad_min_blocks}"),
         "--std=c++17".to_string(),
     ]
 }
@@ -321,10 +324,13 @@ mod tests {
     }
 
     /// The kernels every module defines.
-    const ENTRIES: [&str; 11] = [
+    const ENTRIES: [&str; 14] = [
         "tmd_phase1",
         "tmd_phase1_top",
         "tmd_phase1_exact",
+        "tmd_phase1_quad",
+        "tmd_phase1_top_quad",
+        "tmd_phase1_exact_quad",
         "tmd_phase1_words",
         "tmd_phase2",
         "tmd_phase3",

@@ -28,6 +28,25 @@ pub(super) fn check_supported(g: &Generated) -> Result<(), CudaError> {
     Ok(())
 }
 
+/// A bound, in units of `2^-64`, on how far the top 64 bits of the quadratic `r0 + r1 x +
+/// r2 C(x, 2)` that the screen's two-limb walk forms (`QuadCheck` in `kernels/cuda/tmd.cu`) can
+/// lie from the exact one's at any `x < N` (docs/error-analysis.md §16): in units of `2^-128`,
+/// each walked word is below the true one by less than its slack plus 1, eps1's top limbs by
+/// less than 1, and `r0 = b - eps1 + K0 r2`, `r1 = slope - K1 r2`, the quadratic multiply them
+/// by at most `K0`, `x K1`, `x`, `C(x, 2)`; a difference below `2^64 m` moves the top limb by at
+/// most `m + 1`. `None` where the bound or phase 3's `t3` is too large for the kernel's
+/// comparisons (the exact walk then runs).
+pub(super) fn screen_error(g: &Generated, slack_b: u64, slack_s: u64, slack_r: u64) -> Option<u64> {
+    let x = (1u128 << g.domain_bits) - 1;
+    let r_mult = (g.k0 as u128)
+        .checked_add(x.checked_mul(g.k1 as u128)?)?
+        .checked_add(x * x.saturating_sub(1) / 2)?;
+    let err = (slack_b as u128 + 3)
+        .checked_add((slack_r as u128 + 1).checked_mul(r_mult)?)?
+        .checked_add(x.checked_mul(slack_s as u128 + 1)?)?;
+    ((err >> 64) < 1 << 40 && g.t3 < 1 << 62).then_some((err >> 64) as u64 + 2)
+}
+
 /// The packet for phase 1 (issue 26): `packet` (the default or `TMD_CUDA_PACKET`), halved
 /// (down to 16) while the two-limb walk over it would drop more than its exact fallback
 /// takes: where words are wider than two limbs and the walk's slack is unbounded
@@ -94,6 +113,18 @@ pub(super) fn run_piece_in(
     } else {
         None
     };
+    // A screened piece's two-limb walk also needs r2's slack, and a bound on its quadratic's
+    // error from the walked words; without one it takes the exact walk.
+    let quad_err = match slack {
+        Some((b, s)) if g.quadratic => walk_slack(g.walk_r2.len(), packet.saturating_sub(1))
+            .and_then(|r| screen_error(g, b, s, r.max(slot.slack_floor))),
+        _ => None,
+    };
+    let slack = if g.quadratic && quad_err.is_none() {
+        None
+    } else {
+        slack
+    };
     let t = Instant::now();
     let piece = PieceData {
         g,
@@ -113,6 +144,7 @@ pub(super) fn run_piece_in(
         packet,
         kappa_bits,
         slack,
+        quad_err: quad_err.unwrap_or(0),
     };
     let mut out = PieceOutcome::default();
     out.stats.domains = g.domains;
@@ -173,12 +205,17 @@ struct PieceData<'a> {
     kappa_bits: u32,
     /// The two-limb walk's slack for `b` and the slope, where it is used.
     slack: Option<(u64, u64)>,
+    /// A screened piece's bound on its quadratic's error on the walked words (`screen_error`).
+    quad_err: u64,
 }
 
 impl PieceData<'_> {
     /// Phase 1 on packets `[p0, p1)` into the slot's index list: the number of failing
     /// domains, which may exceed the list (then only its capacity was written).
     fn phase1(&self, slot: &mut Slot, p0: u64, p1: u64) -> Result<u64, CudaError> {
+        if self.g.quadratic {
+            return self.phase1_screen(slot, p0, p1);
+        }
         if let Some((slack_b, slack_s)) = self.slack {
             if let Some(failed) = self.phase1_top(slot, p0, p1, slack_b, slack_s)? {
                 return Ok(failed);
@@ -284,6 +321,111 @@ impl PieceData<'_> {
         let c = stream.clone_dtoh(&slot.counters)?;
         stream.synchronize()?;
         Ok(Some(c[0]))
+    }
+
+    /// Phase 1 of a screened piece on packets `[p0, p1)` (docs/error-analysis.md §16): the
+    /// two-limb walk where it has a slack and an error bound, then the undecided domains from
+    /// exact words; else the exact walk. The same failing domains as the CPU's screen.
+    fn phase1_screen(&self, slot: &mut Slot, p0: u64, p1: u64) -> Result<u64, CudaError> {
+        if let Some(slack) = self.slack {
+            let c = self.launch_screen(slot, p0, p1, Some(slack))?;
+            let undecided = c[5];
+            if undecided == 0 {
+                return Ok(c[0]);
+            }
+            if undecided <= EXACT_CAP {
+                return self.screen_undecided(slot, undecided);
+            }
+            tracing::debug!(undecided, "screen: the exact walk runs this range");
+        }
+        Ok(self.launch_screen(slot, p0, p1, None)?[0])
+    }
+
+    /// One launch of the screen's walk on packets `[p0, p1)`: the two-limb walk with the given
+    /// slacks, else the exact walk. Returns the counters.
+    fn launch_screen(
+        &self,
+        slot: &mut Slot,
+        p0: u64,
+        p1: u64,
+        top: Option<(u64, u64)>,
+    ) -> Result<Vec<u64>, CudaError> {
+        let g = self.g;
+        let stream = &slot.stream;
+        let index = slot.index.as_mut().expect("ensured by the caller");
+        let cap = index.len() as u64;
+        stream.memset_zeros(&mut slot.counters)?;
+        let mut b = match top {
+            Some(_) => stream.launch_builder(&self.m.phase1_top_quad),
+            None => stream.launch_builder(&self.m.phase1_quad),
+        };
+        b.arg(&self.rho_b)
+            .arg(&self.rho_s)
+            .arg(&self.rho_r)
+            .arg(&self.consts)
+            .arg(&g.domains)
+            .arg(&g.piece.count)
+            .arg(&g.domain_bits)
+            .arg(&self.packet)
+            .arg(&p0)
+            .arg(&p1)
+            .arg(&g.e1)
+            .arg(&g.k0)
+            .arg(&g.k1)
+            .arg(&g.t3)
+            .arg(&mut *index)
+            .arg(&cap)
+            .arg(&mut slot.counters);
+        if let Some((slack_b, slack_s)) = &top {
+            b.arg(slack_b)
+                .arg(slack_s)
+                .arg(&self.quad_err)
+                .arg(&mut slot.exact)
+                .arg(&EXACT_CAP);
+        }
+        // SAFETY: tmd_phase1_quad(rho_b, rho_s, rho_r, consts, domains, count, domain_bits,
+        // packet, first, end, e1, k0, k1, t3, index, cap, counters), and tmd_phase1_top_quad
+        // with the slacks, the error bound and the `exact` list of EXACT_CAP entries after
+        // them: packed rho lists of NB, NS, NR words and eps1's L limbs first in `consts`, as
+        // the module was compiled; one thread per packet of [p0, p1); every list is written
+        // only below its capacity.
+        unsafe { b.launch(launch_config(p1 - p0)?) }?;
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        Ok(c)
+    }
+
+    /// The screen on the `undecided` domains of the slot's `exact` list, from exact words;
+    /// returns the failing domains of the range so far.
+    fn screen_undecided(&self, slot: &mut Slot, undecided: u64) -> Result<u64, CudaError> {
+        let g = self.g;
+        let stream = &slot.stream;
+        let index = slot.index.as_mut().expect("ensured by the caller");
+        let cap = index.len() as u64;
+        let mut b = stream.launch_builder(&self.m.phase1_exact_quad);
+        b.arg(&self.rho_b)
+            .arg(&self.rho_s)
+            .arg(&self.rho_r)
+            .arg(&self.consts)
+            .arg(&slot.exact)
+            .arg(&undecided)
+            .arg(&g.piece.count)
+            .arg(&g.domain_bits)
+            .arg(&g.e1)
+            .arg(&g.k0)
+            .arg(&g.k1)
+            .arg(&g.t3)
+            .arg(&mut *index)
+            .arg(&cap)
+            .arg(&mut slot.counters);
+        // SAFETY: tmd_phase1_exact_quad(rho_b, rho_s, rho_r, consts, exact, n, count,
+        // domain_bits, e1, k0, k1, t3, index, cap, counters): `exact` holds `undecided` <=
+        // EXACT_CAP entries written by the walk; one thread per entry; failures only below
+        // `cap`.
+        unsafe { b.launch(launch_config(undecided)?) }?;
+        let c = stream.clone_dtoh(&slot.counters)?;
+        stream.synchronize()?;
+        Ok(c[0])
     }
 
     /// Phases 2 and 3 on the failing domains `j0 .. j0 + n` of the slot's index list: adds

@@ -212,3 +212,35 @@ fn phase2_gathered_factors_give_the_same_line() {
         }
     }
 }
+
+/// The screen's error bound on the two-limb walk (docs/error-analysis.md §16): a few units of
+/// the top limb with the slacks of a real steep piece, growing with them, and none where `t3`
+/// is too large for the kernel's comparisons.
+#[test]
+fn the_screens_error_bound_is_small_on_steep_pieces() {
+    use crate::plan::UnitSpec;
+    use crate::search::generation::{generate, GenConfig};
+    use crate::{Function, Precision};
+    let cfg = GenConfig {
+        quadratic: true,
+        ..GenConfig::new(44)
+    };
+    let piece = UnitSpec {
+        negative: false,
+        exponent: 8,
+        first: 1 << 52,
+        count: 1 << 34,
+    };
+    let g = generate(Function::Exp, Precision::BINARY64, &cfg, piece).unwrap();
+    assert!(g.quadratic && g.limbs > 2);
+    let p = piece::top_walk_packet(&g, gpu_packet(g.domains));
+    let slack = |t: &[rug::Integer]| walk_slack(t.len(), p - 1).unwrap();
+    let (b, s, r) = (slack(&g.walk_b), slack(&g.walk_slope), slack(&g.walk_r2));
+    assert_eq!(piece::screen_error(&g, 0, 0, 0), Some(2));
+    let e = piece::screen_error(&g, b, s, r).unwrap();
+    assert!((2..16).contains(&e), "{e}");
+    // r2's error is multiplied by about 3 N^2 / 2 = 2^25.6: 2^40 of slack moves the top limb.
+    assert!(piece::screen_error(&g, b, s, 1 << 40).unwrap() > e);
+    let big_t3 = Generated { t3: 1 << 62, ..g };
+    assert_eq!(piece::screen_error(&big_t3, b, s, r), None);
+}

@@ -6,6 +6,7 @@
 //! below check soundness on random and adversarial inputs. No allocation, no floating point:
 //! the same code runs in every CPU lane and is mirrored by the CUDA kernels.
 
+pub mod quadratic;
 mod simd;
 pub use simd::{regular_lanes, regular_lanes_scalar, simd_available, LANES};
 

@@ -30,6 +30,12 @@ pub struct GenConfig {
     /// which leaves fewer domains to walk and test. At most `domain_bits`: the published size
     /// everywhere.
     pub flat_domain_bits: u32,
+    /// Phase 1's quadratic screen on steep pieces (issue 26, §16 of docs/error-analysis.md):
+    /// where the line's curvature cap lowered the domain size, domains up to `domain_bits`
+    /// whose line lists the few arguments within its threshold, each checked against the
+    /// domain's quadratic, when that allows larger domains than the line test alone. Off: the
+    /// line test everywhere (the former route).
+    pub quadratic: bool,
     /// `log2` of the number of subdomains per domain in phase 2 (3: kappa = 8).
     pub subdomain_split_bits: u32,
     /// Largest degree of the Taylor polynomial before the piece is split.
@@ -46,6 +52,7 @@ impl GenConfig {
             min_bits,
             domain_bits: 15,
             flat_domain_bits: FLAT_DOMAIN_BITS,
+            quadratic: false,
             subdomain_split_bits: 3,
             max_degree: 12,
             exponents: None,
@@ -121,6 +128,9 @@ pub struct Generated {
     /// straight to the size its halves would reach, `search/unit.rs`, `steep_depth`). `None` where
     /// no degree up to the maximum fits. A route only: every piece cut is generated anew.
     pub halves: Vec<Option<(usize, usize)>>,
+    /// Whether phase 1 runs the quadratic screen (`existence::quadratic`, threshold `e1` for
+    /// the line's points, `t3` for the quadratic's values) instead of the line test.
+    pub quadratic: bool,
     /// Phase-1 line adjustment constants `K0 = N^2/16`, `K1 = N/2 - 1`, and phase 2's.
     pub k0: u64,
     pub k1: u64,
@@ -537,7 +547,15 @@ fn differences(
 
 /// Phases 1-3's per-domain polynomials and thresholds for the piece's fixed-point polynomial.
 fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated, GenError> {
-    let mut g = domains_at(cfg, piece, &fx, u32::MAX)?;
+    let mut g = domains_at(cfg, piece, &fx, u32::MAX, false)?;
+    if cfg.quadratic && g.domain_bits < cfg.domain_bits {
+        // Steep: the line's residual capped the size. The screen's larger domains, if any.
+        if let Ok(q) = domains_at(cfg, piece, &fx, cfg.domain_bits, true) {
+            if q.domain_bits > g.domain_bits {
+                return Ok(q);
+            }
+        }
+    }
     while g.domain_bits > cfg.domain_bits
         && !rise_pays(
             &g.walk_b,
@@ -549,17 +567,19 @@ fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated,
             g.e1,
         )
     {
-        g = domains_at(cfg, piece, &fx, g.domain_bits - 1)?;
+        g = domains_at(cfg, piece, &fx, g.domain_bits - 1, false)?;
     }
     Ok(g)
 }
 
-/// The per-domain polynomials and thresholds of `fx` with domains of at most `2^max_bits`.
+/// The per-domain polynomials and thresholds of `fx` with domains of at most `2^max_bits`, for
+/// phase 1's line test or (`quadratic`) its quadratic screen.
 fn domains_at(
     cfg: &GenConfig,
     piece: UnitSpec,
     fx: &FixedPoly,
     max_bits: u32,
+    quadratic: bool,
 ) -> Result<Generated, GenError> {
     let k = cfg.min_bits;
     let count = piece.count;
@@ -575,12 +595,33 @@ fn domains_at(
         })
         .sum();
 
-    let mut n = first_domain_bits(cfg, k, count, frac_bits, &r2_global).min(max_bits);
+    let mut n = if quadratic {
+        first_screen_bits(cfg, k, count, frac_bits, &r2_global)
+    } else {
+        first_domain_bits(cfg, k, count, frac_bits, &r2_global)
+    }
+    .min(max_bits);
     // Smaller domains until the terms of degree 3 and more that each domain's polynomial leaves
-    // out are small beside the search radius (they grow like N^3).
+    // out are small beside the search radius (they grow like N^3): a quarter of it for the line
+    // test, the radius for the screen, whose domains fail only where the quadratic comes within
+    // `base` of a breakpoint. The screen also keeps the expected number of points within the
+    // line's threshold, `2 N eps1`, at most SCREEN_HITS.
     let (rho, domains, left_out, bound2) = loop {
         let (rho, domains, left_out, bound2) = per_domain(beta, degree, count, n);
-        if left_out <= Integer::from(&radius >> 2u32) || n <= MIN_DOMAIN_BITS {
+        let fits = if quadratic {
+            let eps1 = Integer::from(&radius + &taylor)
+                + &rounding
+                + &left_out
+                + Integer::from(if bound2 < r2_global {
+                    &bound2
+                } else {
+                    &r2_global
+                }) * (1u64 << (2 * n - 4));
+            left_out <= radius && eps1 << (n + 1) <= Integer::from(SCREEN_HITS) << frac_bits
+        } else {
+            left_out <= Integer::from(&radius >> 2u32)
+        };
+        if fits || n <= MIN_DOMAIN_BITS {
             break (rho, domains, left_out, bound2);
         }
         n -= 1;
@@ -632,6 +673,7 @@ fn domains_at(
             eps2,
         },
         halves,
+        quadratic,
         k0,
         k1,
         k0_sub,
@@ -659,6 +701,32 @@ fn first_domain_bits(
     let n = cfg
         .domain_bits
         .max(cfg.flat_domain_bits)
+        .min(cap)
+        .min(k.saturating_sub(4))
+        .min(63 - count.leading_zeros());
+    n.max(MIN_DOMAIN_BITS)
+}
+
+/// Points within the line's threshold that a screened domain holds on average, at most: each
+/// costs the screen a step and a quadratic's value, about an eighth of the continued fraction
+/// that finds them, so a few per domain buy domains `(SCREEN_HITS / (1/32))^(1/3)` times larger
+/// than the line's cap (BENCHMARKS.md, issue 26, fifth pass).
+pub const SCREEN_HITS: u32 = 4;
+
+/// The screen's starting domain size: at most `cfg.domain_bits`, `k - 4` and the piece's
+/// `count`, and where `2 N eps1 ~ N^3 |r2| / 8` stays within [`SCREEN_HITS`].
+fn first_screen_bits(
+    cfg: &GenConfig,
+    k: u32,
+    count: u64,
+    frac_bits: u32,
+    r2_global: &Integer,
+) -> u32 {
+    let log2_r2 = r2_global.significant_bits() as i64 - frac_bits as i64;
+    let hits = SCREEN_HITS.ilog2() as i64;
+    let cap = ((4 + hits - log2_r2) / 3).max(0) as u32;
+    let n = cfg
+        .domain_bits
         .min(cap)
         .min(k.saturating_sub(4))
         .min(63 - count.leading_zeros());

@@ -123,3 +123,33 @@ fn flat_regions_take_larger_domains() {
         assert_eq!(bits(&published, e), 15, "binade 2^{e}");
     }
 }
+
+/// Issue 26, §16: with the quadratic screen, steep pieces take larger domains than the line's
+/// cap gives (exp in binary64 near 256: `2^12`, held there by the cubic terms, against `2^10`),
+/// and only steep pieces are screened ([1, 2) keeps the line test and `2^15`).
+#[test]
+fn steep_pieces_take_screened_domains() {
+    let p = Precision::BINARY64;
+    let unit = |exponent: i32| UnitSpec {
+        negative: false,
+        exponent,
+        first: 1u64 << 52,
+        count: 1 << 34,
+    };
+    let line = GenConfig::new(44);
+    assert!(!line.quadratic, "the screen is opt-in");
+    let screen = GenConfig {
+        quadratic: true,
+        ..line
+    };
+    let g = |cfg: &GenConfig, e| generate(Function::Exp, p, cfg, unit(e)).unwrap();
+    let (l, s) = (g(&line, 8), g(&screen, 8));
+    assert_eq!((l.domain_bits, l.quadratic), (10, false));
+    assert_eq!((s.domain_bits, s.quadratic), (12, true));
+    // Left-out terms within the radius; the points per domain within SCREEN_HITS.
+    assert!(s.bounds.left_out <= s.bounds.radius);
+    let points = Integer::from(&s.bounds.eps1 << (s.domain_bits + 1));
+    assert!(points <= Integer::from(SCREEN_HITS) << s.frac_bits());
+    let flat = g(&screen, 0);
+    assert_eq!((flat.domain_bits, flat.quadratic), (15, false));
+}

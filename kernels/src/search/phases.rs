@@ -61,6 +61,9 @@ pub fn phase1_packet<const L: usize>(
     packet_domains: u64,
     failed: &mut Vec<FailedDomain<L>>,
 ) {
+    if g.quadratic {
+        return phase1_screen_packet(g, u, packet_domains, failed);
+    }
     let (mut wb, mut ws, wr) = packet_state::<L>(g, u, packet_domains);
     let i0 = u * packet_domains;
     let i1 = (i0 + packet_domains).min(g.domains);
@@ -98,6 +101,58 @@ pub fn phase1_packet<const L: usize>(
         step(&mut wb);
         step(&mut ws);
     }
+}
+
+/// Phase 1 on one packet of a screened piece (`g.quadratic`): the three polynomials walked, and
+/// each domain's line points within `e1` (`existence::quadratic::screen`) checked against the
+/// domain's quadratic as phase 3 checks an argument (`phase3_flags`). A domain fails where one
+/// is flagged (or the screen gives up): phase 2 then takes it as a failed line domain.
+fn phase1_screen_packet<const L: usize>(
+    g: &Generated,
+    u: u64,
+    packet_domains: u64,
+    failed: &mut Vec<FailedDomain<L>>,
+) {
+    let (mut wb, mut ws, mut wr) = packet_state::<L>(g, u, packet_domains);
+    let offsets = LineOffsets::<L>::new(g);
+    let i0 = u * packet_domains;
+    for i in i0..(i0 + packet_domains).min(g.domains) {
+        let d = FailedDomain {
+            index: i,
+            b: wb[0],
+            slope: ws[0],
+            r2: wr[0],
+        };
+        let a = fixed::neg_floor64(&d.slope);
+        let b = fixed::ceil64(&d.b);
+        let mut poly = None;
+        let clear = existence::quadratic::screen(a, b, g.domain_len(i), g.e1, |x| {
+            let [r0, r1, r2] = poly.get_or_insert_with(|| domain_polynomial(g, &offsets, &d));
+            phase3_flags(g, &quadratic_at(r0, r1, r2, x))
+        });
+        if !clear {
+            failed.push(d);
+        }
+        step(&mut wb);
+        step(&mut ws);
+        step(&mut wr);
+    }
+}
+
+/// `r0 + r1 x + r2 C(x, 2)` mod `2^(64 L)`, exactly.
+pub fn quadratic_at<const L: usize>(r0: &Word<L>, r1: &Word<L>, r2: &Word<L>, x: u64) -> Word<L> {
+    let mut v = *r0;
+    fixed::add(&mut v, &fixed::mul_small(r1, x));
+    // x < 2^32 (domains hold at most 2^30 arguments): C(x, 2) fits.
+    fixed::add(&mut v, &fixed::mul_small(r2, x * x.saturating_sub(1) / 2));
+    v
+}
+
+/// Phase 3's condition on one value: its top 64 bits within `t3` of an integer.
+#[inline(always)]
+pub fn phase3_flags<const L: usize>(g: &Generated, v: &Word<L>) -> bool {
+    let top = fixed::floor64(v);
+    top <= g.t3 || top >= 0u64.wrapping_sub(g.t3)
 }
 
 /// One step of tabulated differences: `Delta^l w += Delta^(l+1) w`, low `l` first.
@@ -232,11 +287,8 @@ pub fn phase3_subdomain<const L: usize>(
     candidates: &mut Vec<u64>,
 ) {
     let (mut v, mut d) = (s.s0, s.s1);
-    let low = g.t3;
-    let high = 0u64.wrapping_sub(g.t3);
     for y in 0..s.len {
-        let top = fixed::floor64(&v);
-        if top <= low || top >= high {
+        if phase3_flags(g, &v) {
             candidates.push(s.start + y);
         }
         fixed::add(&mut v, &d);

@@ -107,6 +107,12 @@ pub struct EngineArgs {
     /// curvature allows (exp below 1, say). At most --domain-bits: that size everywhere.
     #[arg(long, default_value_t = FLAT_DOMAIN_BITS, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub flat_domain_bits: u32,
+    /// Phase 1's quadratic screen on steep pieces (issue 26): domains up to --domain-bits
+    /// where the line test alone needs smaller ones; the few arguments within the line's
+    /// threshold are checked against each domain's quadratic. Same HR-cases, other
+    /// statistics; for now about 2 times slower than the line test on the GPU (BENCHMARKS.md).
+    #[arg(long)]
+    pub quadratic_screen: bool,
     /// Where phases 1-3 run: auto (a GPU if usable), cpu or cuda.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto, env = "TMD_BACKEND")]
     pub backend: BackendArg,
@@ -175,6 +181,7 @@ impl EngineArgs {
         cfg.test = self.test.into();
         cfg.gen.domain_bits = self.domain_bits;
         cfg.gen.flat_domain_bits = self.flat_domain_bits;
+        cfg.gen.quadratic = self.quadratic_screen;
         Ok(cfg)
     }
 
@@ -472,6 +479,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         domain_bits: a.engine.domain_bits,
         flat_domain_bits: Some(a.engine.flat_domain_bits),
         whole: a.range.whole,
+        quadratic_screen: a.engine.quadratic_screen,
     };
     let (journal, done) = match &a.output_file {
         None => (None, Tally::default()),
