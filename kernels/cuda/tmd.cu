@@ -280,6 +280,19 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
     for (;;) {
         if (d < p) {
             if (p == 0) return false;
+            // existence.rs: the turns with q / p = 0 at once.
+            if (q < p) {
+                u64 turns_n = sum_ge(u, v, n) ? 0 : (n - 1 - u - v) / u + 1;
+                u64 m = (p - d - 1) / q + 1;
+                u64 m2 = (p - 1) / q;
+                m = m < m2 ? m : m2;
+                m = m < turns_n ? m : turns_n;
+                if (m > 0) {
+                    p -= m * q;
+                    v = sat_add(v, sat_mul(m, u));
+                    continue;
+                }
+            }
             u64 k = divrem(q, p, &q);
             u = sat_add(u, sat_mul(k, v));
             if (sum_ge(u, v, n)) return true;
@@ -288,6 +301,20 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
             p -= q;
             v = sat_add(v, u);
         } else {
+            // Likewise the turns with p / q = 0.
+            if (p < q) {
+                u64 m = (d - e) / p;
+                u64 m2 = (q - 1) / p;
+                u64 m3 = (n - 1 > u ? n - 1 - u : 0) / v;
+                m = m < m2 ? m : m2;
+                m = m < m3 ? m : m3;
+                if (m > 0) {
+                    d -= m * p;
+                    q -= m * p;
+                    u = sat_add(u, sat_mul(m, v));
+                    continue;
+                }
+            }
             d -= p;
             if (d < e) return false;
             if (q == 0) return false;

@@ -95,6 +95,23 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
             if p == 0 {
                 return false;
             }
+            // Turns whose quotient q / p is 0 only take q from p once each: the m turns that
+            // stay in this branch with k = 0 and end in none of its returns, at once (one by
+            // one they cost O(p / q) turns on a large partial quotient). Same states.
+            if q < p {
+                let uv = u as u128 + v as u128;
+                let turns_n = if uv < n {
+                    (n - 1 - uv) / u as u128 + 1
+                } else {
+                    0
+                };
+                let m = ((p - d - 1) / q + 1).min((p - 1) / q).min(turns_n);
+                if m > 0 {
+                    p -= m * q;
+                    v = v.saturating_add((m as u64).saturating_mul(u));
+                    continue;
+                }
+            }
             let k = q / p;
             q -= k * p;
             u = u.saturating_add((k as u64).saturating_mul(v));
@@ -109,6 +126,18 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
             p -= q;
             v = v.saturating_add(u);
         } else {
+            // Likewise the turns with p / q = 0: each takes p from d and from q once.
+            if p < q {
+                let m = ((d - e) / p)
+                    .min((q - 1) / p)
+                    .min((n - 1).saturating_sub(u as u128) / v as u128);
+                if m > 0 {
+                    d -= m * p;
+                    q -= m * p;
+                    u = u.saturating_add((m as u64).saturating_mul(v));
+                    continue;
+                }
+            }
             d -= p;
             if d < e {
                 return false;
@@ -589,6 +618,93 @@ mod tests {
             };
             u = u.saturating_add(k.saturating_mul(v));
             d = if d < k * p { divrem(d, p).1 } else { d - k * p };
+        }
+    }
+
+    /// Lefevre's test as before issue 26's fifth pass: every turn one by one.
+    #[allow(clippy::all)]
+    fn lefevre_turn_by_turn(a: u64, b: u64, n: u64, e: u64) -> bool {
+        if let Some(answer) = flat(a, b, n, e) {
+            return answer;
+        }
+        let mut p = a as u128;
+        let mut q = (1u128 << 64) - a as u128;
+        let mut d = b as u128;
+        let (mut u, mut v) = (1u64, 1u64);
+        let e = e as u128;
+        let n = n as u128;
+        if d < e {
+            return false;
+        }
+        loop {
+            if d < p {
+                if p == 0 {
+                    return false;
+                }
+                let k = q / p;
+                q -= k * p;
+                u = u.saturating_add((k as u64).saturating_mul(v));
+                if u as u128 + v as u128 >= n {
+                    return true;
+                }
+                if q == 0 {
+                    // From here only v grows, by u per turn, with d < p unchanged: the loop would
+                    // end in the success above. Say it now instead of in O(N / u) turns.
+                    return true;
+                }
+                p -= q;
+                v = v.saturating_add(u);
+            } else {
+                d -= p;
+                if d < e {
+                    return false;
+                }
+                if q == 0 {
+                    return false;
+                }
+                let k = p / q;
+                p -= k * q;
+                v = v.saturating_add((k as u64).saturating_mul(u));
+                if u as u128 + v as u128 >= n {
+                    return true;
+                }
+                if p == 0 {
+                    // Likewise: only u grows, by v per turn, and d never drops below E again.
+                    return true;
+                }
+                q -= p;
+                u = u.saturating_add(v);
+            }
+        }
+    }
+
+    /// Issue 26: the turns with a zero quotient taken at once give the same answers as one by
+    /// one, on random and adversarial inputs (near-rational slopes: large partial quotients).
+    #[test]
+    fn lefevres_test_answers_as_turn_by_turn() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(26);
+        for i in 0..400_000u32 {
+            let a = match i % 4 {
+                0 => adversarial_a(&mut rng),
+                1 => rng.gen::<u64>() >> rng.gen_range(0..64),
+                2 => u64::MAX - rng.gen_range(0..1 << 24),
+                _ => rng.gen(),
+            };
+            let b: u64 = rng.gen();
+            let n = match i % 3 {
+                0 => rng.gen_range(1..64),
+                1 => 1 << rng.gen_range(1..16),
+                _ => rng.gen_range(1..1 << 20),
+            };
+            let e = match i % 2 {
+                0 => rng.gen::<u64>() >> rng.gen_range(8..64),
+                _ => brute_force_min(a, b, n.min(4096)).saturating_add(rng.gen_range(0..3)),
+            };
+            assert_eq!(
+                lefevre(a, b, n, e),
+                lefevre_turn_by_turn(a, b, n, e),
+                "a={a:#x} b={b:#x} n={n} e={e:#x}"
+            );
         }
     }
 
