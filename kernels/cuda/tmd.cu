@@ -922,7 +922,7 @@ extern "C" __global__ void tmd_phase1_exact(const u64 *rho_b, const u64 *rho_s,
 // ---------------------------------------------------------------- phase 1's quadratic screen
 
 // existence/quadratic.rs line by line (docs/error-analysis.md §16): the arguments x < n whose
-// line value (b - a x) mod 2^64 lies below e, found from the point where Lefevre's test stops by
+// line value (b - a x) mod 2^64 lies below e, found from a hit of the regular test's turns by
 // the two return gaps of the three-gap structure, each checked against the domain's quadratic.
 #define SCREEN_MAX_HITS 64u
 
@@ -943,10 +943,20 @@ __device__ __forceinline__ void screen_record(Gap &gap, u64 value, u64 index, u6
     gap.disp = value - j * step;
 }
 
-// quadratic.rs `start`: 0 clear, 1 fail, 2 a first point (x, y) with the gaps.
+// quadratic.rs `start`: 0 clear, 1 fail, 2 a hit (x, y) with the gaps. The regular test's
+// turns (the first divides 2^64 by a, then the P- and Q-halves alternate with full partial
+// quotients), with b's gap kept exactly: its lower point xd at d, and whether it is a Q-gap.
+// For n < 2^31 (the host's pieces; the self-test's lengths) the counts jp, jq and xd stay below
+// jp + jq < 2 n, so 32 bits hold them: the CPU's 64-bit values, fewer instructions (as in
+// `regular`). A quotient within the cap has k <= rest, so (k - 1) jq is a product below 2^64.
 __device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_out,
                                             u64 *y_out, Gap &down, Gap &up) {
-    u64 p = a, q = 0ull - a, u = 1, v = 1, d = b, x = 0;
+    u64 q;
+    u64 k = divrem(0ull - a, a, &q);
+    u64 p = a, d;
+    u32 jp = 1, jq = (u32)k + 1;
+    u32 xd = (u32)divrem(b, a, &d);
+    bool inq = xd == jq;
     down.g = U64_MAX;
     down.disp = 0;
     up.g = U64_MAX;
@@ -955,85 +965,60 @@ __device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_o
         down.g = 1;
         down.disp = p;
     }
-    if (q < e) {
+    if (0ull - a < e) {
         up.g = 1;
-        up.disp = q;
+        up.disp = 0ull - a;
     }
-    bool hit = d < e;
-    while (!hit) {
-        if (d < p) {
-            if (p == 0) return 1;
-            // quadratic.rs: the turns with q / p = 0 at once.
-            if (q < p) {
-                u64 turns_n = sum_ge(u, v, n) ? 0 : (n - 1 - u - v) / u + 1;
-                u64 m = (p - d - 1) / q + 1;
-                u64 m2 = (p - 1) / q;
-                m = m < m2 ? m : m2;
-                m = m < turns_n ? m : turns_n;
-                if (m > 0) {
-                    screen_record(down, p, v, q, u, m, e);
-                    p -= m * q;
-                    v += m * u;
-                    continue;
-                }
-            }
-            u64 q0 = q;
-            u64 k = divrem(q0, p, &q);
-            screen_record(up, q0, u, p, v, k, e);
-            u = sat_add(u, sat_mul(k, v));
-            if (sum_ge(u, v, n) || q == 0) return 0;
-            p -= q;
-            v = sat_add(v, u);
-            screen_record(down, p + q, v - u, q, u, 1, e);
-        } else {
-            // Likewise the turns with p / q = 0.
-            if (p < q) {
-                u64 m = (d - e) / p;
-                u64 m2 = (q - 1) / p;
-                u64 m3 = (n - 1 > u ? n - 1 - u : 0) / v;
-                m = m < m2 ? m : m2;
-                m = m < m3 ? m : m3;
-                if (m > 0) {
-                    screen_record(up, q, u, p, v, m, e);
-                    d -= m * p;
-                    x = sat_add(x, m * v);
-                    q -= m * p;
-                    u += m * v;
-                    continue;
-                }
-            }
-            d -= p;
-            x = sat_add(x, v);
-            if (d < e) {
-                hit = true;
-                break;
-            }
-            if (q == 0) return 1;
-            u64 p0 = p;
-            u64 k = divrem(p0, q, &p);
-            screen_record(down, p0, v, q, u, k, e);
-            v = sat_add(v, sat_mul(k, u));
-            if (sum_ge(u, v, n) || p == 0) return 0;
-            q -= p;
-            u = sat_add(u, v);
-            screen_record(up, q + p, u - v, p, v, 1, e);
+    screen_record(up, 0ull - a, 1, a, 1, k, e);
+    for (;;) {
+        if ((u64)jp + jq >= n || (d < e && down.g != U64_MAX && up.g != U64_MAX)) break;
+        if (q == 0) return 1;
+        // P-gaps split: k new points each at p - j q, the last quotient capped at n points.
+        u32 rest = (u32)n - jp - jq;
+        u64 p1;
+        k = divrem(p, q, &p1);
+        if (!(k <= rest && (k - 1) * jq < rest)) {
+            k = rest / jq + (rest % jq != 0 ? 1u : 0u);
+            p1 = p - k * q;
         }
-    }
-    while ((down.g == U64_MAX || up.g == U64_MAX) && !sum_ge(u, v, n)) {
-        if (p == 0 || q == 0) return 1;
-        if (p >= q) {
-            u64 p0 = p;
-            u64 k = divrem(p0, q, &p);
-            screen_record(down, p0, v, q, u, k, e);
-            v = sat_add(v, sat_mul(k, u));
-        } else {
-            u64 q0 = q;
-            u64 k = divrem(q0, p, &q);
-            screen_record(up, q0, u, p, v, k, e);
-            u = sat_add(u, sat_mul(k, v));
+        screen_record(down, p, jp, q, jq, k, e);
+        if (!inq && d >= p1) {
+            u64 r;
+            u32 i = (u32)divrem(d - p1, q, &r);
+            d = r;
+            xd += jp + ((u32)k - i) * jq;
         }
+        p = p1;
+        jp += (u32)k * jq;
+        if ((u64)jp + jq >= n || (d < e && down.g != U64_MAX && up.g != U64_MAX)) break;
+        if (p == 0) return 1;
+        // Q-gaps split: k new points each at j p.
+        rest = (u32)n - jp - jq;
+        u64 q1;
+        k = divrem(q, p, &q1);
+        if (!(k <= rest && (k - 1) * jp < rest)) {
+            k = rest / jp + (rest % jp != 0 ? 1u : 0u);
+            q1 = q - k * p;
+        }
+        screen_record(up, q, jq, p, jp, k, e);
+        u64 kp = k * p;
+        if (d >= kp) {
+            d -= kp;
+            xd += (u32)k * jp;
+            inq = true;
+        } else {
+            u64 r;
+            u32 i = (u32)divrem(d, p, &r);
+            d = r;
+            xd += i * jp;
+            inq = false;
+        }
+        q = q1;
+        jq += (u32)k * jp;
     }
-    *x_out = x;
+    if (d >= e) return 0;
+    if ((down.g != U64_MAX && down.disp == 0) || (up.g != U64_MAX && up.disp == 0)) return 1;
+    *x_out = xd;
     *y_out = d;
     return 2;
 }
@@ -1111,8 +1096,9 @@ struct QuadCheck {
 };
 
 // quadratic.rs `screen_with` with MAX_HITS: 0 clear, 1 fail, 2 undecided (a check was).
-template <int W>
-__device__ __forceinline__ int screen(u64 a, u64 b, u64 n, u64 e, const QuadCheck<W> &check) {
+// `check(x)` answers for each hit x < n as QuadCheck does (the self-test's HitSum counts them).
+template <class Check>
+__device__ __forceinline__ int screen(u64 a, u64 b, u64 n, u64 e, Check &check) {
     int f = flat(a, b, n, e);
     if (f >= 0) return f == 1 ? 0 : 1;
     u64 x0, y0;
@@ -1207,7 +1193,7 @@ __device__ __forceinline__ void phase1_screen_walk(
         int answer = 2;
         if (sure) {
             check.set(wb[0], ws[0], wr[0], eps1, k0, k1);
-            answer = screen<WL>(a, b, n, e1, check);
+            answer = screen(a, b, n, e1, check);
         }
         if (answer == 2) {
             u64 j = atomicAdd(&counters[5], 1ull);
@@ -1270,7 +1256,7 @@ extern "C" __global__ void tmd_phase1_exact_quad(const u64 *rho_b, const u64 *rh
     check.t3 = t3;
     check.err = 0;
     check.set(wb, ws, wr, consts, k0, k1);
-    if (screen<L>(w_neg_floor64<L>(ws), w_ceil64<L>(wb), len, e1, check) != 0)
+    if (screen(w_neg_floor64<L>(ws), w_ceil64<L>(wb), len, e1, check) != 0)
         emit_failure(i, out_index, cap, counters);
 }
 
@@ -1494,14 +1480,30 @@ extern "C" __global__ void tmd_selftest_binomial(const u64 *i0, u64 *out, u64 n)
     for (int m = 0; m < 13 * BL; m++) out[j * 13 * BL + m] = c[m];
 }
 
+// The self-test's check of the screen: every hit x < n counted and summed, none flagged.
+struct HitSum {
+    u64 count, sum;
+    __device__ __forceinline__ int operator()(u64 x) {
+        count++;
+        sum += x;
+        return 0;
+    }
+};
+
 // Both existence tests and `flat`: out[3 i] = regular, out[3 i + 1] = Lefevre,
-// out[3 i + 2] = flat (0, 1, or 2 for none).
+// out[3 i + 2] = flat (0, 1, or 2 for none). The quadratic screen's hits (docs/error-analysis.md
+// §16) with nothing flagged: hits[3 i] its answer (0 clear, 1 fail), hits[3 i + 1] how many it
+// visited, hits[3 i + 2] their sum mod 2^64 (selftest.rs compares them with the CPU's).
 extern "C" __global__ void tmd_selftest_tests(const u64 *a, const u64 *b, const u64 *n,
-                                              const u64 *e, u32 *out, u64 count) {
+                                              const u64 *e, u32 *out, u64 *hits, u64 count) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     out[3 * i] = regular(a[i], b[i], n[i], e[i]) ? 1 : 0;
     out[3 * i + 1] = lefevre(a[i], b[i], n[i], e[i]) ? 1 : 0;
     int f = flat(a[i], b[i], n[i], e[i]);
     out[3 * i + 2] = f < 0 ? 2 : (u32)f;
+    HitSum visit = {0, 0};
+    hits[3 * i] = (u64)screen(a[i], b[i], n[i], e[i], visit);
+    hits[3 * i + 1] = visit.count;
+    hits[3 * i + 2] = visit.sum;
 }

@@ -6,7 +6,7 @@ use super::{
     Device, MemoryBudget, Shares, Slot,
 };
 use crate::search::backend::PieceOutcome;
-use crate::search::existence::{self, Test};
+use crate::search::existence::{self, quadratic, Test};
 use crate::search::generation::Generated;
 use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
@@ -133,6 +133,9 @@ struct TestsReference {
     e: Vec<u64>,
     /// The CPU's regular, Lefevre and flat answers of each case.
     want: Vec<[u32; 3]>,
+    /// The CPU's quadratic screen of each case with nothing flagged: its answer (0 clear, 1
+    /// fail), how many hits it visited and their sum mod 2^64.
+    want_screen: Vec<[u64; 3]>,
 }
 
 struct PieceReference {
@@ -214,12 +217,25 @@ fn tests_reference() -> TestsReference {
             ]
         })
         .collect();
+    let want_screen: Vec<[u64; 3]> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let (mut count, mut sum) = (0u64, 0u64);
+            let clear = quadratic::screen(a[i], bv[i], nv[i], ev[i], |x| {
+                count += 1;
+                sum = sum.wrapping_add(x);
+                false
+            });
+            [!clear as u64, count, sum]
+        })
+        .collect();
     TestsReference {
         a,
         b: bv,
         n: nv,
         e: ev,
         want,
+        want_screen,
     }
 }
 
@@ -519,11 +535,13 @@ pub(super) fn run(
             n: nv,
             e: ev,
             want,
+            want_screen,
         } = &reference.tests;
         let n = a.len();
         let (da, db) = (stream.clone_htod(a)?, stream.clone_htod(bv)?);
         let (dn, de) = (stream.clone_htod(nv)?, stream.clone_htod(ev)?);
         let mut o = stream.alloc_zeros::<u32>(3 * n)?;
+        let mut hits = stream.alloc_zeros::<u64>(3 * n)?;
         let count = n as u64;
         let mut b = stream.launch_builder(&m8.tests);
         b.arg(&da)
@@ -531,11 +549,13 @@ pub(super) fn run(
             .arg(&dn)
             .arg(&de)
             .arg(&mut o)
+            .arg(&mut hits)
             .arg(&count);
-        // SAFETY: tmd_selftest_tests(a, b, n, e, out, count): four inputs of count entries,
-        // 3 count u32 outputs.
+        // SAFETY: tmd_selftest_tests(a, b, n, e, out, hits, count): four inputs of count
+        // entries, 3 count u32 and 3 count u64 outputs.
         unsafe { b.launch(launch_config(count)?) }?;
         let o = stream.clone_dtoh(&o)?;
+        let hits = stream.clone_dtoh(&hits)?;
         stream.synchronize()?;
         let show = |i: usize| format!("a={:#x} b={:#x} n={} e={:#x}", a[i], bv[i], nv[i], ev[i]);
         for (j, name) in [
@@ -554,6 +574,15 @@ pub(super) fn run(
                 n as u64,
             ));
         }
+        checks.push(record(
+            "quadratic screen's hits (answer, count, sum) vs CPU",
+            (0..n).map(|i| {
+                let got = &hits[3 * i..3 * i + 3];
+                (got != want_screen[i])
+                    .then(|| format!("{}: cpu {:?}, gpu {got:?}", show(i), want_screen[i]))
+            }),
+            n as u64,
+        ));
     }
 
     // Whole pieces: statistics and candidates against the CPU back end.

@@ -164,7 +164,7 @@ pub fn lefevre(a: u64, b: u64, n: u64, e: u64) -> bool {
 /// `(x / y, x % y)` for `y > 0`, by subtraction when the quotient is below 3 (about 59% of the
 /// partial quotients of a random number, by Gauss-Kuzmin), else by one hardware division.
 #[inline(always)]
-fn divrem(x: u64, y: u64) -> (u64, u64) {
+pub(crate) fn divrem(x: u64, y: u64) -> (u64, u64) {
     if x < y {
         return (0, x);
     }

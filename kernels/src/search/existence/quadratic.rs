@@ -7,15 +7,22 @@
 //! `g_down` steps on (moving `y` down by `d_down`) if `y >= d_down`, `g_up` steps on (up by
 //! `d_up`) if `y + d_up < E`, the nearer where both are, else `g_down + g_up`. `g_down` is the
 //! least `g >= 1` with `A g mod 2^64` in `(0, E)` and `g_up` the least with `-A g mod 2^64` in
-//! `(0, E)`: the subtractive continued fraction of Lefevre's test passes through every one-sided
-//! record of `A g mod 2^64` (the three-distance structure), so both are read off its states. The
-//! first hit is the point where Lefevre's test would answer "maybe". Integer arithmetic only,
-//! mirrored by `tmd_quadratic_screen` in `kernels/cuda/tmd.cu`; docs/error-analysis.md §16.
+//! `(0, E)`: the continued fraction of `A` passes through every one-sided record of
+//! `A g mod 2^64` (the three-distance structure), so both are read off its states. The first hit
+//! is the least `y` over the points the continued fraction has placed, kept with its index
+//! through the regular test's turns (full partial quotients, the same number of turns in
+//! neighbouring lanes). Integer arithmetic only, mirrored by `screen_start`, `screen_next` and
+//! `screen` in `kernels/cuda/tmd.cu`; docs/error-analysis.md §16.
 
-use super::flat;
+use super::{divrem, flat};
 
 /// Hits beyond which a domain is handed to phase 2 without checking the rest.
 pub const MAX_HITS: u32 = 64;
+
+/// The screen's route, which a search journal records: bumped whenever which domains the screen
+/// fails can change (2: the regular turns and domains whose left-out terms reach
+/// `2^SCREEN_LEFT_OUT_BITS` radii, issue 26's sixth pass; 1: Lefevre's turns, the fifth pass).
+pub const ROUTE: u32 = 2;
 
 /// A return gap: `g` steps move `y` by `disp` (down for `g_down`, up for `g_up`); `g = u64::MAX`
 /// where no such step is shorter than the domain.
@@ -51,110 +58,111 @@ enum Start {
     Hit { x: u64, y: u64, down: Gap, up: Gap },
 }
 
-/// Lefevre's test (`super::lefevre`, the same states) with the index `x` of `d`, continued after
-/// its first point below `e` until both return gaps are known or reach `n`.
+/// The points `z(x) = A x mod 2^64` for `x < m = jp + jq` split the circle into gaps of two
+/// lengths (the three-distance theorem with two): a P-gap of `p` runs from a point `x` up to
+/// `x + jp`, a Q-gap of `q` from `x` up to `x - jq`. As in the regular test (`super::regular`),
+/// the first step divides `2^64` by `a` (the points `0..=k0`), then the halves alternate: every
+/// P-gap split by a full partial quotient `k` of `q`, then every Q-gap by one of `p`, the last
+/// quotient capped where `m` reaches `n`, so that neighbouring lanes run the same turns; every
+/// state on the way is one of Lefevre's single steps. Besides the gaps it keeps `b`'s own gap:
+/// its lower point `xd` at `d = (b - z(xd)) mod 2^64`, the least of `y(x) = (b - A x) mod 2^64`
+/// over `x < m`, and whether it is a Q-gap (`inq`). The one-sided records of `A g mod 2^64` and
+/// `-A g mod 2^64` are the values `p - j q` and `q - j p` passed on the way (`record`).
 fn start(a: u64, b: u64, n: u64, e: u64) -> Start {
-    // Not flat, so 0 < a: q = 2^64 - a fits.
-    let (mut p, mut q) = (a, a.wrapping_neg());
-    let (mut u, mut v) = (1u64, 1u64);
-    let (mut d, mut x) = (b, 0u64);
+    // Not flat, so 0 < a. 2^64 = k0 a + q with 0 <= q < a: k0 P-gaps of a, one Q-gap of q
+    // from k0 a up to 2^64, whose upper point 0 is k0 before its lower one.
+    let (k, q) = divrem(a.wrapping_neg(), a);
+    let k0 = k + 1;
+    let (mut p, mut q) = (a, q);
+    let (mut jp, mut jq) = (1u64, k0);
+    // b lies k0 a + d with d < q in the Q-gap where its quotient is k0.
+    let (xd, d) = divrem(b, a);
+    let (mut d, mut xd, mut inq) = (d, xd, xd == k0);
     let mut down = NONE;
     let mut up = NONE;
     if p < e {
         down = Gap { g: 1, disp: p };
     }
-    if q < e {
-        up = Gap { g: 1, disp: q };
+    // -A g mod 2^64 = 2^64 - g a for g <= k0.
+    if a.wrapping_neg() < e {
+        up = Gap {
+            g: 1,
+            disp: a.wrapping_neg(),
+        };
     }
-    let mut hit = d < e;
-    while !hit {
-        if d < p {
-            if p == 0 {
-                return Start::Fail;
-            }
-            // Turns whose quotient q / p is 0 only subtract q from p once each: take the m
-            // that stay in this branch with k = 0 and end in none of its returns at once, as
-            // Lefevre's loop would one by one (it takes O(p / q) turns on a large partial
-            // quotient).
-            if q < p {
-                // (The turn's check u + v >= n comes before its v += u.)
-                let turns_n = match u.saturating_add(v) < n {
-                    true => (n - 1 - u - v) / u + 1,
-                    false => 0,
-                };
-                let m = ((p - d - 1) / q + 1).min((p - 1) / q).min(turns_n);
-                if m > 0 {
-                    record(&mut down, p, v, q, u, m, e);
-                    p -= m * q;
-                    v += m * u;
-                    continue;
-                }
-            }
-            let k = q / p;
-            record(&mut up, q, u, p, v, k, e);
-            q -= k * p;
-            u = u.saturating_add(k.saturating_mul(v));
-            if u.saturating_add(v) >= n || q == 0 {
-                return Start::Clear;
-            }
-            p -= q;
-            v = v.saturating_add(u);
-            record(&mut down, p + q, v - u, q, u, 1, e);
-        } else {
-            // Likewise the turns with p / q = 0: each takes p from d and from q once.
-            if p < q {
-                let m = ((d - e) / p)
-                    .min((q - 1) / p)
-                    .min((n - 1).saturating_sub(u) / v);
-                if m > 0 {
-                    record(&mut up, q, u, p, v, m, e);
-                    d -= m * p;
-                    x = x.saturating_add(m * v);
-                    q -= m * p;
-                    u += m * v;
-                    continue;
-                }
-            }
-            d -= p;
-            x = x.saturating_add(v);
-            if d < e {
-                hit = true;
-                break;
-            }
-            if q == 0 {
-                return Start::Fail;
-            }
-            let k = p / q;
-            record(&mut down, p, v, q, u, k, e);
-            p -= k * q;
-            v = v.saturating_add(k.saturating_mul(u));
-            if u.saturating_add(v) >= n || p == 0 {
-                return Start::Clear;
-            }
-            q -= p;
-            u = u.saturating_add(v);
-            record(&mut up, q + p, u - v, p, v, 1, e);
+    record(&mut up, a.wrapping_neg(), 1, a, 1, k, e);
+    loop {
+        // Done at n points, or once b's gap holds a hit and both gaps are known: any hit
+        // starts the walk (`screen_with` goes both ways from it).
+        let known = down.g != u64::MAX && up.g != u64::MAX;
+        if jp.saturating_add(jq) >= n || (d < e && known) {
+            break;
         }
-    }
-    debug_assert!(hit);
-    // The gaps not yet below e: the same reductions, the larger by the smaller.
-    while (down.g == u64::MAX || up.g == u64::MAX) && u.saturating_add(v) < n {
-        if p == 0 || q == 0 {
+        if q == 0 {
             return Start::Fail;
         }
-        if p >= q {
-            let k = p / q;
-            record(&mut down, p, v, q, u, k, e);
-            p -= k * q;
-            v = v.saturating_add(k.saturating_mul(u));
-        } else {
-            let k = q / p;
-            record(&mut up, q, u, p, v, k, e);
-            q -= k * p;
-            u = u.saturating_add(k.saturating_mul(v));
+        // Each P-gap takes k new points, at p - j q (j = 1..k) above its lower point: jq more
+        // points per split, the last quotient stopping where m reaches n.
+        let rest = n - jp - jq;
+        let (mut k, mut p1) = divrem(p, q);
+        if (k - 1).saturating_mul(jq) >= rest {
+            k = rest.div_ceil(jq);
+            p1 = p - k * q;
         }
+        record(&mut down, p, jp, q, jq, k, e);
+        if !inq && d >= p1 {
+            // b's P-gap: its new lower point is the first of them at or below b, the j-th
+            // with k - j = (d - p1) / q. b is now in a Q-gap: the Q-half below says so.
+            let (i, r) = divrem(d - p1, q);
+            d = r;
+            xd += jp + (k - i) * jq;
+        }
+        p = p1;
+        jp += k * jq;
+        let known = down.g != u64::MAX && up.g != u64::MAX;
+        if jp.saturating_add(jq) >= n || (d < e && known) {
+            break;
+        }
+        if p == 0 {
+            return Start::Fail;
+        }
+        // Each Q-gap takes k new points, at j p (j = 1..k) above its lower point.
+        let rest = n - jp - jq;
+        let (mut k, mut q1) = divrem(q, p);
+        if (k - 1).saturating_mul(jp) >= rest {
+            k = rest.div_ceil(jp);
+            q1 = q - k * p;
+        }
+        record(&mut up, q, jq, p, jp, k, e);
+        // In b's gap (a P-gap has d < p <= k p, so none of them moves it, and b stays in a
+        // P-gap; in a Q-gap it stays in one where d >= k p).
+        let kp = k * p;
+        if d >= kp {
+            d -= kp;
+            xd += k * jp;
+            inq = true;
+        } else {
+            let (i, r) = divrem(d, p);
+            d = r;
+            xd += i * jp;
+            inq = false;
+        }
+        q = q1;
+        jq += k * jp;
     }
-    Start::Hit { x, y: d, down, up }
+    if d >= e {
+        return Start::Clear;
+    }
+    // A return of zero displacement: a short rational slope, whose points repeat.
+    if (down.g != u64::MAX && down.disp == 0) || (up.g != u64::MAX && up.disp == 0) {
+        return Start::Fail;
+    }
+    Start::Hit {
+        x: xd,
+        y: d,
+        down,
+        up,
+    }
 }
 
 /// The next hit after `(x, y)` going forward (`back = false`) or backward, or `None` past the
@@ -204,9 +212,9 @@ pub fn screen_with(
         Start::Fail => return false,
         Start::Hit { x, y, down, up } => (x, y, down, up),
     };
-    // Lefevre's point may lie past the domain (its last turn places points up to u + v): then
-    // only the walk backward enters it. The gaps not found are longer than u + v > x0, so a
-    // step of theirs leaves the domain from either side.
+    // The start's hit may lie past the domain (its last quotient places points up to
+    // m = jp + jq < 2 n): then only the walk backward enters it. A gap not found is at least
+    // m > x0, so a step of it leaves the domain from either side.
     let mut hits = 0u32;
     let mut take = |x: u64| {
         hits += 1;
