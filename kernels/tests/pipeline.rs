@@ -187,14 +187,19 @@ fn route_against_brute_force(
 /// Issue 26: steep regions (exp and sinh far from 0, tan next to its pole at pi/2, exp of a
 /// negative argument) with the steep split forced on (`max_limbs: 0`): every steep piece of
 /// `128` domains or more halves. The HR-cases and exact cases are the brute force's, with both
-/// tests, on more pieces than the default route (which never splits at these precisions).
+/// tests, on more pieces than the default route (which never splits at these precisions), with
+/// phase 1's quadratic screen (the default) and with the line test alone.
 #[test]
 fn steep_regions_split_against_brute_force() {
-    for case in STEEP_CASES {
+    for (case, quadratic) in STEEP_CASES
+        .into_iter()
+        .flat_map(|c| [(c, true), (c, false)])
+    {
         route_against_brute_force(
             case,
-            |_| {},
+            |cfg| cfg.gen.quadratic = quadratic,
             |cfg| {
+                cfg.gen.quadratic = quadratic;
                 cfg.steep = SteepSplit {
                     max_limbs: 0,
                     min_domains: 128,

@@ -47,10 +47,31 @@ pub struct Header {
     /// range's own (`tmd_kernels::plan::whole`). Absent (false) in journals written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole: bool,
-    /// `--quadratic-screen` (issue 26): other statistics on steep units. Absent (false) in
-    /// journals written before, when there was no screen.
+    /// Phase 1's quadratic screen on steep units (issue 26; on unless `--no-quadratic-screen`):
+    /// other statistics there. Absent (false) in journals written without it, before the
+    /// screen existed or with the flag.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quadratic_screen: bool,
+    /// Which screen (`existence::quadratic::ROUTE`, 0 without one): the fifth pass's opt-in
+    /// screen (absent here, read as 0) failed other domains than today's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub screen_route: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// How a journal's search tested steep pieces, from its header's `(quadratic_screen,
+/// screen_route)`.
+fn describe_screen((on, route): (bool, u32)) -> String {
+    match (on, route) {
+        (false, _) => "with the line test alone (--no-quadratic-screen)".into(),
+        (true, 0) => {
+            "with the first quadratic screen (issue 26's fifth pass, --quadratic-screen)".into()
+        }
+        (true, r) => format!("with the quadratic screen of route {r}"),
+    }
 }
 
 /// The journal's version: version 2 adds the compacted line (a version-1 reader would take
@@ -132,6 +153,27 @@ impl Journal {
             ..found.clone()
         };
         if &same != header {
+            let screen = |h: &Header| (h.quadratic_screen, h.screen_route);
+            let but_screen = Header {
+                quadratic_screen: header.quadratic_screen,
+                screen_route: header.screen_route,
+                ..same.clone()
+            };
+            if but_screen == *header {
+                bail!(
+                    "cannot resume: {} was searched {}, this search runs {}: the HR-cases would be \
+                     the same, the statistics not. {}",
+                    path.display(),
+                    describe_screen(screen(&same)),
+                    describe_screen(screen(header)),
+                    if same.quadratic_screen {
+                        "Finish it with the tmd-worker that started it, or start again with \
+                         another --output-file"
+                    } else {
+                        "Resume it with --no-quadratic-screen"
+                    }
+                );
+            }
             bail!(
                 "cannot resume: {} holds another search ({} {} ({} bits), k={}, [{}, {}), test {}); \
                  start this one with another --output-file",
@@ -280,6 +322,7 @@ mod tests {
             flat_domain_bits: Some(20),
             whole: false,
             quadratic_screen: false,
+            screen_route: 0,
         }
     }
 
@@ -426,16 +469,61 @@ mod tests {
         };
         let e = Journal::resume(&path, &other).err().unwrap().to_string();
         assert!(e.contains("holds another search"), "{e}");
-        // The quadratic screen's statistics differ: another search too (and the field is
-        // written only when set, so journals without it read as before).
-        let first = std::fs::read_to_string(&path).unwrap();
-        assert!(!first.lines().next().unwrap().contains("quadratic_screen"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 26: the quadratic screen changes a steep unit's statistics, so a journal resumes
+    /// only with the screen it was written with, and the refusal says which and what to do.
+    /// Without the screen the header is written as before the screen existed.
+    #[test]
+    fn a_journal_resumes_only_with_its_screen() {
+        use tmd_kernels::search::existence::quadratic::ROUTE;
+        let (dir, path) = fresh_journal("s-", "cases.csv.journal");
+        let line = header();
         let screened = Header {
             quadratic_screen: true,
+            screen_route: ROUTE,
             ..header()
         };
-        let e = Journal::resume(&path, &screened).err().unwrap().to_string();
-        assert!(e.contains("holds another search"), "{e}");
+        let fifth_pass = Header {
+            quadratic_screen: true,
+            screen_route: 0,
+            ..header()
+        };
+        let written = |h: &Header| {
+            let _ = std::fs::remove_file(&path);
+            let mut j = Journal::create(&path, h).unwrap();
+            j.record(&unit(1 << 23)).unwrap();
+            drop(j);
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let refusal = |h: &Header| Journal::resume(&path, h).err().unwrap().to_string();
+
+        let first = written(&line);
+        let first = first.lines().next().unwrap();
+        assert!(!first.contains("quadratic_screen") && !first.contains("screen_route"));
+        let e = refusal(&screened);
+        assert!(
+            e.contains("line test alone") && e.contains("Resume it with --no-quadratic-screen"),
+            "{e}"
+        );
+        assert_eq!(Journal::resume(&path, &line).unwrap().1.units, 1);
+
+        let first = written(&screened);
+        assert!(
+            first.contains(&format!("\"screen_route\":{ROUTE}")),
+            "{first}"
+        );
+        let e = refusal(&line);
+        assert!(
+            e.contains(&format!("route {ROUTE}")) && e.contains("the tmd-worker that started it"),
+            "{e}"
+        );
+        assert_eq!(Journal::resume(&path, &screened).unwrap().1.units, 1);
+
+        written(&fifth_pass);
+        let e = refusal(&screened);
+        assert!(e.contains("fifth pass"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

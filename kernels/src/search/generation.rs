@@ -33,8 +33,9 @@ pub struct GenConfig {
     /// Phase 1's quadratic screen on steep pieces (issue 26, §16 of docs/error-analysis.md):
     /// where the line's curvature cap lowered the domain size, domains up to `domain_bits`
     /// whose line lists the few arguments within its threshold, each checked against the
-    /// domain's quadratic, when that allows larger domains than the line test alone. Off: the
-    /// line test everywhere (the former route).
+    /// domain's quadratic, when that allows larger domains than the line test alone. On by
+    /// default (about twice as fast on steep units, BENCHMARKS.md); off: the line test
+    /// everywhere (the former route, the same HR-cases, other statistics).
     pub quadratic: bool,
     /// `log2` of the number of subdomains per domain in phase 2 (3: kappa = 8).
     pub subdomain_split_bits: u32,
@@ -52,7 +53,7 @@ impl GenConfig {
             min_bits,
             domain_bits: 15,
             flat_domain_bits: FLAT_DOMAIN_BITS,
-            quadratic: false,
+            quadratic: true,
             subdomain_split_bits: 3,
             max_degree: 12,
             exponents: None,
@@ -603,9 +604,9 @@ fn domains_at(
     .min(max_bits);
     // Smaller domains until the terms of degree 3 and more that each domain's polynomial leaves
     // out are small beside the search radius (they grow like N^3): a quarter of it for the line
-    // test, the radius for the screen, whose domains fail only where the quadratic comes within
-    // `base` of a breakpoint. The screen also keeps the expected number of points within the
-    // line's threshold, `2 N eps1`, at most SCREEN_HITS.
+    // test, 2^SCREEN_LEFT_OUT_BITS radii for the screen, whose domains fail only where the
+    // quadratic comes within `base` of a breakpoint. The screen also keeps the expected number
+    // of points within the line's threshold, `2 N eps1`, at most SCREEN_HITS.
     let (rho, domains, left_out, bound2) = loop {
         let (rho, domains, left_out, bound2) = per_domain(beta, degree, count, n);
         let fits = if quadratic {
@@ -617,7 +618,8 @@ fn domains_at(
                 } else {
                     &r2_global
                 }) * (1u64 << (2 * n - 4));
-            left_out <= radius && eps1 << (n + 1) <= Integer::from(SCREEN_HITS) << frac_bits
+            left_out <= Integer::from(&radius << SCREEN_LEFT_OUT_BITS)
+                && eps1 << (n + 1) <= Integer::from(SCREEN_HITS) << frac_bits
         } else {
             left_out <= Integer::from(&radius >> 2u32)
         };
@@ -708,10 +710,18 @@ fn first_domain_bits(
 }
 
 /// Points within the line's threshold that a screened domain holds on average, at most: each
-/// costs the screen a step and a quadratic's value, about an eighth of the continued fraction
-/// that finds them, so a few per domain buy domains `(SCREEN_HITS / (1/32))^(1/3)` times larger
-/// than the line's cap (BENCHMARKS.md, issue 26, fifth pass).
+/// costs the screen a step and a quadratic's value, a fraction of the continued fraction that
+/// finds them, so a few per domain buy domains `(SCREEN_HITS / (1/32))^(1/3)` times larger
+/// than the line's cap (16 per domain: 8 times slower near 64; BENCHMARKS.md, issue 26, fifth
+/// and sixth passes).
 pub const SCREEN_HITS: u32 = 4;
+
+/// `log2` of how many radii the terms a screened domain leaves out may reach (§16): they enter
+/// only `base`, i.e. the check's and phase 3's threshold, whose flags stay rare (`2 base` per
+/// point, about `2^-39` at 44 bits), so the screen's domains grow until the points per domain
+/// bind instead (near 256 for exp in binary64 at 44 bits: `2^13` against `2^12` with one
+/// radius; BENCHMARKS.md, issue 26, sixth pass).
+pub const SCREEN_LEFT_OUT_BITS: u32 = 4;
 
 /// The screen's starting domain size: at most `cfg.domain_bits`, `k - 4` and the piece's
 /// `count`, and where `2 N eps1 ~ N^3 |r2| / 8` stays within [`SCREEN_HITS`].

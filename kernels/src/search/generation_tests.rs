@@ -124,9 +124,10 @@ fn flat_regions_take_larger_domains() {
     }
 }
 
-/// Issue 26, §16: with the quadratic screen, steep pieces take larger domains than the line's
-/// cap gives (exp in binary64 near 256: `2^12`, held there by the cubic terms, against `2^10`),
-/// and only steep pieces are screened ([1, 2) keeps the line test and `2^15`).
+/// Issue 26, §16: with the quadratic screen (the default), steep pieces take larger domains
+/// than the line's cap gives (exp in binary64 near 256: `2^13`, where the cubic terms reach
+/// 16 radii, against `2^10`), and only steep pieces are screened ([1, 2) keeps the line test
+/// and `2^15`).
 #[test]
 fn steep_pieces_take_screened_domains() {
     let p = Precision::BINARY64;
@@ -136,18 +137,20 @@ fn steep_pieces_take_screened_domains() {
         first: 1u64 << 52,
         count: 1 << 34,
     };
-    let line = GenConfig::new(44);
-    assert!(!line.quadratic, "the screen is opt-in");
-    let screen = GenConfig {
-        quadratic: true,
-        ..line
+    let screen = GenConfig::new(44);
+    assert!(screen.quadratic, "the screen is the default");
+    let line = GenConfig {
+        quadratic: false,
+        ..screen
     };
     let g = |cfg: &GenConfig, e| generate(Function::Exp, p, cfg, unit(e)).unwrap();
     let (l, s) = (g(&line, 8), g(&screen, 8));
     assert_eq!((l.domain_bits, l.quadratic), (10, false));
-    assert_eq!((s.domain_bits, s.quadratic), (12, true));
-    // Left-out terms within the radius; the points per domain within SCREEN_HITS.
-    assert!(s.bounds.left_out <= s.bounds.radius);
+    assert_eq!((s.domain_bits, s.quadratic), (13, true));
+    // Left-out terms within 2^SCREEN_LEFT_OUT_BITS radii, beyond one (a size that only the
+    // allowance gives); the points per domain within SCREEN_HITS.
+    assert!(s.bounds.left_out <= Integer::from(&s.bounds.radius << SCREEN_LEFT_OUT_BITS));
+    assert!(s.bounds.left_out > s.bounds.radius);
     let points = Integer::from(&s.bounds.eps1 << (s.domain_bits + 1));
     assert!(points <= Integer::from(SCREEN_HITS) << s.frac_bits());
     let flat = g(&screen, 0);

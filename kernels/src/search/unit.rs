@@ -216,9 +216,11 @@ fn steep_depth(cfg: &SearchConfig, g: &Generated) -> u32 {
 /// phase 1 keeps its two-limb walk. Splitting is only a route: every piece is generated and
 /// searched with its own bounds, so no answer changes. It reads only the configuration and
 /// the generated piece, so the CPU and CUDA back ends (and `piece_modules`) get the same
-/// pieces. Where the domain size is the configured one (exp on [1, 2)) nothing changes.
+/// pieces. Where the domain size is the configured one (exp on [1, 2)) nothing changes. A
+/// screened piece (`g.quadratic`, §16) is steep too, though its domains may reach the
+/// configured size (exp near 16).
 fn split_steep(cfg: &SearchConfig, g: &Generated) -> bool {
-    g.domain_bits < cfg.gen.domain_bits
+    (g.domain_bits < cfg.gen.domain_bits || g.quadratic)
         && g.limbs > cfg.steep.max_limbs
         && g.piece.count / 2 >= cfg.steep.min_domains.saturating_mul(g.domain_size())
 }

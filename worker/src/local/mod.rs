@@ -107,12 +107,13 @@ pub struct EngineArgs {
     /// curvature allows (exp below 1, say). At most --domain-bits: that size everywhere.
     #[arg(long, default_value_t = FLAT_DOMAIN_BITS, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub flat_domain_bits: u32,
-    /// Phase 1's quadratic screen on steep pieces (issue 26): domains up to --domain-bits
-    /// where the line test alone needs smaller ones; the few arguments within the line's
-    /// threshold are checked against each domain's quadratic. Same HR-cases, other
-    /// statistics; for now about 2 times slower than the line test on the GPU (BENCHMARKS.md).
+    /// Test steep pieces with the line alone, as engines before issue 26's sixth pass did: by
+    /// default phase 1 screens them on larger domains (up to --domain-bits), listing the few
+    /// arguments within the line's threshold and checking each against the domain's
+    /// quadratic, about 2 times faster on steep units (BENCHMARKS.md). Same HR-cases, other
+    /// statistics: for comparisons, and to resume a journal written without the screen.
     #[arg(long)]
-    pub quadratic_screen: bool,
+    pub no_quadratic_screen: bool,
     /// Where phases 1-3 run: auto (a GPU if usable), cpu or cuda.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto, env = "TMD_BACKEND")]
     pub backend: BackendArg,
@@ -181,7 +182,7 @@ impl EngineArgs {
         cfg.test = self.test.into();
         cfg.gen.domain_bits = self.domain_bits;
         cfg.gen.flat_domain_bits = self.flat_domain_bits;
-        cfg.gen.quadratic = self.quadratic_screen;
+        cfg.gen.quadratic = !self.no_quadratic_screen;
         Ok(cfg)
     }
 
@@ -479,7 +480,12 @@ pub fn search(a: SearchArgs) -> Result<()> {
         domain_bits: a.engine.domain_bits,
         flat_domain_bits: Some(a.engine.flat_domain_bits),
         whole: a.range.whole,
-        quadratic_screen: a.engine.quadratic_screen,
+        quadratic_screen: !a.engine.no_quadratic_screen,
+        screen_route: if a.engine.no_quadratic_screen {
+            0
+        } else {
+            tmd_kernels::search::existence::quadratic::ROUTE
+        },
     };
     let (journal, done) = match &a.output_file {
         None => (None, Tally::default()),
