@@ -202,6 +202,7 @@ fn steep_regions_split_against_brute_force() {
                 cfg.gen.quadratic = quadratic;
                 cfg.steep = SteepSplit {
                     max_limbs: 0,
+                    max_limbs_screened: 0,
                     min_domains: 128,
                 }
             },

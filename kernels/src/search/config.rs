@@ -31,23 +31,37 @@ pub struct SearchConfig {
     pub steep: SteepSplit,
 }
 
-/// Steep pieces (the curvature lowered the domain size) wider than `max_limbs` limbs are split
-/// in halves while the halves keep at least `min_domains` domains (issue 26). A route only:
-/// the tests force it on at small precisions (`max_limbs: 0`) against the brute force.
+/// Steep pieces (the curvature lowered the domain size) wider than `max_limbs` limbs
+/// (`max_limbs_screened` where phase 1 screens them, §16) are split in halves while the halves
+/// keep at least `min_domains` domains (issue 26). A route only: the tests force it on at small
+/// precisions (both limits 0) against the brute force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SteepSplit {
     pub max_limbs: usize,
+    pub max_limbs_screened: usize,
     pub min_domains: u64,
 }
 
 impl SteepSplit {
     /// The engine's choice, from exp in binary64 at 44 bits on one H100 (BENCHMARKS.md, issue
-    /// 26): pieces of `2^34` near 300 (degree 8, 5 limbs) ran 7 times faster per argument than
-    /// `2^38` (degree 11, 8 limbs) and a little faster than `2^32` or `2^30`.
+    /// 26): with the line test, pieces of `2^34` near 300 (degree 8, 5 limbs) ran 7 times faster
+    /// per argument than `2^38` (degree 11, 8 limbs) and a little faster than `2^32` or `2^30`;
+    /// screened, whose domains are 4 to 8 times fewer, pieces of 6 limbs ran 10-26% faster than
+    /// of 5 from 64 to 1024, and of 7 or 8 slower near 64, 128 and 512 (sixth pass).
     pub const DEFAULT: SteepSplit = SteepSplit {
         max_limbs: 5,
+        max_limbs_screened: 6,
         min_domains: 1 << 22,
     };
+
+    /// The width above which a piece is split: `g.quadratic` says whether it is screened.
+    pub fn limbs_for(&self, quadratic: bool) -> usize {
+        if quadratic {
+            self.max_limbs_screened
+        } else {
+            self.max_limbs
+        }
+    }
 }
 
 impl SearchConfig {
