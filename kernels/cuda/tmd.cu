@@ -943,12 +943,30 @@ __device__ __forceinline__ void screen_record(Gap &gap, u64 value, u64 index, u6
     gap.disp = value - j * step;
 }
 
+// quadratic.rs `capped_divrem`: x / y with its remainder (x >= y > 0), the quotient capped at
+// ceil(rest / w) as `regular_general` caps its last one (ceil_div_ge), the remainder then
+// x - k y.
+__device__ __forceinline__ u64 capped_divrem(u64 x, u64 y, u64 w, u64 rest, u64 *rem) {
+    u64 k = divrem(x, y, rem);
+    if (ceil_div_ge(rest, w, k)) return k;
+    k = div_ceil(rest, w);
+    *rem = x - k * y;
+    return k;
+}
+
+// quadratic.rs `start`'s `done`: m = jp + jq points reached n, or b's gap holds a hit and both
+// gaps are known.
+__device__ __forceinline__ bool screen_done(u64 m, u64 n, u64 d, u64 e, const Gap &down,
+                                            const Gap &up) {
+    return m >= n || (d < e && down.g != U64_MAX && up.g != U64_MAX);
+}
+
 // quadratic.rs `start`: 0 clear, 1 fail, 2 a hit (x, y) with the gaps. The regular test's
 // turns (the first divides 2^64 by a, then the P- and Q-halves alternate with full partial
 // quotients), with b's gap kept exactly: its lower point xd at d, and whether it is a Q-gap.
 // For n < 2^31 (the host's pieces; the self-test's lengths) the counts jp, jq and xd stay below
 // jp + jq < 2 n, so 32 bits hold them: the CPU's 64-bit values, fewer instructions (as in
-// `regular`). A quotient within the cap has k <= rest, so (k - 1) jq is a product below 2^64.
+// `regular`).
 __device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_out,
                                             u64 *y_out, Gap &down, Gap &up) {
     u64 q;
@@ -971,16 +989,11 @@ __device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_o
     }
     screen_record(up, 0ull - a, 1, a, 1, k, e);
     for (;;) {
-        if ((u64)jp + jq >= n || (d < e && down.g != U64_MAX && up.g != U64_MAX)) break;
+        if (screen_done((u64)jp + jq, n, d, e, down, up)) break;
         if (q == 0) return 1;
         // P-gaps split: k new points each at p - j q, the last quotient capped at n points.
-        u32 rest = (u32)n - jp - jq;
         u64 p1;
-        k = divrem(p, q, &p1);
-        if (!(k <= rest && (k - 1) * jq < rest)) {
-            k = rest / jq + (rest % jq != 0 ? 1u : 0u);
-            p1 = p - k * q;
-        }
+        k = capped_divrem(p, q, jq, (u32)n - jp - jq, &p1);
         screen_record(down, p, jp, q, jq, k, e);
         if (!inq && d >= p1) {
             u64 r;
@@ -990,16 +1003,11 @@ __device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_o
         }
         p = p1;
         jp += (u32)k * jq;
-        if ((u64)jp + jq >= n || (d < e && down.g != U64_MAX && up.g != U64_MAX)) break;
+        if (screen_done((u64)jp + jq, n, d, e, down, up)) break;
         if (p == 0) return 1;
         // Q-gaps split: k new points each at j p.
-        rest = (u32)n - jp - jq;
         u64 q1;
-        k = divrem(q, p, &q1);
-        if (!(k <= rest && (k - 1) * jp < rest)) {
-            k = rest / jp + (rest % jp != 0 ? 1u : 0u);
-            q1 = q - k * p;
-        }
+        k = capped_divrem(q, p, jp, (u32)n - jp - jq, &q1);
         screen_record(up, q, jq, p, jp, k, e);
         u64 kp = k * p;
         if (d >= kp) {

@@ -14,7 +14,7 @@
 //! neighbouring lanes). Integer arithmetic only, mirrored by `screen_start`, `screen_next` and
 //! `screen` in `kernels/cuda/tmd.cu`; docs/error-analysis.md §16.
 
-use super::{divrem, flat};
+use super::{divrem, flat, Count};
 
 /// Hits beyond which a domain is handed to phase 2 without checking the rest.
 pub const MAX_HITS: u32 = 64;
@@ -58,6 +58,20 @@ enum Start {
     Hit { x: u64, y: u64, down: Gap, up: Gap },
 }
 
+/// `(x / y, x mod y)` for `x >= y > 0`, the quotient capped as the regular test caps its last
+/// one (`Count::fits`, `Count::cap`): at most `ceil(rest / w)`, the splits that bring `m` to
+/// `n` when each adds `w` points (`rest >= 1` of them missing); the remainder then `x - k y`.
+#[inline(always)]
+fn capped_divrem(x: u64, y: u64, w: u64, rest: u64) -> (u64, u64) {
+    let (k, r) = divrem(x, y);
+    if u64::fits(rest, w, k) {
+        (k, r)
+    } else {
+        let k = u64::cap(rest, w);
+        (k, x - k * y)
+    }
+}
+
 /// The points `z(x) = A x mod 2^64` for `x < m = jp + jq` split the circle into gaps of two
 /// lengths (the three-distance theorem with two): a P-gap of `p` runs from a point `x` up to
 /// `x + jp`, a Q-gap of `q` from `x` up to `x - jq`. As in the regular test (`super::regular`),
@@ -91,11 +105,13 @@ fn start(a: u64, b: u64, n: u64, e: u64) -> Start {
         };
     }
     record(&mut up, a.wrapping_neg(), 1, a, 1, k, e);
+    // Done at n points, or once b's gap holds a hit and both gaps are known: any hit starts
+    // the walk (`screen_with` goes both ways from it).
+    let done = |jp: u64, jq: u64, d: u64, down: Gap, up: Gap| {
+        jp.saturating_add(jq) >= n || (d < e && down.g != u64::MAX && up.g != u64::MAX)
+    };
     loop {
-        // Done at n points, or once b's gap holds a hit and both gaps are known: any hit
-        // starts the walk (`screen_with` goes both ways from it).
-        let known = down.g != u64::MAX && up.g != u64::MAX;
-        if jp.saturating_add(jq) >= n || (d < e && known) {
+        if done(jp, jq, d, down, up) {
             break;
         }
         if q == 0 {
@@ -103,12 +119,7 @@ fn start(a: u64, b: u64, n: u64, e: u64) -> Start {
         }
         // Each P-gap takes k new points, at p - j q (j = 1..k) above its lower point: jq more
         // points per split, the last quotient stopping where m reaches n.
-        let rest = n - jp - jq;
-        let (mut k, mut p1) = divrem(p, q);
-        if (k - 1).saturating_mul(jq) >= rest {
-            k = rest.div_ceil(jq);
-            p1 = p - k * q;
-        }
+        let (k, p1) = capped_divrem(p, q, jq, n - jp - jq);
         record(&mut down, p, jp, q, jq, k, e);
         if !inq && d >= p1 {
             // b's P-gap: its new lower point is the first of them at or below b, the j-th
@@ -119,20 +130,14 @@ fn start(a: u64, b: u64, n: u64, e: u64) -> Start {
         }
         p = p1;
         jp += k * jq;
-        let known = down.g != u64::MAX && up.g != u64::MAX;
-        if jp.saturating_add(jq) >= n || (d < e && known) {
+        if done(jp, jq, d, down, up) {
             break;
         }
         if p == 0 {
             return Start::Fail;
         }
         // Each Q-gap takes k new points, at j p (j = 1..k) above its lower point.
-        let rest = n - jp - jq;
-        let (mut k, mut q1) = divrem(q, p);
-        if (k - 1).saturating_mul(jp) >= rest {
-            k = rest.div_ceil(jp);
-            q1 = q - k * p;
-        }
+        let (k, q1) = capped_divrem(q, p, jp, n - jp - jq);
         record(&mut up, q, jq, p, jp, k, e);
         // In b's gap (a P-gap has d < p <= k p, so none of them moves it, and b stays in a
         // P-gap; in a Q-gap it stays in one where d >= k p).
