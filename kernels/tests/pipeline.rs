@@ -251,10 +251,44 @@ fn steep_regions_screened_against_brute_force() {
     }
 }
 
+/// Issue 26, §16: screened domains rise above `domain_bits` up to `flat_domain_bits`, bound by
+/// the points per domain and the left-out terms only. At these precisions `k - 4` caps domains
+/// at 11 and the screen's points at 7, so the rise is forced from a smaller `domain_bits` (6,
+/// above the line's 5): the HR-cases and exact cases
+/// are the brute force's with both tests, on fewer domains than with screened domains held to
+/// `domain_bits`.
+#[test]
+fn screened_domains_rise_against_brute_force() {
+    let cases = [
+        (Function::Exp, 24, "0x1p+2", "0x1.1p+2", 15, 18),
+        (Function::Exp, 24, "-0x1.1p+2", "-0x1p+2", 15, 18),
+        (Function::Sinh, 24, "0x1p+2", "0x1.1p+2", 15, 18),
+        (Function::Exp2, 24, "0x1p+2", "0x1.1p+2", 15, 18),
+    ];
+    let domains = |flat_bits| {
+        move |cfg: &mut SearchConfig| {
+            cfg.gen.domain_bits = 6;
+            cfg.gen.flat_domain_bits = flat_bits;
+        }
+    };
+    for case in cases {
+        route_against_brute_force(case, domains(6), domains(11), |what, r, held| {
+            assert!(
+                r.stats.domains < held.stats.domains,
+                "{what}: screened domains must rise ({:?} against {:?})",
+                r.stats,
+                held.stats
+            )
+        });
+    }
+}
+
 /// Issue 26: domains larger than `domain_bits` where `f` is flat. At these precisions `k - 4`
 /// caps the domain size below the published 15, so the rise is forced from a smaller
 /// `domain_bits` (5) to `flat_domain_bits` (11): the HR-cases and exact cases are the brute
-/// force's with both tests, on fewer domains than without the rise.
+/// force's with both tests, on fewer domains than without the rise, for the line's rise
+/// (`rise_pays`) and for the quadratic screen (the default: it takes the pieces whose line
+/// stays below 11, flat or not, §16).
 #[test]
 fn flat_regions_rise_against_brute_force() {
     let cases = [
@@ -266,21 +300,27 @@ fn flat_regions_rise_against_brute_force() {
         (Function::Log, 20, "0x1p+6", "0x1p+7", 15, 16),
         (Function::Atan, 20, "0x1p+2", "0x1p+3", 15, 16),
     ];
-    let domains = |flat_bits| {
+    let domains = |flat_bits, quadratic| {
         move |cfg: &mut SearchConfig| {
             cfg.gen.domain_bits = 5;
             cfg.gen.flat_domain_bits = flat_bits;
+            cfg.gen.quadratic = quadratic;
         }
     };
-    for case in cases {
-        route_against_brute_force(case, domains(5), domains(11), |what, r, fixed| {
-            assert!(
-                r.stats.domains < fixed.stats.domains,
-                "{what}: the domains must grow ({:?} against {:?})",
-                r.stats,
-                fixed.stats
-            )
-        });
+    for (case, quadratic) in cases.into_iter().flat_map(|c| [(c, false), (c, true)]) {
+        route_against_brute_force(
+            case,
+            domains(5, false),
+            domains(11, quadratic),
+            |what, r, fixed| {
+                assert!(
+                    r.stats.domains < fixed.stats.domains,
+                    "{what} (screen {quadratic}): the domains must grow ({:?} against {:?})",
+                    r.stats,
+                    fixed.stats
+                )
+            },
+        );
     }
 }
 

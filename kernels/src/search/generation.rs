@@ -27,12 +27,13 @@ pub struct GenConfig {
     pub domain_bits: u32,
     /// Largest domain size where `f` is flatter than that (issue 26): `n` rises above
     /// `domain_bits` up to this while the curvature allows (§5 of docs/error-analysis.md),
-    /// which leaves fewer domains to walk and test. At most `domain_bits`: the published size
+    /// which leaves fewer domains to walk and test; screened steep pieces' domains too, while
+    /// the screen's points per domain allow (§16). At most `domain_bits`: the published size
     /// everywhere.
     pub flat_domain_bits: u32,
     /// Phase 1's quadratic screen on steep pieces (issue 26, §16 of docs/error-analysis.md):
-    /// where the line's curvature cap lowered the domain size, domains up to `domain_bits`
-    /// whose line lists the few arguments within its threshold, each checked against the
+    /// where the line's curvature cap lowered the domain size, domains up to
+    /// `flat_domain_bits` whose line lists the few arguments within its threshold, each checked against the
     /// domain's quadratic, when that allows larger domains than the line test alone. On by
     /// default (about twice as fast on steep units, BENCHMARKS.md); off: the line test
     /// everywhere (the former route, the same HR-cases, other statistics).
@@ -549,9 +550,12 @@ fn differences(
 /// Phases 1-3's per-domain polynomials and thresholds for the piece's fixed-point polynomial.
 fn domains(cfg: &GenConfig, piece: UnitSpec, fx: FixedPoly) -> Result<Generated, GenError> {
     let mut g = domains_at(cfg, piece, &fx, u32::MAX, false)?;
-    if cfg.quadratic && g.domain_bits < cfg.domain_bits {
-        // Steep: the line's residual capped the size. The screen's larger domains, if any.
-        if let Ok(q) = domains_at(cfg, piece, &fx, cfg.domain_bits, true) {
+    let most = cfg.domain_bits.max(cfg.flat_domain_bits);
+    if cfg.quadratic && g.domain_bits < most {
+        // The line's residual or its left-out terms capped the size. The screen's larger
+        // domains, if any, up to the flat pieces' limit: its points per domain and left-out
+        // terms bound it.
+        if let Ok(q) = domains_at(cfg, piece, &fx, most, true) {
             if q.domain_bits > g.domain_bits {
                 return Ok(q);
             }
@@ -723,8 +727,8 @@ pub const SCREEN_HITS: u32 = 4;
 /// radius; BENCHMARKS.md, issue 26, sixth pass).
 pub const SCREEN_LEFT_OUT_BITS: u32 = 4;
 
-/// The screen's starting domain size: at most `cfg.domain_bits`, `k - 4` and the piece's
-/// `count`, and where `2 N eps1 ~ N^3 |r2| / 8` stays within [`SCREEN_HITS`].
+/// The screen's starting domain size: at most the larger of `cfg.domain_bits` and
+/// `cfg.flat_domain_bits`, `k - 4` and the piece's `count`, and where `2 N eps1 ~ N^3 |r2| / 8` stays within [`SCREEN_HITS`].
 fn first_screen_bits(
     cfg: &GenConfig,
     k: u32,
@@ -737,6 +741,7 @@ fn first_screen_bits(
     let cap = ((4 + hits - log2_r2) / 3).max(0) as u32;
     let n = cfg
         .domain_bits
+        .max(cfg.flat_domain_bits)
         .min(cap)
         .min(k.saturating_sub(4))
         .min(63 - count.leading_zeros());

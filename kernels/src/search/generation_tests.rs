@@ -4,9 +4,21 @@
 use super::*;
 
 /// The exact per-domain polynomials reproduce MPFR's G within the written error bound, at
-/// every tested argument of a binary64 unit of exp near 1.
+/// every tested argument of a binary64 unit of exp near 1: the line's domains of `2^15` and
+/// the quadratic screen's larger ones (the default there since issue 26's seventh pass).
 #[test]
 fn domain_polynomials_match_mpfr_within_the_bounds() {
+    let line = GenConfig {
+        quadratic: false,
+        ..GenConfig::new(32)
+    };
+    let g = domain_polynomials_within_the_bounds(&line);
+    assert_eq!((g.domain_bits, g.quadratic), (15, false));
+    let g = domain_polynomials_within_the_bounds(&GenConfig::new(32));
+    assert!(g.domain_bits > 15 && g.quadratic, "{}", g.domain_bits);
+}
+
+fn domain_polynomials_within_the_bounds(cfg: &GenConfig) -> Generated {
     let p = Precision::BINARY64;
     let piece = UnitSpec {
         negative: false,
@@ -14,9 +26,8 @@ fn domain_polynomials_match_mpfr_within_the_bounds() {
         first: (1u64 << 52) + (5u64 << 40),
         count: 1 << 40,
     };
-    let g = generate(Function::Exp, p, &GenConfig::new(32), piece).unwrap();
+    let g = generate(Function::Exp, p, cfg, piece).unwrap();
     assert!(g.degree >= 4 && g.degree <= 8, "degree {}", g.degree);
-    assert_eq!(g.domain_bits, 15);
     let f_bits = g.frac_bits();
     let err = Integer::from(&g.bounds.taylor + &g.bounds.rounding) + &g.bounds.left_out;
     for &(i, x) in &[(0u64, 0u64), (1, 7), (12345, 4321), (g.domains - 1, 32767)] {
@@ -34,6 +45,7 @@ fn domain_polynomials_match_mpfr_within_the_bounds() {
             "i={i} x={x}: {diff} > {err}"
         );
     }
+    g
 }
 
 #[test]
@@ -110,7 +122,12 @@ fn flat_regions_take_larger_domains() {
             .unwrap()
             .domain_bits
     };
-    let flat = GenConfig::new(44);
+    // The line's rise (with the screen, the default, these pieces are screened: see
+    // `steep_pieces_take_screened_domains`).
+    let flat = GenConfig {
+        quadratic: false,
+        ..GenConfig::new(44)
+    };
     assert_eq!(flat.flat_domain_bits, FLAT_DOMAIN_BITS);
     let published = GenConfig {
         flat_domain_bits: 15,
@@ -124,10 +141,11 @@ fn flat_regions_take_larger_domains() {
     }
 }
 
-/// Issue 26, §16: with the quadratic screen (the default), steep pieces take larger domains
-/// than the line's cap gives (exp in binary64 near 256: `2^13`, where the cubic terms reach
-/// 16 radii, against `2^10`), and only steep pieces are screened ([1, 2) keeps the line test
-/// and `2^15`).
+/// Issue 26, §16: with the quadratic screen (the default), pieces whose line domains stay
+/// below the largest size take larger domains (exp in binary64 near 256: `2^13`, where the
+/// cubic terms reach 16 radii, against `2^10`); screened domains rise above `domain_bits`
+/// where the points allow (seventh pass: near 4 `2^17`, on [1, 2) `2^18`, near `2^-2` `2^19`),
+/// and pieces whose line reaches the largest size keep the line (near `2^-10`).
 #[test]
 fn steep_pieces_take_screened_domains() {
     let p = Precision::BINARY64;
@@ -153,6 +171,28 @@ fn steep_pieces_take_screened_domains() {
     assert!(s.bounds.left_out > s.bounds.radius);
     let points = Integer::from(&s.bounds.eps1 << (s.domain_bits + 1));
     assert!(points <= Integer::from(SCREEN_HITS) << s.frac_bits());
-    let flat = g(&screen, 0);
-    assert_eq!((flat.domain_bits, flat.quadratic), (15, false));
+    let unit40 = |e| UnitSpec {
+        count: 1 << 40,
+        ..unit(e)
+    };
+    let g40 = |cfg: &GenConfig, e| generate(Function::Exp, p, cfg, unit40(e)).unwrap();
+    for (e, line_bits, screen_bits) in [(0, 15, 18), (-2, 17, 19)] {
+        let (l, s) = (g40(&line, e), g40(&screen, e));
+        assert_eq!((l.domain_bits, l.quadratic), (line_bits, false), "2^{e}");
+        assert_eq!((s.domain_bits, s.quadratic), (screen_bits, true), "2^{e}");
+    }
+    let flat = g40(&screen, -10);
+    assert_eq!((flat.domain_bits, flat.quadratic), (20, false));
+    // Screened domains rise above `domain_bits` up to `flat_domain_bits` where the points per
+    // domain allow (near 4: `2^17`, the line's `2^14`), and stay at `2^15` when held there.
+    let held = GenConfig {
+        flat_domain_bits: 15,
+        ..screen
+    };
+    let (l, s, h) = (g40(&line, 2), g40(&screen, 2), g40(&held, 2));
+    assert_eq!((l.domain_bits, s.domain_bits, h.domain_bits), (14, 17, 15));
+    assert!(s.quadratic && h.quadratic);
+    assert!(s.sub_bits <= screen.domain_bits - screen.subdomain_split_bits);
+    let points = Integer::from(&s.bounds.eps1 << (s.domain_bits + 1));
+    assert!(points <= Integer::from(SCREEN_HITS) << s.frac_bits());
 }
