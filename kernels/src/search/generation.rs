@@ -27,16 +27,17 @@ pub struct GenConfig {
     pub domain_bits: u32,
     /// Largest domain size where `f` is flatter than that (issue 26): `n` rises above
     /// `domain_bits` up to this while the curvature allows (§5 of docs/error-analysis.md),
-    /// which leaves fewer domains to walk and test; screened steep pieces' domains too, while
-    /// the screen's points per domain allow (§16). At most `domain_bits`: the published size
+    /// which leaves fewer domains to walk and test; screened pieces' domains too, while the
+    /// screen's points per domain allow (§16). At most `domain_bits`: the published size
     /// everywhere.
     pub flat_domain_bits: u32,
-    /// Phase 1's quadratic screen on steep pieces (issue 26, §16 of docs/error-analysis.md):
-    /// where the line's curvature cap lowered the domain size, domains up to
-    /// `flat_domain_bits` whose line lists the few arguments within its threshold, each checked against the
-    /// domain's quadratic, when that allows larger domains than the line test alone. On by
-    /// default (about twice as fast on steep units, BENCHMARKS.md); off: the line test
-    /// everywhere (the former route, the same HR-cases, other statistics).
+    /// Phase 1's quadratic screen (issue 26, §16 of docs/error-analysis.md): where the line's
+    /// curvature kept its domains below the largest size (steep pieces, exp on [1, 2)),
+    /// domains up to `flat_domain_bits` whose line lists the few arguments within its
+    /// threshold, each checked against the domain's quadratic, when that allows larger domains
+    /// than the line test alone. On by default (about twice as fast on steep units and on
+    /// [1, 2), BENCHMARKS.md); off: the line test everywhere (the former route, the same
+    /// HR-cases, other statistics).
     pub quadratic: bool,
     /// `log2` of the number of subdomains per domain in phase 2 (3: kappa = 8).
     pub subdomain_split_bits: u32,

@@ -103,16 +103,17 @@ pub struct EngineArgs {
     /// --flat-domain-bits where it is flatter.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub domain_bits: u32,
-    /// Largest domain size where f is flatter than that (exp below 1, say), and for steep
-    /// pieces under the quadratic screen (exp near 4-16): fewer, larger domains where the
+    /// Largest domain size where f is flatter than that (exp below 1, say), and for pieces
+    /// under the quadratic screen (exp on [1, 16), say): fewer, larger domains where the
     /// curvature and the screen's points per domain allow. At most --domain-bits: that size
     /// everywhere.
     #[arg(long, default_value_t = FLAT_DOMAIN_BITS, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub flat_domain_bits: u32,
-    /// Test steep pieces with the line alone, as engines before issue 26's sixth pass did: by
-    /// default phase 1 screens them on larger domains (up to --flat-domain-bits), listing the few
+    /// Test every piece with the line alone, as engines before issue 26's sixth pass did: by
+    /// default phase 1 screens pieces whose line domains the curvature keeps below
+    /// --flat-domain-bits (steep ones, exp on [1, 2)) on larger domains, listing the few
     /// arguments within the line's threshold and checking each against the domain's
-    /// quadratic, about 2 times faster on steep units (BENCHMARKS.md). Same HR-cases, other
+    /// quadratic, about 2 times faster there (BENCHMARKS.md). Same HR-cases, other
     /// statistics: for comparisons, and to resume a journal written without the screen.
     #[arg(long)]
     pub no_quadratic_screen: bool,
