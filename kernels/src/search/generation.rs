@@ -729,7 +729,8 @@ pub const SCREEN_HITS: u32 = 4;
 pub const SCREEN_LEFT_OUT_BITS: u32 = 4;
 
 /// The screen's starting domain size: at most the larger of `cfg.domain_bits` and
-/// `cfg.flat_domain_bits`, `k - 4` and the piece's `count`, and where `2 N eps1 ~ N^3 |r2| / 8` stays within [`SCREEN_HITS`].
+/// `cfg.flat_domain_bits`, `k - 4` and the piece's `count`, and where
+/// `2 N eps1 ~ N^3 |r2| / 8` stays within [`SCREEN_HITS`].
 fn first_screen_bits(
     cfg: &GenConfig,
     k: u32,
