@@ -627,15 +627,17 @@ __device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
 #ifndef TMD_STRIPE
 #define TMD_STRIPE 1
 #endif
-// Stride differences exactly in 64-bit multipliers only up to 9 differences (below).
-#define STRIPE_MAX_N 9
+// Stride differences exactly in 64-bit multipliers only up to 11 differences (below): degree 10
+// walks, which steep screened pieces use (exp in binary64 near 512: degree 9, 10 differences).
+#define STRIPE_MAX_N 11
 
 // The differences of step s from those of step 1, in place: Delta_s = (1 + Delta)^s - 1, so
 // Delta_s^l = sum_(r >= l) T[l][r] Delta^r with T[l][r] the coefficient of x^r in
-// ((1 + x)^s - 1)^l, a nonnegative integer at most C(s l, r) <= C(256, 8) < 2^49 for s = 32 and
-// l, r < 9: exact in 64 bits, so the words mod 2^(64 L) are exactly the step-s differences the
-// walk needs. Row l of T is row l - 1 times (1 + x)^s - 1, truncated at degree n - 1; rows go
-// upwards, and row l reads only w[r] for r >= l, which lower rows have not yet overwritten.
+// ((1 + x)^s - 1)^l, a nonnegative integer at most C(s l, r) <= C(320, 10) < 2^62 for s = 32
+// and l, r < 11 (every partial sum below is a part of such a coefficient): exact in 64 bits,
+// so the words mod 2^(64 L) are exactly the step-s differences the walk needs. Row l of T is
+// row l - 1 times (1 + x)^s - 1, truncated at degree n - 1; rows go upwards, and row l reads
+// only w[r] for r >= l, which lower rows have not yet overwritten.
 __device__ void stride_state(u64 *w, int n, u64 s) {
     u64 poly[STRIPE_MAX_N], row[STRIPE_MAX_N], next[STRIPE_MAX_N];
     // poly = (1 + x)^s - 1 = sum_(r >= 1) C(s, r) x^r, truncated.
@@ -674,6 +676,80 @@ __device__ void stride_state(u64 *w, int n, u64 s) {
         }
 #pragma unroll
         for (int k = 0; k < L; k++) w[l * L + k] = acc[k];
+    }
+}
+
+// A striped warp's start states (issue 26, eighth pass): lane s of the warp whose first domain
+// is D starts at D + s, and Delta^l f(D + s) = sum_m C(s, m) Delta^(l+m) f(D). The differences
+// at D need the products of L-limb binomials C(D, m) (shift_state), the costliest part of a
+// thread's start (a fifth of the screen kernel's instructions near 512 with packets of 64), so
+// each word at D is computed once per warp, by one lane (word j of the tables laid end to end:
+// NB + NS + NR = 3 TMD_DEG <= 30 words where NB <= STRIPE_MAX_N), and shared; each lane then
+// shifts them by its own s < 32, whose binomials C(s, m) <= C(31, 15) < 2^29 are single words
+// (lane_shift). The words are those of shift_state at D + s, exactly, mod 2^(64 L).
+#define WARP_WORDS (NB + NS + NR)
+static_assert(NB > STRIPE_MAX_N || WARP_WORDS <= 32, "one lane per word of a striped warp");
+
+// Word j of the tables (b: NB words, then s: NS, then r: nr <= NR) at D into sh[j * L ..]: one
+// lane per word, lanes past the last word idle. c holds the binomials C(D, m) (`binomials`).
+__device__ void warp_words(u64 *sh, u32 lane, const u64 *c, const u64 *rho_b, const u64 *rho_s,
+                           const u64 *rho_r, int nr) {
+    const u64 *rho;
+    int n, l;
+    if ((int)lane < NB) {
+        rho = rho_b, n = NB, l = (int)lane;
+    } else if ((int)lane < NB + NS) {
+        rho = rho_s, n = NS, l = (int)lane - NB;
+    } else if ((int)lane < NB + NS + nr) {
+        rho = rho_r, n = nr, l = (int)lane - NB - NS;
+    } else {
+        return;
+    }
+    u64 acc[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll 1
+    for (int m = 0; m < n - l; m++) {
+        u64 r[L], cm[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) {
+            r[k] = __ldg(&rho[(l + m) * L + k]);
+            cm[k] = c[m * BL + k];
+        }
+        w_mul_add<L>(acc, cm, r);
+    }
+#pragma unroll
+    for (int k = 0; k < L; k++) sh[lane * L + k] = acc[k];
+}
+
+// The n differences at D + s from those at D (packed words W, shared): w[l] = sum_m C(s, m)
+// W[l + m], with the single-word binomials cs[m] = C(s, m).
+__device__ void lane_shift(u64 *w, int n, const u64 *W, const u64 *cs) {
+#pragma unroll 1
+    for (int l = 0; l < n; l++) {
+        u64 acc[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll 1
+        for (int m = 0; m < n - l; m++) {
+            u64 x[L], t[L];
+#pragma unroll
+            for (int k = 0; k < L; k++) x[k] = W[(l + m) * L + k];
+            w_mul_small<L>(t, x, cs[m]);
+            w_add<L>(acc, t);
+        }
+#pragma unroll
+        for (int k = 0; k < L; k++) w[l * L + k] = acc[k];
+    }
+}
+
+// C(s, m) for m < NB (0 once m > s), exact in 64 bits for s < 32.
+__device__ __forceinline__ void small_binomials(u64 s, u64 *cs) {
+    cs[0] = 1;
+#pragma unroll 1
+    for (int m = 1; m < NB; m++) {
+        u64 f = s >= (u64)(m - 1) ? s - (u64)(m - 1) : 0;
+        cs[m] = cs[m - 1] * f / (u64)m;
     }
 }
 
@@ -750,14 +826,30 @@ __device__ __forceinline__ void phase1_walk(const u64 *rho_b, const u64 *rho_s, 
     }
 
     u64 wb[NB][WL], ws[NS][WL];
-    {
+    if (striped) {
+        __shared__ u64 sh_words[8][WARP_WORDS * L];
+        u64 *sh = sh_words[threadIdx.x >> 5];
+        u64 scratch[NB * L];
+        {
+            u64 c[NB * BL];
+            binomials(u0 * packet, NB, c);
+            warp_words(sh, lane, c, rho_b, rho_s, rho_b, 0);
+        }
+        __syncwarp();
+        u64 cs[NB];
+        small_binomials(lane, cs);
+        lane_shift(scratch, NB, sh, cs);
+        stride_state(scratch, NB, 32);
+        to_registers<NB, WL>(wb, scratch);
+        lane_shift(scratch, NS, sh + NB * L, cs);
+        stride_state(scratch, NS, 32);
+        to_registers<NS, WL>(ws, scratch);
+    } else {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
         shift_state(scratch, NB, rho_b, c);
-        if (striped) stride_state(scratch, NB, 32);
         to_registers<NB, WL>(wb, scratch);
         shift_state(scratch, NS, rho_s, c);
-        if (striped) stride_state(scratch, NS, 32);
         to_registers<NS, WL>(ws, scratch);
     }
 
@@ -1073,12 +1165,26 @@ struct QuadCheck {
     u64 r0[W], r1[W], r2[W];
     u64 t3, err;
     __device__ __forceinline__ int operator()(u64 x) const {
+        u64 c2 = x * (x - 1) / 2;
+        if (W > 1) {
+            // The top limbs alone first (issue 26, eighth pass): almost every point is far from
+            // a breakpoint, and the full evaluation below is most of a step of the walk. The
+            // W-limb value's top limb is T1 + delta with T1 the sum of the top limbs' products
+            // mod 2^64 and 0 <= delta <= x + C(x, 2) + 1 (the carry out of the lower limbs:
+            // r0's is below 1, r1's below x, r2's below C(x, 2)), so where T1 + t3 lies in
+            // (2 t3 + err, 2^64 - 1 - err - x - C(x, 2) - 1] every such top limb gives 0 below,
+            // without wrapping: the same answer (err = 0 for whole words of W = L limbs; t3
+            // below 2^62 so that 2 t3 + err does not wrap either).
+            u64 d1 = r0[W - 1] + r1[W - 1] * x + r2[W - 1] * c2 + t3;
+            u64 slack = err + x + c2 + 1;
+            if (t3 < (1ull << 62) && d1 > 2 * t3 + err && d1 <= ~slack) return 0;
+        }
         u64 v[W], t[W];
 #pragma unroll
         for (int k = 0; k < W; k++) v[k] = r0[k];
         w_mul_small<W>(t, r1, x);
         w_add<W>(v, t);
-        w_mul_small<W>(t, r2, x * (x - 1) / 2);
+        w_mul_small<W>(t, r2, c2);
         w_add<W>(v, t);
         u64 top = v[W - 1];
         if (W < L) {
@@ -1119,20 +1225,27 @@ __device__ __forceinline__ int screen(u64 a, u64 b, u64 n, u64 e, Check &check) 
         int c = check(x0);
         if (c) return c;
     }
+    // Forward from the first point, then backward from it, in one loop: the lanes of a warp
+    // walk for the most points any lane has in all, not the most forward plus the most
+    // backward (the walks' lengths vary from lane to lane; issue 26, eighth pass).
+    bool back = x0 >= n;
+    u64 x = x0, y = y0;
 #pragma unroll 1
-    for (int back = 0; back < 2; back++) {
-        if (!back && x0 >= n) continue;
-        u64 x = x0, y = y0;
-        while (screen_next(x, y, down, up, e, n, back != 0)) {
-            if (x < n) {
-                hits++;
-                if (hits > SCREEN_MAX_HITS) return 1;
-                int c = check(x);
-                if (c) return c;
-            }
+    for (;;) {
+        if (!screen_next(x, y, down, up, e, n, back)) {
+            if (back) return 0;
+            back = true;
+            x = x0;
+            y = y0;
+            continue;
+        }
+        if (x < n) {
+            hits++;
+            if (hits > SCREEN_MAX_HITS) return 1;
+            int c = check(x);
+            if (c) return c;
         }
     }
-    return 0;
 }
 
 // Phase 1 of a screened piece (Generated::quadratic): phase1_walk with r2 walked as well and
@@ -1164,17 +1277,35 @@ __device__ __forceinline__ void phase1_screen_walk(
         di = 1;
     }
     u64 wb[NB][WL], ws[NS][WL], wr[NR][WL];
-    {
+    if (striped) {
+        __shared__ u64 sh_words[8][WARP_WORDS * L];
+        u64 *sh = sh_words[threadIdx.x >> 5];
+        u64 scratch[NB * L];
+        {
+            u64 c[NB * BL];
+            binomials(u0 * packet, NB, c);
+            warp_words(sh, lane, c, rho_b, rho_s, rho_r, NR);
+        }
+        __syncwarp();
+        u64 cs[NB];
+        small_binomials(lane, cs);
+        lane_shift(scratch, NB, sh, cs);
+        stride_state(scratch, NB, 32);
+        to_registers<NB, WL>(wb, scratch);
+        lane_shift(scratch, NS, sh + NB * L, cs);
+        stride_state(scratch, NS, 32);
+        to_registers<NS, WL>(ws, scratch);
+        lane_shift(scratch, NR, sh + (NB + NS) * L, cs);
+        stride_state(scratch, NR, 32);
+        to_registers<NR, WL>(wr, scratch);
+    } else {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
         shift_state(scratch, NB, rho_b, c);
-        if (striped) stride_state(scratch, NB, 32);
         to_registers<NB, WL>(wb, scratch);
         shift_state(scratch, NS, rho_s, c);
-        if (striped) stride_state(scratch, NS, 32);
         to_registers<NS, WL>(ws, scratch);
         shift_state(scratch, NR, rho_r, c);
-        if (striped) stride_state(scratch, NR, 32);
         to_registers<NR, WL>(wr, scratch);
     }
     u64 eps1[WL];
