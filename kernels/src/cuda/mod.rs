@@ -241,16 +241,20 @@ pub fn read_interleaved(
 /// the striped walk the exp binade at 44 bits took 15.2 s against 15.8 s with 128 and 17.8 s
 /// with 512 on an H100, issue 15; before striping 128 was the faster), but at least 16 domains
 /// each so that the start state (about `degree^2 L^2` multiplications) stays cheap next to the
-/// walk.
-pub fn gpu_packet(domains: u64) -> u64 {
-    (domains >> 17).clamp(16, 1024)
+/// walk. Screened pieces (`quadratic`) take twice as many, about 2^16 threads: their start
+/// state has a third table and their domains are few (exp near 512: packets of 128 ran 74 ms
+/// per unit of `2^40` against 79 ms with 64 on an H100; BENCHMARKS.md, issue 26, eighth pass).
+pub fn gpu_packet(domains: u64, quadratic: bool) -> u64 {
+    let shift = if quadratic { 16 } else { 17 };
+    (domains >> shift).clamp(16, 1024)
 }
 
-/// `gpu_packet`, unless the tuning knob `TMD_CUDA_PACKET` sets it (no answer depends on it).
-fn packet_for(domains: u64) -> u64 {
+/// `gpu_packet` for `g`, unless the tuning knob `TMD_CUDA_PACKET` sets it (no answer depends on
+/// it).
+fn packet_for(g: &Generated) -> u64 {
     env_u64("TMD_CUDA_PACKET")
         .filter(|&p| p > 0)
-        .unwrap_or_else(|| gpu_packet(domains))
+        .unwrap_or_else(|| gpu_packet(g.domains, g.quadratic))
 }
 
 /// Phase 3's thread mapping: `(chunk_bits, chunk_shift)`, with `2^chunk_shift` chunks of

@@ -88,7 +88,7 @@ pub(super) fn run_piece_in(
 ) -> Result<PieceOutcome, CudaError> {
     let l = g.limbs;
     let kappa_bits = g.domain_bits - g.sub_bits;
-    let packet = top_walk_packet(g, packet_for(g.domains));
+    let packet = top_walk_packet(g, packet_for(g));
     if !slot_fits(&slot.shares, l as u64, kappa_bits, g.domain_bits, packet) {
         return Err(CudaError::Unsupported(format!(
             "{} per piece is too small for {l} limbs and {} subdomains of 2^{} arguments",

@@ -597,7 +597,7 @@ pub(super) fn run(
                 let kappa_bits = g.domain_bits - g.sub_bits;
                 let mut tiny = Slot::new(&dev.ctx, 0, dev.gauge.clone())?;
                 tiny.shares = Shares {
-                    index: 2 * packet_for(g.domains),
+                    index: 2 * packet_for(g),
                     work: 3 * work_words_per_domain(g.limbs as u64, kappa_bits),
                     candidates: 1 << g.sub_bits,
                 };

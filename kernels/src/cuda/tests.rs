@@ -69,13 +69,15 @@ fn phase3_chunks_cover_each_subdomain_once() {
 #[test]
 fn packets_and_capacities() {
     for domains in [1u64, 7, 1 << 10, 1 << 20, 1 << 25, (1 << 35) + 3] {
-        let p = gpu_packet(domains);
+        let p = gpu_packet(domains, false);
+        assert_eq!(gpu_packet(domains, true), (domains >> 16).clamp(16, 1024));
         assert!((16..=1024).contains(&p));
         let threads = domains.div_ceil(p);
         assert!(threads * p >= domains && (threads - 1) * p < domains);
         assert!(launch_config(threads).is_ok());
     }
-    assert_eq!(gpu_packet(1 << 25), 256);
+    assert_eq!(gpu_packet(1 << 25, false), 256);
+    assert_eq!(gpu_packet(1 << 23, true), 128);
 }
 
 /// The slack bounds what the two-limb walk drops: walking words of 3 limbs exactly and by
@@ -129,11 +131,11 @@ fn the_packet_keeps_the_two_limb_walk() {
         .unwrap()
     };
     let flat = gen(0, 1 << 40);
-    let p = gpu_packet(flat.domains);
+    let p = gpu_packet(flat.domains, flat.quadratic);
     assert_eq!(piece::top_walk_packet(&flat, p), p);
     let steep = gen(8, 1 << 38);
     assert!(steep.limbs > 2);
-    let p = gpu_packet(steep.domains);
+    let p = gpu_packet(steep.domains, steep.quadratic);
     assert_eq!(
         walk_slack(steep.walk_b.len(), p - 1),
         None,
@@ -233,7 +235,7 @@ fn the_screens_error_bound_is_small_on_steep_pieces() {
     };
     let g = generate(Function::Exp, Precision::BINARY64, &cfg, piece).unwrap();
     assert!(g.quadratic && g.limbs > 2);
-    let p = piece::top_walk_packet(&g, gpu_packet(g.domains));
+    let p = piece::top_walk_packet(&g, gpu_packet(g.domains, g.quadratic));
     let slack = |t: &[rug::Integer]| walk_slack(t.len(), p - 1).unwrap();
     let (b, s, r) = (slack(&g.walk_b), slack(&g.walk_slope), slack(&g.walk_r2));
     assert_eq!(piece::screen_error(&g, 0, 0, 0), Some(2));
