@@ -58,7 +58,8 @@ pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
 /// `TMD_CUDA_STRIPE` (0 or 1) whether a warp's lanes walk neighbouring domains;
 /// `TMD_CUDA_P2_MINBLOCKS` (0: no cap) the blocks of phase 2 that must fit on a
 /// multiprocessor (its register cap), `TMD_CUDA_QUAD_MINBLOCKS` those of the quadratic screen's
-/// two-limb walk (default 2). No answer depends on them.
+/// two-limb walk (default 2); `TMD_CUDA_LINEINFO=1` keeps source lines in the cubin for a
+/// profiler (Nsight Compute's source view). No answer depends on them.
 pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
     let min_blocks = env_u64("TMD_CUDA_MINBLOCKS").unwrap_or(PHASE1_MIN_BLOCKS);
     let lanes = env_u64("TMD_CUDA_LANES").unwrap_or(PHASE1_LANES);
@@ -68,7 +69,7 @@ pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
         .unwrap_or(PHASE2_MIN_BLOCKS)
         .min(8);
     let quad_min_blocks = env_u64("TMD_CUDA_QUAD_MINBLOCKS").unwrap_or(2).clamp(1, 8);
-    vec![
+    let mut options = vec![
         format!("--gpu-architecture={arch}"),
         format!("-DTMD_L={limbs}"),
         format!("-DTMD_DEG={degree}"),
@@ -79,7 +80,11 @@ pub fn compile_options(limbs: usize, degree: usize, arch: &str) -> Vec<String> {
         format!("-DTMD_P2_MINBLOCKS={p2_min_blocks}"),
         format!("-DTMD_QUAD_MINBLOCKS={quad_min_blocks}"),
         "--std=c++17".to_string(),
-    ]
+    ];
+    if env_u64("TMD_CUDA_LINEINFO") == Some(1) {
+        options.push("-lineinfo".to_string());
+    }
+    options
 }
 
 /// A numeric tuning knob from the environment.
