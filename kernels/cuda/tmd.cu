@@ -594,28 +594,31 @@ __device__ void binomials(u64 i0, int M, u64 *c) {
     }
 }
 
-// The differences of a walked polynomial at domain i0 (generation.rs `Generated::shift`):
-// w[l] = sum_m C(i0, m) rho[l + m] mod 2^(64 L), for l < n. rho and w are packed words
-// (word l, limb k at [l * L + k]), c the binomials as `binomials` writes them.
+// Difference l of a walked polynomial of n differences at domain i0 (generation.rs
+// `Generated::shift`) into w (L limbs): sum_m C(i0, m) rho[l + m] mod 2^(64 L). rho holds packed
+// words (word l, limb k at [l * L + k]), c the binomials as `binomials` writes them.
+__device__ void shifted_word(u64 *w, int n, int l, const u64 *rho, const u64 *c) {
+    u64 acc[L];
+#pragma unroll
+    for (int k = 0; k < L; k++) acc[k] = 0;
+#pragma unroll 1
+    for (int m = 0; m < n - l; m++) {
+        u64 r[L], cm[L];
+#pragma unroll
+        for (int k = 0; k < L; k++) {
+            r[k] = __ldg(&rho[(l + m) * L + k]);
+            cm[k] = c[m * BL + k];
+        }
+        w_mul_add<L>(acc, cm, r);
+    }
+#pragma unroll
+    for (int k = 0; k < L; k++) w[k] = acc[k];
+}
+
+// The n differences of a walked polynomial at domain i0, packed into w (`shifted_word`).
 __device__ void shift_state(u64 *w, int n, const u64 *rho, const u64 *c) {
 #pragma unroll 1
-    for (int l = 0; l < n; l++) {
-        u64 acc[L];
-#pragma unroll
-        for (int k = 0; k < L; k++) acc[k] = 0;
-#pragma unroll 1
-        for (int m = 0; m < n - l; m++) {
-            u64 r[L], cm[L];
-#pragma unroll
-            for (int k = 0; k < L; k++) {
-                r[k] = __ldg(&rho[(l + m) * L + k]);
-                cm[k] = c[m * BL + k];
-            }
-            w_mul_add<L>(acc, cm, r);
-        }
-#pragma unroll
-        for (int k = 0; k < L; k++) w[l * L + k] = acc[k];
-    }
+    for (int l = 0; l < n; l++) shifted_word(w + l * L, n, l, rho, c);
 }
 
 // Phase 1's threads walk their domains in stripes (TMD_STRIPE): lane l of a warp whose 32
@@ -705,21 +708,7 @@ __device__ void warp_words(u64 *sh, u32 lane, const u64 *c, const u64 *rho_b, co
     } else {
         return;
     }
-    u64 acc[L];
-#pragma unroll
-    for (int k = 0; k < L; k++) acc[k] = 0;
-#pragma unroll 1
-    for (int m = 0; m < n - l; m++) {
-        u64 r[L], cm[L];
-#pragma unroll
-        for (int k = 0; k < L; k++) {
-            r[k] = __ldg(&rho[(l + m) * L + k]);
-            cm[k] = c[m * BL + k];
-        }
-        w_mul_add<L>(acc, cm, r);
-    }
-#pragma unroll
-    for (int k = 0; k < L; k++) sh[lane * L + k] = acc[k];
+    shifted_word(sh + lane * L, n, l, rho, c);
 }
 
 // The n differences at D + s from those at D (packed words W, shared): w[l] = sum_m C(s, m)
@@ -761,6 +750,35 @@ __device__ __forceinline__ void to_registers(u64 (*w)[WL], const u64 *packed) {
     for (int l = 0; l < N; l++)
 #pragma unroll
         for (int k = 0; k < WL; k++) w[l][k] = packed[l * L + (L - WL) + k];
+}
+
+// A striped warp's start (warp_words, lane_shift, stride_state): the top WL limbs of the
+// step-32 differences at D + lane of the tables b, s and, with R, r. Every lane of the warp
+// calls it (the shared words are the warp's).
+template <int WL, bool R>
+__device__ void striped_start(u64 (*wb)[WL], u64 (*ws)[WL], u64 (*wr)[WL], u64 d, u32 lane,
+                              const u64 *rho_b, const u64 *rho_s, const u64 *rho_r) {
+    __shared__ u64 sh_words[8][WARP_WORDS * L];
+    u64 *sh = sh_words[threadIdx.x >> 5];
+    {
+        u64 c[NB * BL];
+        binomials(d, NB, c);
+        warp_words(sh, lane, c, rho_b, rho_s, rho_r, R ? NR : 0);
+    }
+    __syncwarp();
+    u64 cs[NB], scratch[NB * L];
+    small_binomials(lane, cs);
+    lane_shift(scratch, NB, sh, cs);
+    stride_state(scratch, NB, 32);
+    to_registers<NB, WL>(wb, scratch);
+    lane_shift(scratch, NS, sh + NB * L, cs);
+    stride_state(scratch, NS, 32);
+    to_registers<NS, WL>(ws, scratch);
+    if (R) {
+        lane_shift(scratch, NR, sh + (NB + NS) * L, cs);
+        stride_state(scratch, NR, 32);
+        to_registers<NR, WL>(wr, scratch);
+    }
 }
 
 // One step of tabulated differences: w[l] += w[l + 1], low l first.
@@ -827,23 +845,7 @@ __device__ __forceinline__ void phase1_walk(const u64 *rho_b, const u64 *rho_s, 
 
     u64 wb[NB][WL], ws[NS][WL];
     if (striped) {
-        __shared__ u64 sh_words[8][WARP_WORDS * L];
-        u64 *sh = sh_words[threadIdx.x >> 5];
-        u64 scratch[NB * L];
-        {
-            u64 c[NB * BL];
-            binomials(u0 * packet, NB, c);
-            warp_words(sh, lane, c, rho_b, rho_s, rho_b, 0);
-        }
-        __syncwarp();
-        u64 cs[NB];
-        small_binomials(lane, cs);
-        lane_shift(scratch, NB, sh, cs);
-        stride_state(scratch, NB, 32);
-        to_registers<NB, WL>(wb, scratch);
-        lane_shift(scratch, NS, sh + NB * L, cs);
-        stride_state(scratch, NS, 32);
-        to_registers<NS, WL>(ws, scratch);
+        striped_start<WL, false>(wb, ws, ws, u0 * packet, lane, rho_b, rho_s, rho_s);
     } else {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
@@ -1278,26 +1280,7 @@ __device__ __forceinline__ void phase1_screen_walk(
     }
     u64 wb[NB][WL], ws[NS][WL], wr[NR][WL];
     if (striped) {
-        __shared__ u64 sh_words[8][WARP_WORDS * L];
-        u64 *sh = sh_words[threadIdx.x >> 5];
-        u64 scratch[NB * L];
-        {
-            u64 c[NB * BL];
-            binomials(u0 * packet, NB, c);
-            warp_words(sh, lane, c, rho_b, rho_s, rho_r, NR);
-        }
-        __syncwarp();
-        u64 cs[NB];
-        small_binomials(lane, cs);
-        lane_shift(scratch, NB, sh, cs);
-        stride_state(scratch, NB, 32);
-        to_registers<NB, WL>(wb, scratch);
-        lane_shift(scratch, NS, sh + NB * L, cs);
-        stride_state(scratch, NS, 32);
-        to_registers<NS, WL>(ws, scratch);
-        lane_shift(scratch, NR, sh + (NB + NS) * L, cs);
-        stride_state(scratch, NR, 32);
-        to_registers<NR, WL>(wr, scratch);
+        striped_start<WL, true>(wb, ws, wr, u0 * packet, lane, rho_b, rho_s, rho_r);
     } else {
         u64 c[NB * BL], scratch[NB * L];
         binomials(i0, NB, c);
