@@ -754,7 +754,8 @@ __device__ __forceinline__ void to_registers(u64 (*w)[WL], const u64 *packed) {
 
 // A striped warp's start (warp_words, lane_shift, stride_state): the top WL limbs of the
 // step-32 differences at D + lane of the tables b, s and, with R, r. Every lane of the warp
-// calls it (the shared words are the warp's).
+// calls it (the shared words are the warp's: one row per warp of a block of at most 256
+// threads, the kernels' launch bound and the host's BLOCK).
 template <int WL, bool R>
 __device__ void striped_start(u64 (*wb)[WL], u64 (*ws)[WL], u64 (*wr)[WL], u64 d, u32 lane,
                               const u64 *rho_b, const u64 *rho_s, const u64 *rho_r) {
