@@ -218,6 +218,18 @@ fn steep_regions_split_against_brute_force() {
     }
 }
 
+/// The check of a route that must walk fewer domains than its baseline, `claim` saying why.
+fn fewer_domains(claim: String) -> impl Fn(&str, &RangeResult, &RangeResult) {
+    move |what, r, baseline| {
+        assert!(
+            r.stats.domains < baseline.stats.domains,
+            "{what}: {claim} ({:?} against {:?})",
+            r.stats,
+            baseline.stats
+        )
+    }
+}
+
 /// Issue 26: phase 1's quadratic screen in the steep regions: larger domains than the line
 /// test's, whose line points within its threshold are checked against the quadratic. The
 /// HR-cases and exact cases are the brute force's with both tests (phase 2's), on fewer
@@ -239,14 +251,7 @@ fn steep_regions_screened_against_brute_force() {
             case,
             |cfg| cfg.gen.quadratic = false,
             |cfg| cfg.gen.quadratic = true,
-            |what, r, line| {
-                assert!(
-                    r.stats.domains < line.stats.domains,
-                    "{what}: the screen's domains must be larger ({:?} against {:?})",
-                    r.stats,
-                    line.stats
-                )
-            },
+            fewer_domains("the screen's domains must be larger".into()),
         );
     }
 }
@@ -254,9 +259,8 @@ fn steep_regions_screened_against_brute_force() {
 /// Issue 26, §16: screened domains rise above `domain_bits` up to `flat_domain_bits`, bound by
 /// the points per domain and the left-out terms only. At these precisions `k - 4` caps domains
 /// at 11 and the screen's points at 7, so the rise is forced from a smaller `domain_bits` (6,
-/// above the line's 5): the HR-cases and exact cases
-/// are the brute force's with both tests, on fewer domains than with screened domains held to
-/// `domain_bits`.
+/// above the line's 5): the HR-cases and exact cases are the brute force's with both tests, on
+/// fewer domains than with screened domains held to `domain_bits`.
 #[test]
 fn screened_domains_rise_against_brute_force() {
     let cases = [
@@ -272,14 +276,12 @@ fn screened_domains_rise_against_brute_force() {
         }
     };
     for case in cases {
-        route_against_brute_force(case, domains(6), domains(11), |what, r, held| {
-            assert!(
-                r.stats.domains < held.stats.domains,
-                "{what}: screened domains must rise ({:?} against {:?})",
-                r.stats,
-                held.stats
-            )
-        });
+        route_against_brute_force(
+            case,
+            domains(6),
+            domains(11),
+            fewer_domains("screened domains must rise".into()),
+        );
     }
 }
 
@@ -312,14 +314,7 @@ fn flat_regions_rise_against_brute_force() {
             case,
             domains(5, false),
             domains(11, quadratic),
-            |what, r, fixed| {
-                assert!(
-                    r.stats.domains < fixed.stats.domains,
-                    "{what} (screen {quadratic}): the domains must grow ({:?} against {:?})",
-                    r.stats,
-                    fixed.stats
-                )
-            },
+            fewer_domains(format!("the domains must grow (screen {quadratic})")),
         );
     }
 }
