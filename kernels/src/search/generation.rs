@@ -291,7 +291,7 @@ pub fn generate(
 /// A piece's Taylor polynomial `R~(t) = sum_m beta_m C(t, m)` with exact integer coefficients
 /// in fixed units, and its error terms (`docs/error-analysis.md` §0-2): what the phases'
 /// per-domain polynomials and the dense route (`dense.rs`) start from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixedPoly {
     pub degree: usize,
     /// Limbs per word; `F = 64 limbs` fractional bits.
@@ -325,9 +325,37 @@ pub fn fixed_polynomial(
     cfg: &GenConfig,
     piece: UnitSpec,
 ) -> Result<FixedPoly, GenError> {
+    fixed_polynomial_by(f, p, cfg, piece, Route::Short)
+}
+
+/// How [`fixed_polynomial`] reaches its polynomial; both give the same one
+/// (`generation_tests.rs` holds them to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// The point series to `max_degree + 2` terms, before the degree is known: engines before
+    /// issue 26's ninth pass.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Full,
+    /// The wide series first, then the point series only to the degree it gives: the same
+    /// terms (each term of a series rule is computed from the lower ones alone, by the same
+    /// operations whatever the length), and none where no degree fits. The point ball lies
+    /// within the wide one, so where its series fails the wide one's does too: the errors that
+    /// come first here (`Shape`, `Degree`, `Width` instead of `Ball`) split the piece alike.
+    /// Steep regions, where most pieces are generated only to be split again (tan near its
+    /// poles), generate about 1.4 times faster (BENCHMARKS.md, issue 26, ninth pass).
+    Short,
+}
+
+pub(crate) fn fixed_polynomial_by(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    piece: UnitSpec,
+    route: Route,
+) -> Result<FixedPoly, GenError> {
     let mut prec = 768 + p.bits();
     loop {
-        match fixed_at(f, p, cfg, piece, prec)? {
+        match fixed_at(f, p, cfg, piece, prec, route)? {
             Some(fx) => return Ok(fx),
             None if prec < 8192 => prec *= 2,
             None => return Err(GenError::Width),
@@ -342,6 +370,7 @@ fn fixed_at(
     cfg: &GenConfig,
     piece: UnitSpec,
     prec: u32,
+    route: Route,
 ) -> Result<Option<FixedPoly>, GenError> {
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
@@ -361,7 +390,7 @@ fn fixed_at(
         c = -c;
         h = -h;
     }
-    let point = Series::linear(Ball::from_float(prec, &c), Ball::from_float(prec, &h), len);
+    let point = |n| Series::linear(Ball::from_float(prec, &c), Ball::from_float(prec, &h), n);
     let mut reach_f = Float::with_val(64, reach);
     reach_f <<= h_exp;
     let wide = Series::linear(
@@ -369,7 +398,10 @@ fn fixed_at(
         Ball::from_float(prec, &h),
         len,
     );
-    let fp = f.series(&point)?;
+    let full_point = match route {
+        Route::Full => Some(f.series(&point(len))?),
+        Route::Short => None,
+    };
     let fw = f.series(&wide)?;
 
     // Shape: |f| on the piece lies in [2^q, 2^(q+2)) at worst.
@@ -413,7 +445,6 @@ fn fixed_at(
             s
         }
     };
-    let a: Vec<Ball> = fp.c.iter().map(to_g).collect();
 
     // Degree: the smallest whose Lagrange remainder fits 2^-(k+10).
     let budget = Float::with_val(64, 1) >> (k + 10);
@@ -449,6 +480,11 @@ fn fixed_at(
     }
     let frac_bits = 64 * limbs as u32;
 
+    let fp = match full_point {
+        Some(fp) => fp,
+        None => f.series(&point(degree + 1))?,
+    };
+    let a: Vec<Ball> = fp.c.iter().map(to_g).collect();
     let Some(beta) = differences(&a, degree, center, prec, frac_bits) else {
         return Ok(None);
     };
