@@ -100,6 +100,16 @@ impl Series {
         Ok(Series { c: q })
     }
 
+    /// `j s_j` for every `j` (the first entry unused): the weights of the recurrences below,
+    /// made once per series instead of once per term (the same balls: issue 26, ninth pass).
+    fn weighted(&self) -> Vec<Ball> {
+        self.c
+            .iter()
+            .enumerate()
+            .map(|(j, b)| b.mul_i64(j as i64))
+            .collect()
+    }
+
     /// The derivative, one coefficient shorter.
     pub fn derivative(&self) -> Series {
         Series {
@@ -125,10 +135,11 @@ impl Series {
         let prec = self.prec();
         let mut e: Vec<Ball> = Vec::with_capacity(n);
         e.push(e0);
+        let js = self.weighted();
         for k in 1..n {
             let mut acc = Ball::zero(prec);
             for j in 1..=k {
-                acc = acc.add(&self.c[j].mul_i64(j as i64).mul(&e[k - j]));
+                acc = acc.add(&js[j].mul(&e[k - j]));
             }
             e.push(acc.div_u64(k as u64));
         }
@@ -146,12 +157,15 @@ impl Series {
         let inv0 = self.c[0].recip()?;
         let mut l: Vec<Ball> = Vec::with_capacity(n);
         l.push(l0);
+        // j l_j, each made once (as `weighted`).
+        let mut jl: Vec<Ball> = vec![Ball::zero(prec)];
         for k in 1..n {
             let mut acc = Ball::zero(prec);
             for j in 1..k {
-                acc = acc.add(&l[j].mul_i64(j as i64).mul(&self.c[k - j]));
+                acc = acc.add(&jl[j].mul(&self.c[k - j]));
             }
             let v = self.c[k].sub(&acc.div_u64(k as u64)).mul(&inv0);
+            jl.push(v.mul_i64(k as i64));
             l.push(v);
         }
         Ok(Series { c: l })
@@ -170,13 +184,13 @@ impl Series {
         let mut c: Vec<Ball> = Vec::with_capacity(n);
         s.push(s0);
         c.push(c0);
+        let js = self.weighted();
         for k in 1..n {
             let mut acc_s = Ball::zero(prec);
             let mut acc_c = Ball::zero(prec);
             for j in 1..=k {
-                let js = self.c[j].mul_i64(j as i64);
-                acc_s = acc_s.add(&js.mul(&c[k - j]));
-                acc_c = acc_c.sub(&js.mul(&s[k - j]));
+                acc_s = acc_s.add(&js[j].mul(&c[k - j]));
+                acc_c = acc_c.sub(&js[j].mul(&s[k - j]));
             }
             s.push(acc_s.div_u64(k as u64));
             c.push(acc_c.div_u64(k as u64));
