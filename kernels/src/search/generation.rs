@@ -328,6 +328,10 @@ pub fn fixed_polynomial(
     fixed_polynomial_by(f, p, cfg, piece, Route::Short)
 }
 
+/// Terms of the wide series [`Route::Short`] takes first: enough for degrees up to 8, those
+/// of most pieces (exp on [1, 2), the dense pieces near tan's poles).
+const WIDE_FIRST: usize = 10;
+
 /// How [`fixed_polynomial`] reaches its polynomial; both give the same one
 /// (`generation_tests.rs` holds them to it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,13 +340,14 @@ pub(crate) enum Route {
     /// issue 26's ninth pass.
     #[cfg_attr(not(test), allow(dead_code))]
     Full,
-    /// The wide series first, then the point series only to the degree it gives: the same
-    /// terms (each term of a series rule is computed from the lower ones alone, by the same
-    /// operations whatever the length), and none where no degree fits. The point ball lies
+    /// The wide series first, to [`WIDE_FIRST`] terms (all of them only where no degree
+    /// those cover fits), then the point series only to the degree found: the same terms (each
+    /// term of a series rule is computed from the lower ones alone, by the same operations
+    /// whatever the length), and none where no degree fits. The point ball lies
     /// within the wide one, so where its series fails the wide one's does too: the errors that
     /// come first here (`Shape`, `Degree`, `Width` instead of `Ball`) split the piece alike.
     /// Steep regions, where most pieces are generated only to be split again (tan near its
-    /// poles), generate about 1.4 times faster (BENCHMARKS.md, issue 26, ninth pass).
+    /// poles), generate faster (BENCHMARKS.md, issue 26, ninth pass).
     Short,
 }
 
@@ -393,16 +398,17 @@ fn fixed_at(
     let point = |n| Series::linear(Ball::from_float(prec, &c), Ball::from_float(prec, &h), n);
     let mut reach_f = Float::with_val(64, reach);
     reach_f <<= h_exp;
-    let wide = Series::linear(
-        Ball::with_radius(c.clone(), &reach_f),
-        Ball::from_float(prec, &h),
-        len,
-    );
-    let full_point = match route {
-        Route::Full => Some(f.series(&point(len))?),
-        Route::Short => None,
+    let wide = |n| {
+        Series::linear(
+            Ball::with_radius(c.clone(), &reach_f),
+            Ball::from_float(prec, &h),
+            n,
+        )
     };
-    let fw = f.series(&wide)?;
+    let (full_point, fw) = match route {
+        Route::Full => (Some(f.series(&point(len))?), f.series(&wide(len))?),
+        Route::Short => (None, f.series(&wide(len.min(WIDE_FIRST)))?),
+    };
 
     // Shape: |f| on the piece lies in [2^q, 2^(q+2)) at worst.
     let v = &fw.c[0];
@@ -448,8 +454,8 @@ fn fixed_at(
 
     // Degree: the smallest whose Lagrange remainder fits 2^-(k+10).
     let budget = Float::with_val(64, 1) >> (k + 10);
-    let degree_for = |reach: u64| {
-        (1..=cfg.max_degree).find_map(|d| {
+    let degree_for = |fw: &Series, reach: u64| {
+        (1..=cfg.max_degree.min(fw.len() - 2)).find_map(|d| {
             let mut rem = fw.c[d + 1].mag();
             rem <<= shift;
             let pw_exact = Integer::from(reach).pow((d + 1) as u32);
@@ -464,14 +470,21 @@ fn fixed_at(
         let need = binom_sum.significant_bits() + k + 16;
         (need.div_ceil(64) as usize, binom_sum)
     };
+    // Route::Short took the wide series to WIDE_FIRST terms; where no degree they cover fits,
+    // all of them. The first degree that fits is the full series' (the same terms), and so are
+    // the halves' below, which fit at a degree no higher.
+    let fw = match degree_for(&fw, reach) {
+        None if fw.len() < len => f.series(&wide(len))?,
+        _ => fw,
+    };
     // Pieces of count >> j arguments lie inside this one's wide ball, so its coefficients
     // bound theirs (up to the balls' own rounding): a prediction of their degree and width.
     let halves: Vec<Option<(usize, usize)>> = (1..=MAX_HALVINGS)
         .map(|j| count >> j)
         .take_while(|&c| c >= 2)
-        .map(|c| degree_for(c - c / 2).map(|(d, _)| (d, limbs_for(c, d).0)))
+        .map(|c| degree_for(&fw, c - c / 2).map(|(d, _)| (d, limbs_for(c, d).0)))
         .collect();
-    let Some((degree, taylor_rem)) = degree_for(reach) else {
+    let Some((degree, taylor_rem)) = degree_for(&fw, reach) else {
         return Err(GenError::Degree(cfg.max_degree));
     };
     let (limbs, binom_sum) = limbs_for(count, degree);

@@ -197,10 +197,12 @@ fn steep_pieces_take_screened_domains() {
     assert!(points <= Integer::from(SCREEN_HITS) << s.frac_bits());
 }
 
-/// Issue 26, ninth pass: the point series taken only to the degree found gives the polynomial
-/// of the full series, coefficient for coefficient, for every function (the first terms of a
-/// series rule do not depend on its length), on pieces flat and steep, wide and narrow, of
-/// both signs; where generation fails, it fails on both routes, alike for the caller.
+/// Issue 26, ninth pass: the wide series taken first to `WIDE_FIRST` terms (all of them where
+/// the degree is higher: exp near 256 and 512) and the point series only to the degree found
+/// give the polynomial of the full series, coefficient for coefficient, for every function
+/// (the first terms of a series rule do not depend on its length), on pieces flat and steep,
+/// wide and narrow, of both signs; where generation fails, it fails on both routes, alike for
+/// the caller.
 #[test]
 fn the_short_point_series_gives_the_full_series_polynomial() {
     let fmt = crate::numbers::format::Format::named("binary64").unwrap();
@@ -209,9 +211,16 @@ fn the_short_point_series_gives_the_full_series_polynomial() {
     let p = fmt.precision;
     let (mut same, mut failed) = (0, 0);
     for (i, &f) in Function::ALL.iter().enumerate() {
-        for (j, &(exponent, count)) in [(-3, 1u64 << 30), (0, 1 << 36), (1, 2048), (6, 1 << 20)]
-            .iter()
-            .enumerate()
+        for (j, &(exponent, count)) in [
+            (-3, 1u64 << 30),
+            (0, 1 << 36),
+            (1, 2048),
+            (6, 1 << 20),
+            (8, 1 << 40),
+            (9, 1 << 36),
+        ]
+        .iter()
+        .enumerate()
         {
             let piece = UnitSpec {
                 negative: (i + j) % 3 == 0,
