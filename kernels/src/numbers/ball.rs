@@ -185,6 +185,35 @@ impl Ball {
         }
     }
 
+    /// `*self = self.add(o)` without a new midpoint or radius: the same bits (the sum rounded
+    /// once at the larger precision, the radii summed upwards), for the series' accumulators.
+    pub fn add_assign(&mut self, o: &Ball) {
+        self.accumulate(o, false);
+    }
+
+    /// `*self = self.sub(o)` in place, as [`Ball::add_assign`].
+    pub fn sub_assign(&mut self, o: &Ball) {
+        self.accumulate(o, true);
+    }
+
+    fn accumulate(&mut self, o: &Ball, minus: bool) {
+        let prec = self.prec().max(o.prec());
+        if self.mid.prec() < prec {
+            // Exact: a value keeps its bits at a higher precision.
+            self.mid.set_prec(prec);
+        }
+        let ord = if minus {
+            self.mid.sub_assign_round(&o.mid, Round::Nearest)
+        } else {
+            self.mid.add_assign_round(&o.mid, Round::Nearest)
+        };
+        if self.rad.prec() != RAD_PREC {
+            self.rad.set_prec_round(RAD_PREC, Round::Up);
+        }
+        self.rad.add_assign_round(&o.rad, Round::Up);
+        add_rounding_error_fresh(&mut self.rad, &self.mid, ord);
+    }
+
     /// The radius of a sum or difference with midpoint `mid`: `ra + rb` plus its rounding.
     fn sum_rad(&self, o: &Ball, mid: &Float, ord: Ordering) -> Float {
         let mut rad = Float::with_val_round(RAD_PREC, &self.rad, Round::Up).0;
@@ -449,6 +478,12 @@ mod tests {
             proptest::prop_assert!(same(&a.sub(&b), &former::add(&a, &b.neg())));
             proptest::prop_assert!(same(&a.mul(&b), &former::mul(&a, &b)));
             proptest::prop_assert!(same(&a.div_u64(k), &former::div_u64(&a, k)));
+            let mut acc = a.clone();
+            acc.add_assign(&b);
+            proptest::prop_assert!(same(&acc, &former::add(&a, &b)));
+            let mut acc = b.clone();
+            acc.sub_assign(&a);
+            proptest::prop_assert!(same(&acc, &former::add(&b, &a.neg())));
             let exact = Ball::new(pa, ma >> 8);
             proptest::prop_assert!(same(&exact.mul(&b), &former::mul(&exact, &b)));
             proptest::prop_assert!(same(&exact.add(&exact), &former::add(&exact, &exact)));

@@ -78,8 +78,9 @@ impl Series {
         let prec = self.prec();
         let c = (0..n)
             .map(|k| {
-                (0..=k).fold(Ball::zero(prec), |acc, j| {
-                    acc.add(&self.c[j].mul(&o.c[k - j]))
+                (0..=k).fold(Ball::zero(prec), |mut acc, j| {
+                    acc.add_assign(&self.c[j].mul(&o.c[k - j]));
+                    acc
                 })
             })
             .collect();
@@ -93,7 +94,7 @@ impl Series {
         for k in 0..n {
             let mut acc = self.c[k].clone();
             for j in 1..=k {
-                acc = acc.sub(&o.c[j].mul(&q[k - j]));
+                acc.sub_assign(&o.c[j].mul(&q[k - j]));
             }
             q.push(acc.mul(&inv0));
         }
@@ -139,7 +140,7 @@ impl Series {
         for k in 1..n {
             let mut acc = Ball::zero(prec);
             for j in 1..=k {
-                acc = acc.add(&js[j].mul(&e[k - j]));
+                acc.add_assign(&js[j].mul(&e[k - j]));
             }
             e.push(acc.div_u64(k as u64));
         }
@@ -162,7 +163,7 @@ impl Series {
         for k in 1..n {
             let mut acc = Ball::zero(prec);
             for j in 1..k {
-                acc = acc.add(&jl[j].mul(&self.c[k - j]));
+                acc.add_assign(&jl[j].mul(&self.c[k - j]));
             }
             let v = self.c[k].sub(&acc.div_u64(k as u64)).mul(&inv0);
             jl.push(v.mul_i64(k as i64));
@@ -189,8 +190,8 @@ impl Series {
             let mut acc_s = Ball::zero(prec);
             let mut acc_c = Ball::zero(prec);
             for j in 1..=k {
-                acc_s = acc_s.add(&js[j].mul(&c[k - j]));
-                acc_c = acc_c.sub(&js[j].mul(&s[k - j]));
+                acc_s.add_assign(&js[j].mul(&c[k - j]));
+                acc_c.sub_assign(&js[j].mul(&s[k - j]));
             }
             s.push(acc_s.div_u64(k as u64));
             c.push(acc_c.div_u64(k as u64));
@@ -212,7 +213,7 @@ impl Series {
                 let w = alpha
                     .mul_i64(j as i64)
                     .sub(&Ball::new(prec, (k - j) as i64));
-                acc = acc.add(&w.mul(&self.c[j]).mul(&p[k - j]));
+                acc.add_assign(&w.mul(&self.c[j]).mul(&p[k - j]));
             }
             p.push(acc.mul(&inv0).div_u64(k as u64));
         }

@@ -568,7 +568,7 @@ fn differences(
             let mut acc = Ball::zero(prec);
             let mut tp = Integer::from(1);
             for aj in a.iter().take(degree + 1) {
-                acc = acc.add(&aj.mul_integer(&tp));
+                acc.add_assign(&aj.mul_integer(&tp));
                 tp *= &t;
             }
             acc
