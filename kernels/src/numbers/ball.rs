@@ -175,7 +175,7 @@ impl Ball {
         }
     }
 
-    /// `self + (-o)`, computed as such (the same midpoint and radius).
+    /// The same midpoint and radius as `self.add(&o.neg())`, without the negated copy.
     pub fn sub(&self, o: &Ball) -> Ball {
         let prec = self.prec().max(o.prec());
         let (mid, ord) = Float::with_val_round(prec, &self.mid - &o.mid, Round::Nearest);
