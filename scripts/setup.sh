@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing tmd. Idempotent; safe to re-run.
 #  - m4: GMP/MPFR (through the `rug` crate) are built from source and need it; curl and python3
-#    for the main job (scripts/local-campaign.sh) and the test of its progress loop.
+#    for the main job (scripts/local-campaign.sh) and the test of its progress loop; g++ for the
+#    test that runs the CUDA kernels' existence tests on the host.
 #  - NVRTC 13.0 from the pip wheel: CI compiles every CUDA kernel even without a GPU.
 #  - PostgreSQL: tests and the main job need a server; Debian's `postgresql` is installed when
 #    none is, and the machine's cluster started when it is down (else they initdb a private one).
@@ -12,6 +13,8 @@ set -euo pipefail
 
 need_apt=()
 command -v m4 >/dev/null 2>&1 || need_apt+=(m4)
+# A C++ compiler: a test runs the CUDA kernels' existence tests on the host (cuda/host.rs).
+command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 # The main job and its progress-loop test talk to the coordinator with curl and python3.
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
@@ -21,7 +24,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "setup: please install: ${need_apt[*]} (m4 builds GMP/MPFR; curl and python3 run the main job)" >&2
+    echo "setup: please install: ${need_apt[*]} (m4 builds GMP/MPFR; curl and python3 run the main job; g++ runs a kernel test)" >&2
     exit 1
   fi
 fi

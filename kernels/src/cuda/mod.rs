@@ -523,4 +523,6 @@ impl Backend for Cuda {
 }
 
 #[cfg(test)]
+mod host;
+#[cfg(test)]
 mod tests;

@@ -126,16 +126,16 @@ pub struct Reference {
     pieces: Vec<PieceReference>,
 }
 
-struct TestsReference {
-    a: Vec<u64>,
-    b: Vec<u64>,
-    n: Vec<u64>,
-    e: Vec<u64>,
+pub(super) struct TestsReference {
+    pub(super) a: Vec<u64>,
+    pub(super) b: Vec<u64>,
+    pub(super) n: Vec<u64>,
+    pub(super) e: Vec<u64>,
     /// The CPU's regular, Lefevre and flat answers of each case.
-    want: Vec<[u32; 3]>,
+    pub(super) want: Vec<[u32; 3]>,
     /// The CPU's quadratic screen of each case with nothing flagged: its answer (0 clear, 1
     /// fail), how many hits it visited and their sum mod 2^64.
-    want_screen: Vec<[u64; 3]>,
+    pub(super) want_screen: Vec<[u64; 3]>,
 }
 
 struct PieceReference {
@@ -153,7 +153,7 @@ impl Reference {
 }
 
 /// Inputs of both existence tests and the flat shortcut, with the CPU's answers.
-fn tests_reference() -> TestsReference {
+pub(super) fn tests_reference() -> TestsReference {
     // Its own stream, independent of the device's: computed before any device is open.
     let mut rng = Rng(0x7d2016 ^ 0xe715_7e57);
     let n = 1 << 17;
