@@ -36,15 +36,23 @@ fn rad_zero() -> Float {
     Float::new(RAD_PREC)
 }
 
-/// An upper bound on the error of a value that MPFR rounded to nearest (`ord` is its ternary).
-fn rounding_error(value: &Float, ord: Ordering) -> Float {
+/// Whether a value that MPFR rounded to nearest (`ord` is its ternary) has an error; if so,
+/// `e` (a radius) becomes an upper bound on it.
+fn error_into(e: &mut Float, value: &Float, ord: Ordering) -> bool {
     if ord == Ordering::Equal || value.is_zero() {
-        return rad_zero();
+        return false;
     }
     // |value| < 2^exp, so half an ulp is below 2^(exp - prec).
     let exp = value.get_exp().expect("finite nonzero");
-    let mut e = Float::with_val(RAD_PREC, 1);
-    e <<= exp - value.prec() as i32;
+    e.assign(1u32);
+    *e <<= exp - value.prec() as i32;
+    true
+}
+
+/// An upper bound on the error of a value that MPFR rounded to nearest (`ord` is its ternary).
+fn rounding_error(value: &Float, ord: Ordering) -> Float {
+    let mut e = rad_zero();
+    error_into(&mut e, value, ord);
     e
 }
 
@@ -66,13 +74,9 @@ fn mul_up(a: &Float, b: &Float) -> Float {
 /// balls, and fresh temporaries for every radius were about a fifth of generation's time
 /// (issue 26, ninth pass).
 fn add_rounding_error_in(rad: &mut Float, scratch: &mut Float, value: &Float, ord: Ordering) {
-    if ord == Ordering::Equal || value.is_zero() {
-        return;
+    if error_into(scratch, value, ord) {
+        rad.add_assign_round(&*scratch, Round::Up);
     }
-    let exp = value.get_exp().expect("finite nonzero");
-    scratch.assign(1u32);
-    *scratch <<= exp - value.prec() as i32;
-    rad.add_assign_round(&*scratch, Round::Up);
 }
 
 /// [`add_rounding_error_in`] with a scratch radius made only where the error is not zero.
@@ -167,26 +171,19 @@ impl Ball {
     }
 
     pub fn add(&self, o: &Ball) -> Ball {
-        let prec = self.prec().max(o.prec());
-        let (mid, ord) = Float::with_val_round(prec, &self.mid + &o.mid, Round::Nearest);
-        Ball {
-            rad: self.sum_rad(o, &mid, ord),
-            mid,
-        }
+        let mut s = self.clone();
+        s.accumulate(o, false);
+        s
     }
 
     /// The same midpoint and radius as `self.add(&o.neg())`, without the negated copy.
     pub fn sub(&self, o: &Ball) -> Ball {
-        let prec = self.prec().max(o.prec());
-        let (mid, ord) = Float::with_val_round(prec, &self.mid - &o.mid, Round::Nearest);
-        Ball {
-            rad: self.sum_rad(o, &mid, ord),
-            mid,
-        }
+        let mut s = self.clone();
+        s.accumulate(o, true);
+        s
     }
 
-    /// `*self = self.add(o)` without a new midpoint or radius: the same bits (the sum rounded
-    /// once at the larger precision, the radii summed upwards), for the series' accumulators.
+    /// `*self = self.add(o)` without a new midpoint or radius, for the series' accumulators.
     pub fn add_assign(&mut self, o: &Ball) {
         self.accumulate(o, false);
     }
@@ -196,6 +193,8 @@ impl Ball {
         self.accumulate(o, true);
     }
 
+    /// The sum (or difference) rounded once to nearest at the larger precision, the radii
+    /// summed upwards with that rounding's error.
     fn accumulate(&mut self, o: &Ball, minus: bool) {
         let prec = self.prec().max(o.prec());
         if self.mid.prec() < prec {
@@ -212,14 +211,6 @@ impl Ball {
         }
         self.rad.add_assign_round(&o.rad, Round::Up);
         add_rounding_error_fresh(&mut self.rad, &self.mid, ord);
-    }
-
-    /// The radius of a sum or difference with midpoint `mid`: `ra + rb` plus its rounding.
-    fn sum_rad(&self, o: &Ball, mid: &Float, ord: Ordering) -> Float {
-        let mut rad = Float::with_val_round(RAD_PREC, &self.rad, Round::Up).0;
-        rad.add_assign_round(&o.rad, Round::Up);
-        add_rounding_error_fresh(&mut rad, mid, ord);
-        rad
     }
 
     pub fn neg(&self) -> Ball {
@@ -278,7 +269,7 @@ impl Ball {
         let mut den = Float::with_val(RAD_PREC, &m);
         den.mul_assign_round(&m, Round::Down);
         let mut rad = Float::with_val_round(RAD_PREC, &self.rad / &den, Round::Up).0;
-        rad = add_up(&rad, &rounding_error(&mid, ord));
+        add_rounding_error_fresh(&mut rad, &mid, ord);
         Ok(Ball { mid, rad })
     }
 
@@ -329,7 +320,8 @@ impl Ball {
     pub fn lipschitz(&self, lipschitz: &Float, f: impl Fn(&mut Float, Round) -> Ordering) -> Ball {
         let mut mid = self.mid.clone();
         let ord = f(&mut mid, Round::Nearest);
-        let rad = add_up(&mul_up(lipschitz, &self.rad), &rounding_error(&mid, ord));
+        let mut rad = mul_up(lipschitz, &self.rad);
+        add_rounding_error_fresh(&mut rad, &mid, ord);
         Ball { mid, rad }
     }
 
