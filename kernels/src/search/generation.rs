@@ -473,9 +473,13 @@ fn fixed_at(
     // Route::Short took the wide series to WIDE_FIRST terms; where no degree they cover fits,
     // all of them. The first degree that fits is the full series' (the same terms), and so are
     // the halves' below, which fit at a degree no higher.
-    let fw = match degree_for(&fw, reach) {
-        None if fw.len() < len => f.series(&wide(len))?,
-        _ => fw,
+    let (fw, fit) = match degree_for(&fw, reach) {
+        None if fw.len() < len => {
+            let full = f.series(&wide(len))?;
+            let fit = degree_for(&full, reach);
+            (full, fit)
+        }
+        fit => (fw, fit),
     };
     // Pieces of count >> j arguments lie inside this one's wide ball, so its coefficients
     // bound theirs (up to the balls' own rounding): a prediction of their degree and width.
@@ -484,7 +488,7 @@ fn fixed_at(
         .take_while(|&c| c >= 2)
         .map(|c| degree_for(&fw, c - c / 2).map(|(d, _)| (d, limbs_for(c, d).0)))
         .collect();
-    let Some((degree, taylor_rem)) = degree_for(&fw, reach) else {
+    let Some((degree, taylor_rem)) = fit else {
         return Err(GenError::Degree(cfg.max_degree));
     };
     let (limbs, binom_sum) = limbs_for(count, degree);
