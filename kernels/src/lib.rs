@@ -17,4 +17,16 @@ pub mod regions;
 pub mod search;
 
 pub use numbers::format::{Argument, FormatError, Precision};
+
+/// The version of what a unit's result claims beyond its cases: the counters of
+/// [`search::Stats`] (domains, phase-1 failures, ...), which depend on the engine's routes
+/// (domain sizes, the quadratic screen, where pieces split), not only on the unit. Two results
+/// of one unit agree only when computed by the same version, so the coordinator compares
+/// results within a version and refuses workers of a version it does not accept
+/// (`docs/trust.md`). Raise it with any change that moves a counter of some unit; the
+/// reference units of `kernels/tests/engine_version.rs` fail until it is raised.
+///
+/// 1: the counters as of issue 26's ninth pass (2026-11-26). Results recorded before the
+/// version existed count as version 0.
+pub const ENGINE_VERSION: u32 = 1;
 pub use oracle::function::{Function, UnknownFunction};
