@@ -41,6 +41,9 @@ pub enum Error {
     EstimateMismatch(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The worker's engine version is not one this coordinator accepts.
+    #[error("{0}")]
+    EngineVersion(String),
     /// The worker is quarantined: its record fell below the bar or it reported a forged case.
     #[error("{0}")]
     WorkerQuarantined(String),
@@ -79,6 +82,7 @@ impl Error {
             Error::EstimateInvalid(_) => codes::ESTIMATE_INVALID,
             Error::EstimateMismatch(_) => codes::ESTIMATE_MISMATCH,
             Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
+            Error::EngineVersion(_) => codes::ENGINE_VERSION,
             Error::WorkerQuarantined(_) => codes::WORKER_QUARANTINED,
             Error::Unavailable(_) => codes::UNAVAILABLE,
             Error::Timeout(_) => codes::TIMEOUT,
@@ -99,7 +103,8 @@ impl Error {
             | Error::StaleToken(_)
             | Error::UnitDone(_)
             | Error::LeaseMismatch(_)
-            | Error::Conflict(_) => StatusCode::CONFLICT,
+            | Error::Conflict(_)
+            | Error::EngineVersion(_) => StatusCode::CONFLICT,
             Error::ForgedCase(_) | Error::EstimateInvalid(_) | Error::EstimateMismatch(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }

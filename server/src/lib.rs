@@ -71,6 +71,9 @@ pub struct Config {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Requests per second and burst allowed per client address (`None`: no limit).
     pub rate_limit: Option<api::guard::RateLimit>,
+    /// Engine versions whose workers get work and whose results are taken (this build's
+    /// `tmd_kernels::ENGINE_VERSION` by default; `--accept-engine` adds others).
+    pub engines: Vec<u32>,
 }
 
 impl std::fmt::Debug for Config {
@@ -97,6 +100,7 @@ impl std::fmt::Debug for Config {
             .field("conn", &self.conn)
             .field("tls", &self.tls.is_some())
             .field("rate_limit", &self.rate_limit)
+            .field("engines", &self.engines)
             .finish()
     }
 }
@@ -119,6 +123,7 @@ impl Default for Config {
             conn: listen::ConnLimits::default(),
             tls: None,
             rate_limit: None,
+            engines: vec![tmd_kernels::ENGINE_VERSION],
         }
     }
 }

@@ -9,12 +9,13 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tmd_server::cli::bench::empty_result;
 
-/// A lease request as a worker from before named formats sends it: no features header.
+/// A lease request as a worker from before named formats sends it: no features header (and
+/// this build's engine version, which the server requires).
 async fn old_worker_lease(app: &TestApp, token: &str) -> Value {
     let resp = reqwest::Client::new()
         .post(app.url("/api/v1/leases"))
         .bearer_auth(token)
-        .json(&json!({"seconds": 60}))
+        .json(&json!({"seconds": 60, "engine": tmd_kernels::ENGINE_VERSION}))
         .send()
         .await
         .unwrap();

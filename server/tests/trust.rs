@@ -351,3 +351,94 @@ async fn a_dispute_settled_by_a_quarantine_ends_the_lease_that_held_the_unit() {
         "unit_done"
     );
 }
+
+/// Upgrades: a worker of an engine version the coordinator does not serve (another build's, or
+/// one too old to say) gets no work, and a result it computed is refused; the same result of
+/// this build's version is taken.
+#[tokio::test]
+async fn a_worker_of_an_engine_version_not_served_gets_no_work() {
+    let app = TestApp::new().await;
+    app.small_campaign(6, 4).await;
+    let (_, w) = app.worker("a").await;
+    let other = tmd_kernels::ENGINE_VERSION + 1;
+    for (body, says) in [
+        (json!({"seconds": 60}), "version 0 (it does not say)"),
+        (json!({"seconds": 60, "engine": other}), "version 2"),
+    ] {
+        let (status, v) = app
+            .call(Method::POST, "/api/v1/leases", Some(w.token()), Some(body))
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{v}");
+        assert_eq!(v["code"], "engine_version", "{v}");
+        let m = v["message"].as_str().unwrap();
+        assert!(m.contains(&format!("engine {says}")), "{m}");
+        assert!(m.contains("serves engine version 1"), "{m}");
+    }
+    let lease = w.lease(Some(60)).await.unwrap().lease.unwrap();
+    let u = lease.units[0].unit_id;
+    let mut r = empty_result(lease.fencing_token, u, 1.0);
+    r.engine = Some(other);
+    assert_eq!(
+        code_of(w.post(lease.lease_id, u, &r).await),
+        "engine_version"
+    );
+    r.engine = None;
+    assert_eq!(
+        code_of(w.post(lease.lease_id, u, &r).await),
+        "engine_version"
+    );
+    r.engine = Some(tmd_kernels::ENGINE_VERSION);
+    w.post(lease.lease_id, u, &r).await.unwrap();
+}
+
+/// During an upgrade (`--accept-engine 0`), an honest worker of the old version counts other
+/// domains than the new version's workers: it is never outvoted for it. The unit is settled by
+/// two results of one version; the other version's result stays pending, and no worker's
+/// record changes against it.
+#[tokio::test]
+async fn results_of_two_engine_versions_are_never_voted_against_each_other() {
+    let app = TestApp::with_config(Config {
+        engines: vec![0, tmd_kernels::ENGINE_VERSION],
+        ..config()
+    })
+    .await;
+    let cid = campaign(&app, 1, json!({"replication": 2})).await;
+    let (old_id, old) = app.worker("old").await;
+    let (_, b) = app.worker("b").await;
+    let (_, c) = app.worker("c").await;
+    let lease = old.lease(Some(1)).await.unwrap().lease.unwrap();
+    let u = lease.units[0].unit_id;
+    let mut r = empty_result(lease.fencing_token, u, 1.0);
+    r.engine = None;
+    r.stats.domains = 2;
+    old.post(lease.lease_id, u, &r).await.unwrap();
+    // One result of each version: no quorum in either, so no vote; another replica.
+    assert_eq!(compute_one(&b).await, u);
+    let p = app.progress(cid).await;
+    assert_eq!(p["done"]["units"], 0, "{p}");
+    assert_eq!(compute_one(&c).await, u);
+    let p = app.progress(cid).await;
+    assert_eq!(p["done"]["units"], 1, "{p}");
+    assert_eq!(p["replication"]["outvoted"], 0, "{p}");
+    let rec = &worker_info(&app, old_id).await["reputation"];
+    assert_eq!(
+        (rec["valid"].as_i64(), rec["invalid"].as_i64()),
+        (Some(0), Some(0)),
+        "{rec}"
+    );
+    let verdicts: Vec<(i32, String)> =
+        sqlx::query_as("SELECT engine, verdict FROM results WHERE unit_id = $1 ORDER BY id")
+            .bind(u)
+            .fetch_all(app.db.pool())
+            .await
+            .unwrap();
+    let v = tmd_kernels::ENGINE_VERSION as i32;
+    assert_eq!(
+        verdicts,
+        vec![
+            (0, "pending".to_string()),
+            (v, "agreed".to_string()),
+            (v, "agreed".to_string())
+        ]
+    );
+}

@@ -68,6 +68,9 @@ pub mod codes {
     /// A cost estimate of another campaign: its function, format or min_bits differ, or it
     /// lacks a binade the campaign has units in (422).
     pub const ESTIMATE_MISMATCH: &str = "estimate_mismatch";
+    /// The worker's engine version is not one this coordinator accepts (409): results of
+    /// different versions cannot be compared. Install the worker of the coordinator's release.
+    pub const ENGINE_VERSION: &str = "engine_version";
 }
 
 /// A half-open argument range `[from, to)`, each end a C99 hexadecimal or decimal number.
@@ -575,6 +578,11 @@ pub struct LeaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4096))]
     pub units_in_flight: Option<u32>,
+    /// The worker's engine version (`tmd_kernels::ENGINE_VERSION`); absent: version 0, that
+    /// of workers older than the field. A version the coordinator does not accept is refused
+    /// with `engine_version` before any work is handed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<u32>,
 }
 
 /// The arguments of one unit: significands `X` in `[first, first + count)` of the binade
@@ -751,6 +759,11 @@ pub struct UnitResult {
     /// Hex SHA-256 digest of the unit's result, as the engine computes it.
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-fA-F]{64}$"))]
     pub digest: String,
+    /// The engine version that computed the result (`tmd_kernels::ENGINE_VERSION`): its
+    /// counters are compared only with results of the same version. Absent: version 0, that
+    /// of workers older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<u32>,
 }
 
 /// The server's answer to an accepted result; a retry of the same post gets the same answer.

@@ -282,6 +282,7 @@ impl Client {
             &LeaseRequest {
                 seconds,
                 units_in_flight,
+                engine: Some(tmd_kernels::ENGINE_VERSION),
             },
         )
         .await

@@ -13,13 +13,23 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 
+/// `--version`: the release and its engine version (a coordinator serves the versions it
+/// accepts: results of different versions count different domains).
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (engine version {})",
+        env!("CARGO_PKG_VERSION"),
+        tmd_kernels::ENGINE_VERSION
+    )
+});
+
 /// Finds hard-to-round cases of mathematical functions.
 ///
 /// Functions: exp exp2 exp10 expm1 exp2m1 exp10m1 log log2 log10 log1p log2p1 log10p1 sin cos
 /// tan sinpi cospi tanpi asin acos atan asinpi acospi atanpi sinh cosh tanh asinh acosh atanh
 /// sqrt rsqrt cbrt erf erfc.
 #[derive(Parser, Debug)]
-#[command(name = "tmd-worker", version, about, long_about)]
+#[command(name = "tmd-worker", version = VERSION.as_str(), about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,6 +78,10 @@ fn main() -> Result<()> {
             Err(e) if e.downcast_ref::<daemon::Quarantined>().is_some() => {
                 eprintln!("Error: {e}");
                 std::process::exit(daemon::QUARANTINED_EXIT)
+            }
+            Err(e) if e.downcast_ref::<daemon::EngineRefused>().is_some() => {
+                eprintln!("Error: {e}");
+                std::process::exit(daemon::ENGINE_REFUSED_EXIT)
             }
             Err(e) if e.downcast_ref::<daemon::DeviceLost>().is_some() => {
                 eprintln!("Error: {e}");

@@ -260,6 +260,7 @@ mod tests {
                 skipped: vec![],
                 elapsed: 1.0,
                 digest: format!("{lease_id}-{unit_id}"),
+                engine: Some(tmd_kernels::ENGINE_VERSION),
             },
         }
     }

@@ -534,7 +534,7 @@ async fn reinstate_worker(
         description = "what the worker understands, comma-separated: `formats` (it runs the \
                        engine in the lease's named format and reports skipped runs)")),
     responses((status = 200, body = LeaseResponse), (status = 400, body = ApiError),
-              (status = 401, body = ApiError)))]
+              (status = 401, body = ApiError), (status = 409, body = ApiError)))]
 async fn request_lease(
     State(s): State<AppState>,
     worker: Worker,
@@ -562,6 +562,7 @@ async fn request_lease(
             "units_in_flight must be in 1..=4096".into(),
         ));
     }
+    domain::check_engine(&s.config.engines, req.engine)?;
     let first = domain::first_lease_units(req.units_in_flight);
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
     // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy

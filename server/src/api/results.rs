@@ -127,7 +127,7 @@ pub(crate) async fn record_posts(
     posts: &[BatchedResult],
 ) -> Result<Vec<Recorded>> {
     let n = posts.len();
-    let (mut outcomes, copies) = screen(posts, s.config.max_cases_per_result);
+    let (mut outcomes, copies) = screen(posts, s.config.max_cases_per_result, &s.config.engines);
     let mut verified: Vec<Vec<HrCase>> = vec![Vec::new(); n];
     let mut skipped: Vec<Vec<SkippedRun>> = vec![Vec::new(); n];
     verify_posts(s, worker, posts, &mut outcomes, &mut verified, &mut skipped).await?;
@@ -156,11 +156,14 @@ pub(crate) async fn record_posts(
 fn screen(
     posts: &[BatchedResult],
     max_cases: usize,
+    engines: &[u32],
 ) -> (Vec<Option<Recorded>>, Vec<(usize, usize)>) {
     let n = posts.len();
     let mut outcomes: Vec<Option<Recorded>> = (0..n).map(|_| None).collect();
     for (i, p) in posts.iter().enumerate() {
-        if let Err(e) = domain::validate_result(&p.result, max_cases) {
+        let valid = domain::check_engine(engines, p.result.engine)
+            .and_then(|()| domain::validate_result(&p.result, max_cases));
+        if let Err(e) = valid {
             outcomes[i] = Some(Recorded::Refused(e));
         }
     }
@@ -428,6 +431,7 @@ fn same_refusal(e: &Error) -> Error {
         Error::EstimateInvalid(_) => Error::EstimateInvalid(m),
         Error::EstimateMismatch(_) => Error::EstimateMismatch(m),
         Error::PayloadTooLarge(_) => Error::PayloadTooLarge(m),
+        Error::EngineVersion(_) => Error::EngineVersion(m),
         Error::WorkerQuarantined(_) => Error::WorkerQuarantined(m),
         Error::Unavailable(_) => Error::Unavailable(m),
         Error::Timeout(_) => Error::Timeout(m),

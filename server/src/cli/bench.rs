@@ -158,6 +158,7 @@ impl WorkerClient {
             &LeaseRequest {
                 seconds,
                 units_in_flight: None,
+                engine: Some(tmd_kernels::ENGINE_VERSION),
             },
         )
         .await
@@ -249,6 +250,7 @@ pub fn empty_result(fencing_token: i64, unit_id: i64, elapsed: f64) -> UnitResul
         skipped: vec![],
         elapsed,
         digest: hex::encode(Sha256::digest(unit_id.to_le_bytes())),
+        engine: Some(tmd_kernels::ENGINE_VERSION),
     }
 }
 

@@ -24,9 +24,18 @@ use tmd_wire::{
     RequeueUnits, Requeued, WorkerInfo,
 };
 
+/// `--version`: the release and the engine version whose workers it serves by default.
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (engine version {})",
+        env!("CARGO_PKG_VERSION"),
+        tmd_kernels::ENGINE_VERSION
+    )
+});
+
 /// tmd-server: the coordinator of tmd (campaigns, leases, results in PostgreSQL).
 #[derive(Debug, Parser)]
-#[command(name = "tmd-server", version, about)]
+#[command(name = "tmd-server", version = VERSION.as_str(), about)]
 pub struct Cli {
     /// Log filter (tracing-subscriber syntax), e.g. `info` or `tmd_server=debug`.
     #[arg(long, env = "TMD_LOG", default_value = "info", global = true)]
@@ -213,6 +222,13 @@ pub struct ServeArgs {
     /// ... and they are more than this fraction of the units it failed or finished.
     #[arg(long, env = "TMD_MAX_FAILED_FRACTION", default_value_t = 0.5)]
     pub max_failed_fraction: f64,
+    /// Engine versions served besides this build's own (comma-separated; 0 is that of
+    /// workers older than engine versions). Results of different versions count different
+    /// domains, so they are never compared: each unit is settled by results of one version.
+    /// Meant for the days of an upgrade; by default only workers of this build's engine
+    /// version get work (`tmd-server --version` names it).
+    #[arg(long, env = "TMD_ACCEPT_ENGINE", value_delimiter = ',')]
+    pub accept_engine: Vec<u32>,
 }
 
 impl ServeArgs {
@@ -284,6 +300,9 @@ impl ServeArgs {
         if let Some(n) = self.verify_concurrency {
             c.verify_concurrency = n.max(1);
         }
+        c.engines.extend(&self.accept_engine);
+        c.engines.sort_unstable();
+        c.engines.dedup();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
             c.tls = Some(crate::listen::load_tls(cert, key)?);
         }

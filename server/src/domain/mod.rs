@@ -370,6 +370,31 @@ pub fn transition_allowed(from: CampaignState, to: CampaignState) -> bool {
     )
 }
 
+/// A worker's engine version (absent: 0, workers older than versions) against the versions the
+/// coordinator serves: results of different versions count different domains and are never
+/// compared, so a version it does not serve gets no work and its results are refused.
+pub fn check_engine(accepted: &[u32], engine: Option<u32>) -> Result<()> {
+    let v = engine.unwrap_or(0);
+    if accepted.contains(&v) {
+        return Ok(());
+    }
+    let list = accepted
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(Error::EngineVersion(format!(
+        "this worker runs engine version {v}{}; this coordinator serves engine version {list}: \
+         install the tmd-worker of the coordinator's release (`tmd-worker --version` names its \
+         engine version), or have the admin add {v} to --accept-engine while workers upgrade",
+        if engine.is_none() {
+            " (it does not say)"
+        } else {
+            ""
+        }
+    )))
+}
+
 /// Checks the parts of a result the engine does not: sizes, digest shape, finite numbers.
 pub fn validate_result(r: &UnitResult, max_cases: usize) -> Result<()> {
     let bad = |m: String| Err(Error::BadRequest(m));

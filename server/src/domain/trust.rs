@@ -152,6 +152,9 @@ pub enum Settlement {
 pub struct Replica<'a> {
     /// The server's digest of what it claims ([`claim_digest`]).
     pub claim: &'a str,
+    /// The engine version that computed it (`tmd_kernels::ENGINE_VERSION`; 0 for results of
+    /// workers that do not say): its counters mean something only next to the same version's.
+    pub engine: i32,
     /// It holds every HR-case the server verified in its unit (reported by any replica or
     /// loaded as a known case). Its own cases are all verified, so this is a count.
     pub complete: bool,
@@ -164,6 +167,7 @@ impl<'a> Replica<'a> {
     pub fn plain(claim: &'a str) -> Replica<'a> {
         Replica {
             claim,
+            engine: 0,
             complete: true,
             trusted: false,
         }
@@ -174,11 +178,64 @@ impl<'a> Replica<'a> {
 /// result's verdict, in the same order.
 ///
 /// Proof comes before votes: a result that omits a verified case is `Refuted` and takes no
-/// part in the vote, however many agree with it. Among the others, the trusted results decide
-/// when they agree with each other; otherwise a claim wins with `needed` agreeing results when
-/// all agree, and with at least `max(needed, quorum, 2)` results that are a strict majority when
-/// they do not. Anything less takes another replica: never a coin toss.
+/// part in the vote, however many agree with it (the cases do not depend on the engine
+/// version). Votes are counted among the results of one engine version at a time, the
+/// versions in the order of their first result: two versions count domains differently, so
+/// a result is never agreed or outvoted by another version's. The first version whose results
+/// settle the unit decides it ([`settle_version`]); the results of the other versions stay
+/// `Pending` (not judged). No version settling it: another replica, or `Undecidable` where one
+/// version alone has had every replica it may.
 pub fn settle(replicas: &[Replica<'_>], needed: u32, quorum: u32) -> (Settlement, Vec<Verdict>) {
+    let mut versions: Vec<i32> = Vec::new();
+    for r in replicas {
+        if !versions.contains(&r.engine) {
+            versions.push(r.engine);
+        }
+    }
+    let mut verdicts: Vec<Verdict> = replicas
+        .iter()
+        .map(|r| {
+            if r.complete {
+                Verdict::Pending
+            } else {
+                Verdict::Refuted
+            }
+        })
+        .collect();
+    let mut undecidable = false;
+    for v in versions {
+        let at: Vec<usize> = (0..replicas.len())
+            .filter(|&i| replicas[i].engine == v)
+            .collect();
+        let own: Vec<Replica<'_>> = at.iter().map(|&i| replicas[i]).collect();
+        match settle_version(&own, needed, quorum) {
+            (Settlement::Done(winner), judged) => {
+                for (&i, j) in at.iter().zip(judged) {
+                    verdicts[i] = j;
+                }
+                return (Settlement::Done(winner), verdicts);
+            }
+            (Settlement::Undecidable, _) => undecidable = true,
+            (Settlement::Open, _) => {}
+        }
+    }
+    let s = if undecidable {
+        Settlement::Undecidable
+    } else {
+        Settlement::Open
+    };
+    (s, verdicts)
+}
+
+/// [`settle`] among the results of one engine version: the trusted results decide when they
+/// agree with each other; otherwise a claim wins with `needed` agreeing results when all
+/// agree, and with at least `max(needed, quorum, 2)` results that are a strict majority when
+/// they do not. Anything less takes another replica: never a coin toss.
+fn settle_version(
+    replicas: &[Replica<'_>],
+    needed: u32,
+    quorum: u32,
+) -> (Settlement, Vec<Verdict>) {
     let mut verdicts: Vec<Verdict> = replicas
         .iter()
         .map(|r| {

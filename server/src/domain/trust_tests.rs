@@ -228,6 +228,86 @@ fn a_trusted_result_stands_alone_and_breaks_ties() {
     );
 }
 
+/// A replica of engine version `engine`.
+fn of(engine: i32, claim: &str) -> Replica<'_> {
+    Replica {
+        engine,
+        ..Replica::plain(claim)
+    }
+}
+
+#[test]
+fn results_of_another_engine_version_are_neither_agreed_nor_outvoted() {
+    // Version 1 and version 2 count domains differently: honest results of both disagree in
+    // their claims. Neither outvotes the other; the unit waits for a second result of one.
+    assert_eq!(
+        settle(&[of(1, "old"), of(2, "new")], 2, 2),
+        (Settlement::Open, vec![Pending, Pending])
+    );
+    assert_eq!(
+        settle(&[of(1, "old"), of(2, "new"), of(2, "new")], 2, 2),
+        (
+            Settlement::Done("new".into()),
+            vec![Pending, Agreed, Agreed]
+        )
+    );
+    // Two old results against one new: the old version settles; the new one is not judged.
+    assert_eq!(
+        settle(&[of(1, "old"), of(2, "new"), of(1, "old")], 2, 2),
+        (
+            Settlement::Done("old".into()),
+            vec![Agreed, Pending, Agreed]
+        )
+    );
+    // A liar within a version is still outvoted by its version's majority, whatever the
+    // other version says.
+    assert_eq!(
+        settle(
+            &[of(2, "new"), of(1, "old"), of(2, "lie"), of(2, "new")],
+            2,
+            2
+        ),
+        (
+            Settlement::Done("new".into()),
+            vec![Agreed, Pending, Outvoted, Agreed]
+        )
+    );
+    // Proof is not a vote: a result of any version that misses a verified case is refuted.
+    let missing = Replica {
+        complete: false,
+        ..of(1, "empty")
+    };
+    assert_eq!(
+        settle(&[missing, of(2, "new"), of(2, "new")], 2, 2),
+        (
+            Settlement::Done("new".into()),
+            vec![Refuted, Agreed, Agreed]
+        )
+    );
+    // A trusted result decides for its version: the other version's result is not judged.
+    let lab = Replica {
+        trusted: true,
+        ..of(2, "lab")
+    };
+    assert_eq!(
+        settle(&[of(1, "old"), lab], 2, 2),
+        (Settlement::Done("lab".into()), vec![Pending, Alone])
+    );
+    // Disputes count within a version: six results of one version without a majority
+    // quarantine the unit however many of another version there are.
+    let mut many = vec![
+        of(2, "a"),
+        of(2, "b"),
+        of(2, "c"),
+        of(2, "a"),
+        of(2, "b"),
+        of(2, "c"),
+    ];
+    many.insert(1, of(1, "old"));
+    assert_eq!(settle(&many, 2, 2).0, Settlement::Undecidable);
+    assert_eq!(settle(&many[..4], 2, 2).0, Settlement::Open);
+}
+
 #[test]
 fn records_count_current_verdicts_and_streaks_break_on_defeat() {
     assert_eq!(
@@ -389,6 +469,45 @@ proptest! {
             prop_assert_eq!(vote(&more, needed, quorum).0, Settlement::Done(w.clone()));
         } else {
             prop_assert!(v.iter().all(|v| *v == Pending));
+        }
+    }
+
+    /// With results of two engine versions, a result is agreed or outvoted only by its own
+    /// version's: the verdicts of the deciding version are those it gets alone, and the other
+    /// version's results stay pending (none of these is refuted).
+    #[test]
+    fn versions_are_settled_apart(results in proptest::collection::vec((1i32..3, 0u8..3), 0..10),
+                                  quorum in 1u32..4) {
+        let names: Vec<(i32, String)> =
+            results.iter().map(|(e, c)| (*e, format!("v{e}c{c}"))).collect();
+        let replicas: Vec<Replica<'_>> = names.iter().map(|(e, c)| of(*e, c)).collect();
+        let (s, v) = settle(&replicas, quorum, quorum);
+        prop_assert_eq!(v.len(), replicas.len());
+        let alone = |engine: i32| {
+            let own: Vec<Replica<'_>> =
+                replicas.iter().filter(|r| r.engine == engine).copied().collect();
+            settle(&own, quorum, quorum)
+        };
+        match &s {
+            Settlement::Done(w) => {
+                let winner = replicas.iter().find(|r| r.claim == w.as_str()).unwrap().engine;
+                let (own_s, own_v) = alone(winner);
+                prop_assert_eq!(own_s, s.clone());
+                let mut own_v = own_v.into_iter();
+                for (r, v) in replicas.iter().zip(&v) {
+                    if r.engine == winner {
+                        prop_assert_eq!(Some(*v), own_v.next());
+                    } else {
+                        prop_assert_eq!(*v, Pending);
+                    }
+                }
+            }
+            _ => {
+                prop_assert!(v.iter().all(|v| *v == Pending));
+                for e in [1, 2] {
+                    prop_assert!(!matches!(alone(e).0, Settlement::Done(_)));
+                }
+            }
         }
     }
 }

@@ -552,6 +552,8 @@ pub struct LiveResult {
     pub unit_id: i64,
     pub worker_id: i64,
     pub claim: String,
+    /// The engine version that computed it: only results of one version are compared.
+    pub engine: i32,
     pub verdict: String,
     /// Its verified HR-cases (distinct, all in its unit).
     pub hr_count: i32,
@@ -566,7 +568,7 @@ pub(crate) async fn live_results_by_unit(
     units: &[i64],
 ) -> Result<std::collections::HashMap<i64, Vec<LiveResult>>> {
     let live: Vec<LiveResult> = sqlx::query_as(
-        "SELECT id, unit_id, worker_id, claim, verdict, hr_count, by_trusted FROM results \
+        "SELECT id, unit_id, worker_id, claim, engine, verdict, hr_count, by_trusted FROM results \
          WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
     )
     .bind(units)

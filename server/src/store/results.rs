@@ -37,8 +37,8 @@ async fn results_of_units<'e, E: sqlx::PgExecutor<'e>>(
         live: store::LiveResult,
     }
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, unit_id, lease_id, worker_id, digest, hr_count, claim, verdict, void, \
-                by_trusted \
+        "SELECT id, unit_id, lease_id, worker_id, digest, hr_count, claim, engine, verdict, \
+                void, by_trusted \
          FROM results WHERE unit_id = ANY($1) ORDER BY unit_id, id",
     )
     .bind(unit_ids)
@@ -379,6 +379,8 @@ struct Columns<'p> {
     lease: Vec<i64>,
     token: Vec<i64>,
     digest: Vec<String>,
+    /// The engine version of each result (0 where the worker does not say).
+    engine: Vec<i32>,
     stats: Vec<Json<&'p tmd_wire::UnitStats>>,
     exact: Vec<Json<&'p Vec<String>>>,
     elapsed: Vec<f64>,
@@ -424,6 +426,10 @@ impl<'p> Columns<'p> {
             .iter()
             .map(|&i| posts[i].result.digest.to_ascii_lowercase())
             .collect();
+        let r_engine: Vec<i32> = accepted
+            .iter()
+            .map(|&i| posts[i].result.engine.unwrap_or(0) as i32)
+            .collect();
         let r_stats: Vec<Json<&tmd_wire::UnitStats>> = accepted
             .iter()
             .map(|&i| Json(&posts[i].result.stats))
@@ -459,6 +465,7 @@ impl<'p> Columns<'p> {
             lease: r_lease,
             token: r_token,
             digest: r_digest,
+            engine: r_engine,
             stats: r_stats,
             exact: r_exact,
             elapsed: r_elapsed,
@@ -534,6 +541,7 @@ fn settle(
             unit_id: p.unit_id,
             worker_id,
             claim: cols.claims[slot].clone(),
+            engine: cols.engine[slot],
             verdict: trust::Verdict::Pending.as_str().to_string(),
             hr_count: p.verified.len() as i32,
             by_trusted: poster.trusted,
@@ -577,11 +585,12 @@ async fn insert_results(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
                                   exact_cases, elapsed_seconds, hr_count, claim, verdict, \
-                                  by_trusted) \
-             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v, $19 \
+                                  by_trusted, engine) \
+             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v, $19, t.g \
              FROM UNNEST($2::int8[], $3::int8[], $4::int8[], $5::text[], $6::jsonb[], \
-                         $7::jsonb[], $8::float8[], $9::int4[], $10::text[], $18::text[]) \
-                  AS t(u, l, f, d, s, e, el, h, c, v) \
+                         $7::jsonb[], $8::float8[], $9::int4[], $10::text[], $18::text[], \
+                         $20::int4[]) \
+                  AS t(u, l, f, d, s, e, el, h, c, v, g) \
              RETURNING id, unit_id), \
          h AS ( \
              INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, \
@@ -612,6 +621,7 @@ async fn insert_results(
     .bind(&cols.case_rounded)
     .bind(verdicts)
     .bind(trusted)
+    .bind(&cols.engine)
     .fetch_all(&mut **tx)
     .await?;
     Ok(inserted.into_iter().collect())

@@ -72,6 +72,7 @@ impl Changes {
             .iter()
             .map(|r| Replica {
                 claim: r.claim.as_str(),
+                engine: r.engine,
                 complete: r.hr_count.max(0) as usize >= facts,
                 trusted: r.by_trusted,
             })

@@ -300,6 +300,7 @@ pub fn to_wire(
             .collect(),
         elapsed,
         digest: r.digest(),
+        engine: Some(tmd_kernels::ENGINE_VERSION),
     }
 }
 

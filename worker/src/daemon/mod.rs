@@ -41,6 +41,16 @@ pub struct Quarantined(String);
 /// Exit status of `tmd-worker run` when quarantined.
 pub const QUARANTINED_EXIT: i32 = 3;
 
+/// The coordinator does not serve this worker's engine version: restarting the same build
+/// will not help (exit status [`ENGINE_REFUSED_EXIT`], which the systemd unit does not
+/// restart on).
+#[derive(Debug, thiserror::Error)]
+#[error("the coordinator does not serve this worker's engine version: {0}")]
+pub struct EngineRefused(String);
+
+/// Exit status of `tmd-worker run` when its engine version is refused.
+pub const ENGINE_REFUSED_EXIT: i32 = 5;
+
 const RUNNING: u8 = 0;
 const FINISHING: u8 = 1;
 
@@ -168,7 +178,7 @@ async fn daemon(settings: Settings) -> Result<()> {
         info!("asked to stop before starting; nothing was taken");
         return Ok(());
     }
-    info!(server = %settings.server, state_dir = %state.root().display(), name = %settings.name, "tmd-worker starting");
+    info!(server = %settings.server, state_dir = %state.root().display(), name = %settings.name, engine_version = tmd_kernels::ENGINE_VERSION, "tmd-worker starting");
     spawn_status(shared.clone(), settings.status_every);
 
     // The back end (a GPU's opening and self-test) starts now and is awaited by the pipeline

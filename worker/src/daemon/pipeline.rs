@@ -24,7 +24,7 @@ use super::dispatch::{Dispatch, Finished, Job, Work};
 use super::engine::{engine_unit, failure_reason, one_line, warm_up, SharedBackend};
 use super::post::{Held, PostWatch, Poster};
 use super::settings::Settings;
-use super::{Quarantined, Shared};
+use super::{EngineRefused, Quarantined, Shared};
 use crate::backoff::{self, Backoff};
 use crate::client::ClientError;
 use crate::misbehave::Misbehave;
@@ -238,6 +238,8 @@ enum Stop {
     Limit,
     Idle,
     Quarantined(String),
+    /// The coordinator does not serve this engine version.
+    EngineRefused(String),
     /// The back end did not start.
     Engine(String),
     /// A device's context was lost.
@@ -548,7 +550,7 @@ impl<C: Coordinator> Pipeline<C> {
                             }
                             Outcome::DeviceLost(why) => {
                                 // Neither finished nor failed: released unfinished with the rest.
-                                if !matches!(stop, Some(Stop::DeviceLost(_) | Stop::Quarantined(_))) {
+                                if !matches!(stop, Some(Stop::DeviceLost(_) | Stop::Quarantined(_) | Stop::EngineRefused(_))) {
                                     error!(unit.id = c.unit_id, error = %why, "a GPU is lost: stopping, and giving back every unit in hand");
                                     stop = Some(Stop::DeviceLost(why));
                                 }
@@ -652,6 +654,10 @@ impl<C: Coordinator> Pipeline<C> {
                             error!(error = %e, "the coordinator quarantined this worker; stopping");
                             stop = Some(Stop::Quarantined(e.to_string()));
                         }
+                        Err(e) if e.code() == Some(codes::ENGINE_VERSION) => {
+                            error!(error = %e, "the coordinator does not serve this engine version; stopping");
+                            stop = Some(Stop::EngineRefused(e.to_string()));
+                        }
                         Err(e) => bail!("the server refused to lease: {e}"),
                     }
                 }
@@ -690,6 +696,7 @@ impl<C: Coordinator> Pipeline<C> {
         }
         match stop {
             Some(Stop::Quarantined(m)) => Err(Quarantined(m).into()),
+            Some(Stop::EngineRefused(m)) => Err(EngineRefused(m).into()),
             Some(Stop::DeviceLost(m)) => Err(DeviceLost(m).into()),
             Some(Stop::Engine(m)) => Err(anyhow!("the back end did not start: {m}")),
             Some(Stop::State(m)) => Err(anyhow!(

@@ -10,7 +10,7 @@ use super::engine::SharedBackend;
 use super::fixtures;
 use super::pipeline::{DeviceLost, Opening, Pipeline};
 use super::post::{Held, Poster};
-use super::{RunArgs, Settings, Shared};
+use super::{EngineRefused, RunArgs, Settings, Shared};
 use crate::client::ClientError;
 use crate::state::StateDir;
 use std::collections::{BTreeMap, VecDeque};
@@ -21,7 +21,7 @@ use tmd_kernels::search::existence::Test;
 use tmd_kernels::search::generation::Generated;
 use tmd_kernels::search::{Backend, Cpu, PieceOutcome, SearchError};
 use tmd_wire::{
-    ApiError, CampaignState, HeartbeatResponse, LeaseResponse, LeasedUnit, ReleaseLease,
+    codes, ApiError, CampaignState, HeartbeatResponse, LeaseResponse, LeasedUnit, ReleaseLease,
     ReleaseResponse, ResultAccepted, ResultBatch, ResultBatchResponse, UnitOutcome,
     UnitOutcomeStatus, UnitResult,
 };
@@ -82,6 +82,9 @@ struct Fake {
     retries: Arc<AtomicU32>,
     /// A unit whose result is refused as unacceptable (`bad_request`).
     unacceptable: Option<i64>,
+    /// Lease requests answered with work before every later one is refused with
+    /// `engine_version` (the coordinator was upgraded past this worker's engine).
+    engine_served_leases: Option<u32>,
 }
 
 impl Fake {
@@ -99,6 +102,7 @@ impl Fake {
             phantom_outstanding: Arc::new(AtomicU32::new(0)),
             retries: Arc::new(AtomicU32::new(0)),
             unacceptable: None,
+            engine_served_leases: None,
         }
     }
 
@@ -132,6 +136,18 @@ impl Coordinator for Fake {
         _units_in_flight: u32,
     ) -> Result<LeaseResponse, ClientError> {
         let mut c = self.c.lock().unwrap();
+        if self
+            .engine_served_leases
+            .is_some_and(|n| c.lease_times.len() >= n as usize)
+        {
+            return Err(ClientError::Refused {
+                status: 409,
+                code: codes::ENGINE_VERSION.into(),
+                message: "this worker runs engine version 1; this coordinator serves engine \
+                          version 2"
+                    .into(),
+            });
+        }
         c.lease_times.push(Instant::now());
         let held = c.leased.values().map(Vec::len).sum();
         c.held_at_request.push(held);
@@ -571,6 +587,36 @@ async fn a_lost_device_gives_the_units_in_hand_back_and_stops_the_daemon() {
         "{:?}",
         c.released_reasons
     );
+    nothing_held(&held);
+    drop(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A coordinator upgraded to another engine version while the worker held a lease: the worker
+/// stops asking, posts what it computed, gives the rest back, and ends with [`EngineRefused`]
+/// (exit status 5, which the systemd unit does not restart on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_that_does_not_serve_this_engine_version_stops_the_daemon() {
+    let fake = Fake {
+        engine_served_leases: Some(1),
+        ..Fake::new(8, 4)
+    };
+    let (outcome, _, dir, held) = run_with(fake.clone(), "engine", 2, ready(Arc::new(Slow))).await;
+    let e = outcome.unwrap_err();
+    assert!(e.downcast_ref::<EngineRefused>().is_some(), "{e:#}");
+    assert!(format!("{e}").contains("serves engine version 2"), "{e}");
+    let c = fake.c.lock().unwrap();
+    assert_eq!(
+        c.lease_times.len(),
+        1,
+        "one lease granted, no more asked after the refusal"
+    );
+    assert!(
+        c.leased.values().all(Vec::is_empty),
+        "the units in hand are posted or given back: {:?}",
+        c.leased
+    );
+    assert!(c.released_failed.is_empty(), "the units are not blamed");
     nothing_held(&held);
     drop(c);
     let _ = std::fs::remove_dir_all(dir);
