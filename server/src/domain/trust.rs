@@ -192,16 +192,7 @@ pub fn settle(replicas: &[Replica<'_>], needed: u32, quorum: u32) -> (Settlement
             versions.push(r.engine);
         }
     }
-    let mut verdicts: Vec<Verdict> = replicas
-        .iter()
-        .map(|r| {
-            if r.complete {
-                Verdict::Pending
-            } else {
-                Verdict::Refuted
-            }
-        })
-        .collect();
+    let mut verdicts = proof_verdicts(replicas);
     let mut undecidable = false;
     for v in versions {
         let at: Vec<usize> = (0..replicas.len())
@@ -227,6 +218,21 @@ pub fn settle(replicas: &[Replica<'_>], needed: u32, quorum: u32) -> (Settlement
     (s, verdicts)
 }
 
+/// Each result's verdict before any vote: `Refuted` where it misses a verified case (whatever
+/// its engine version), else `Pending`.
+fn proof_verdicts(replicas: &[Replica<'_>]) -> Vec<Verdict> {
+    replicas
+        .iter()
+        .map(|r| {
+            if r.complete {
+                Verdict::Pending
+            } else {
+                Verdict::Refuted
+            }
+        })
+        .collect()
+}
+
 /// [`settle`] among the results of one engine version: the trusted results decide when they
 /// agree with each other; otherwise a claim wins with `needed` agreeing results when all
 /// agree, and with at least `max(needed, quorum, 2)` results that are a strict majority when
@@ -236,16 +242,7 @@ fn settle_version(
     needed: u32,
     quorum: u32,
 ) -> (Settlement, Vec<Verdict>) {
-    let mut verdicts: Vec<Verdict> = replicas
-        .iter()
-        .map(|r| {
-            if r.complete {
-                Verdict::Pending
-            } else {
-                Verdict::Refuted
-            }
-        })
-        .collect();
+    let mut verdicts = proof_verdicts(replicas);
     let claims: Vec<&str> = replicas
         .iter()
         .filter(|r| r.complete)
