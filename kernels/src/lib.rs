@@ -29,4 +29,9 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// 1: the counters as of issue 26's ninth pass (2026-11-26). Results recorded before the
 /// version existed count as version 0.
 pub const ENGINE_VERSION: u32 = 1;
+
+/// What the binaries' `--version` prints: their release and the engine version they run.
+pub fn version_line(release: &str) -> String {
+    format!("{release} (engine version {ENGINE_VERSION})")
+}
 pub use oracle::function::{Function, UnknownFunction};

@@ -562,6 +562,12 @@ pub struct QuarantineWorker {
     pub reason: String,
 }
 
+/// The engine version a lease request or a result stands for: the one it names, or 0 where it
+/// names none (workers older than the field).
+pub fn engine_version(engine: Option<u32>) -> u32 {
+    engine.unwrap_or(0)
+}
+
 /// `POST /api/v1/leases`: a worker asks for work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -15,13 +15,8 @@ use std::io::IsTerminal;
 
 /// `--version`: the release and its engine version (a coordinator serves the versions it
 /// accepts: results of different versions count different domains).
-static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "{} (engine version {})",
-        env!("CARGO_PKG_VERSION"),
-        tmd_kernels::ENGINE_VERSION
-    )
-});
+static VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| tmd_kernels::version_line(env!("CARGO_PKG_VERSION")));
 
 /// Finds hard-to-round cases of mathematical functions.
 ///

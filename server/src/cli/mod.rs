@@ -25,13 +25,8 @@ use tmd_wire::{
 };
 
 /// `--version`: the release and the engine version whose workers it serves by default.
-static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "{} (engine version {})",
-        env!("CARGO_PKG_VERSION"),
-        tmd_kernels::ENGINE_VERSION
-    )
-});
+static VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| tmd_kernels::version_line(env!("CARGO_PKG_VERSION")));
 
 /// tmd-server: the coordinator of tmd (campaigns, leases, results in PostgreSQL).
 #[derive(Debug, Parser)]
@@ -299,6 +294,13 @@ impl ServeArgs {
         }
         if let Some(n) = self.verify_concurrency {
             c.verify_concurrency = n.max(1);
+        }
+        if self
+            .accept_engine
+            .iter()
+            .any(|&v| i32::try_from(v).is_err())
+        {
+            bail!("--accept-engine takes versions up to {}", i32::MAX);
         }
         c.engines.extend(&self.accept_engine);
         c.engines.sort_unstable();

@@ -374,7 +374,7 @@ pub fn transition_allowed(from: CampaignState, to: CampaignState) -> bool {
 /// coordinator serves: results of different versions count different domains and are never
 /// compared, so a version it does not serve gets no work and its results are refused.
 pub fn check_engine(accepted: &[u32], engine: Option<u32>) -> Result<()> {
-    let v = engine.unwrap_or(0);
+    let v = tmd_wire::engine_version(engine);
     if accepted.contains(&v) {
         return Ok(());
     }

@@ -428,7 +428,8 @@ impl<'p> Columns<'p> {
             .collect();
         let r_engine: Vec<i32> = accepted
             .iter()
-            .map(|&i| posts[i].result.engine.unwrap_or(0) as i32)
+            // Accepted versions fit the column (`ServeArgs::config` refuses larger ones).
+            .map(|&i| tmd_wire::engine_version(posts[i].result.engine) as i32)
             .collect();
         let r_stats: Vec<Json<&tmd_wire::UnitStats>> = accepted
             .iter()
