@@ -33,6 +33,9 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     ForgedCase(String),
+    /// Verifying the result took more than the unit's (or the worker's) verification budget.
+    #[error("{0}")]
+    VerifyBudget(String),
     /// A cost estimate that cannot be read (version, numbers).
     #[error("{0}")]
     EstimateInvalid(String),
@@ -79,6 +82,7 @@ impl Error {
             Error::LeaseMismatch(_) => codes::LEASE_MISMATCH,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ForgedCase(_) => codes::FORGED_CASE,
+            Error::VerifyBudget(_) => codes::VERIFICATION_BUDGET,
             Error::EstimateInvalid(_) => codes::ESTIMATE_INVALID,
             Error::EstimateMismatch(_) => codes::ESTIMATE_MISMATCH,
             Error::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
@@ -105,9 +109,10 @@ impl Error {
             | Error::LeaseMismatch(_)
             | Error::Conflict(_)
             | Error::EngineVersion(_) => StatusCode::CONFLICT,
-            Error::ForgedCase(_) | Error::EstimateInvalid(_) | Error::EstimateMismatch(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Error::ForgedCase(_)
+            | Error::VerifyBudget(_)
+            | Error::EstimateInvalid(_)
+            | Error::EstimateMismatch(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::WorkerQuarantined(_) => StatusCode::FORBIDDEN,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -61,6 +61,8 @@ pub struct Config {
     pub quarantine: domain::trust::QuarantineBar,
     /// Results verified with MPFR at once; more posts wait (then get 503).
     pub verify_concurrency: usize,
+    /// How much verification one worker's posts may cost, per unit, lease and hour.
+    pub verify_budget: domain::budget::VerifyBudget,
     /// Quarantined workers after which an enrollment token registers no more.
     pub max_quarantined_per_token: u32,
     /// Longest a request may take until its response starts (reading its body included).
@@ -96,6 +98,7 @@ impl std::fmt::Debug for Config {
             .field("quarantine", &self.quarantine)
             .field("max_quarantined_per_token", &self.max_quarantined_per_token)
             .field("verify_concurrency", &self.verify_concurrency)
+            .field("verify_budget", &self.verify_budget)
             .field("request_timeout", &self.request_timeout)
             .field("conn", &self.conn)
             .field("tls", &self.tls.is_some())
@@ -119,6 +122,7 @@ impl Default for Config {
             quarantine: domain::trust::QuarantineBar::default(),
             max_quarantined_per_token: 2,
             verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            verify_budget: domain::budget::VerifyBudget::default(),
             request_timeout: Duration::from_secs(120),
             conn: listen::ConnLimits::default(),
             tls: None,
@@ -153,8 +157,11 @@ pub struct AppState {
     pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// Whether the database is reachable, for one log line per outage.
     pub outage: Arc<outage::Outage>,
-    /// Permits to verify a result with MPFR, so posts cannot take every core.
+    /// Permits to verify a result with MPFR, so posts cannot take every core. A permit is held
+    /// by the verification task itself, until it ends, whatever became of its request.
     pub verify_permits: Arc<tokio::sync::Semaphore>,
+    /// The verification each worker's posts cost this coordinator (`domain::budget`).
+    pub verify_ledger: Arc<std::sync::Mutex<domain::budget::VerifyLedger>>,
     /// Per-address request budgets and tokens recently refused.
     pub guard: Arc<api::guard::Guard>,
 }
@@ -195,6 +202,7 @@ impl Server {
                 config.verify_concurrency.max(1),
             )),
             guard: Arc::new(api::guard::Guard::new(config.rate_limit)),
+            verify_ledger: Arc::default(),
             config: Arc::new(config),
             metrics: Arc::new(metrics::Metrics::default()),
             workers: Arc::default(),

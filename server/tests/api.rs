@@ -82,6 +82,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/workers/{id}/revoke", "post"),
         // Known cases (tests in trust_default.rs).
         ("/api/v1/campaigns/{id}/known-cases", "post"),
+        // Planted cases removed (tests in attacks.rs).
+        ("/api/v1/campaigns/{id}/cases/remove", "post"),
         // A worker's own identity (tests below and in tests/tests/operator.rs).
         ("/api/v1/workers/me", "get"),
         ("/api/v1/workers/identify", "post"),
@@ -96,7 +98,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        31,
+        32,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

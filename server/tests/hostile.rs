@@ -22,14 +22,6 @@ async fn campaign(app: &TestApp, units: u64) -> i64 {
         .unwrap()
 }
 
-async fn worker_info(app: &TestApp, id: i64) -> Value {
-    let (status, v) = app
-        .admin(Method::GET, &format!("/api/v1/workers/{id}"), None)
-        .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v
-}
-
 fn units(p: &Value, state: &str) -> i64 {
     p[state]["units"].as_i64().unwrap()
 }
@@ -66,7 +58,7 @@ async fn one_worker_cannot_quarantine_the_campaign_by_reporting_failures() {
         bad.release(&lease, &ids).await.unwrap();
     }
     assert_eq!(refused.as_deref(), Some("worker_quarantined"));
-    let info = worker_info(&app, bad_id).await;
+    let info = app.worker_info(bad_id).await;
     assert!(info["quarantine_reason"]
         .as_str()
         .unwrap()
@@ -149,13 +141,13 @@ async fn lease_release_cycles_do_not_dilute_the_expired_fraction() {
         let lease = w.lease(Some(1)).await.unwrap().lease.unwrap();
         w.release(&lease, &[]).await.unwrap();
     }
-    let info = worker_info(&app, id).await;
+    let info = app.worker_info(id).await;
     assert_eq!(info["reputation"]["leases_total"], 0, "{info}");
     assert_eq!(info["reputation"]["leases_idle"], 5, "{info}");
     assert!(
         info["quarantine_reason"]
             .as_str()
-            .is_some_and(|r| r.contains("without computing")),
+            .is_some_and(|r| r.contains("untouched")),
         "{info}"
     );
     assert_eq!(code_of(w.lease(Some(1)).await), "worker_quarantined");
@@ -194,7 +186,7 @@ async fn one_worker_cannot_hoard_the_pool() {
         if lease.units.len() > 1 {
             hoarder.release(&lease, &[]).await.unwrap();
         }
-        let speed = worker_info(&app, hoarder_id).await["arguments_per_second"].clone();
+        let speed = app.worker_info(hoarder_id).await["arguments_per_second"].clone();
         let speed = speed.as_f64().unwrap_or_else(|| panic!("speed {speed}"));
         assert!(
             speed.is_finite() && speed <= 16.0 / 1e-3,

@@ -46,14 +46,6 @@ async fn compute_one(w: &WorkerClient) -> i64 {
     try_one(w).await.expect("work")
 }
 
-async fn worker_info(app: &TestApp, id: i64) -> Value {
-    let (status, v) = app
-        .admin(Method::GET, &format!("/api/v1/workers/{id}"), None)
-        .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v
-}
-
 #[tokio::test]
 async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_redone() {
     let app = TestApp::new().await;
@@ -70,7 +62,7 @@ async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_red
         let u = compute_one(&a).await;
         assert_eq!(compute_one(&b).await, u, "b replicates a's unit");
     }
-    assert_eq!(worker_info(&app, a_id).await["reputation"]["streak"], 2);
+    assert_eq!(app.worker_info(a_id).await["reputation"]["streak"], 2);
     // a is trusted now: its next result settles a unit on its own.
     compute_one(&a).await;
     let p = app.progress(cid).await;
@@ -112,7 +104,7 @@ async fn trusted_workers_skip_replicas_until_caught_and_then_their_units_are_red
     assert_eq!(code_of(a.lease(Some(1)).await), "worker_quarantined");
     assert_refused!(app.quarantine(a_id, "twice").await, CONFLICT, "conflict");
     // b's agreements with a no longer count.
-    let rb = worker_info(&app, b_id).await;
+    let rb = app.worker_info(b_id).await;
     assert_eq!(
         (
             rb["reputation"]["valid"].as_i64(),
@@ -205,7 +197,7 @@ async fn replicas_come_from_other_owners_when_the_campaign_asks() {
     let (lab1_id, lab1) = register(lab.clone(), "lab-1").await;
     let (_, lab2) = register(lab, "lab-2").await;
     let (_, vol) = register(volunteer, "vol").await;
-    assert_eq!(worker_info(&app, lab1_id).await["owner"], "lab");
+    assert_eq!(app.worker_info(lab1_id).await["owner"], "lab");
     compute_one(&lab1).await;
     assert!(
         lab2.lease(Some(1)).await.unwrap().lease.is_none(),
@@ -245,11 +237,11 @@ async fn a_worker_whose_leases_keep_expiring_is_quarantined() {
     tokio::time::sleep(Duration::from_millis(1300)).await;
     // The next lease request expires the first lease: one expiry is not over the bar.
     w.lease(Some(1)).await.unwrap().lease.unwrap();
-    assert!(worker_info(&app, id).await["quarantined_at"].is_null());
+    assert!(app.worker_info(id).await["quarantined_at"].is_null());
     tokio::time::sleep(Duration::from_millis(1300)).await;
     // Another worker's request runs the expiry pass: two of two leases expired.
     other.lease(Some(1)).await.unwrap().lease.unwrap();
-    let info = worker_info(&app, id).await;
+    let info = app.worker_info(id).await;
     assert_eq!(info["reputation"]["leases_expired"], 2, "{info}");
     assert!(
         info["quarantine_reason"]
@@ -420,7 +412,7 @@ async fn results_of_two_engine_versions_are_never_voted_against_each_other() {
     let p = app.progress(cid).await;
     assert_eq!(p["done"]["units"], 1, "{p}");
     assert_eq!(p["replication"]["outvoted"], 0, "{p}");
-    let rec = &worker_info(&app, old_id).await["reputation"];
+    let rec = &app.worker_info(old_id).await["reputation"];
     assert_eq!(
         (rec["valid"].as_i64(), rec["invalid"].as_i64()),
         (Some(0), Some(0)),

@@ -32,40 +32,9 @@ async fn campaign(app: &TestApp, units: u64, extra: Value) -> Value {
     c
 }
 
-/// A worker registered with a token of its own created with `token` (owner, trusted, uses).
-async fn enroll(app: &TestApp, token: Value, name: &str) -> (i64, WorkerClient) {
-    let (status, t) = app
-        .admin(Method::POST, "/api/v1/enrollment-tokens", Some(token))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{t}");
-    register(app, t["token"].as_str().unwrap(), name).await
-}
-
-async fn register(app: &TestApp, token: &str, name: &str) -> (i64, WorkerClient) {
-    let (status, w) = app
-        .call(
-            Method::POST,
-            "/api/v1/workers/register",
-            None,
-            Some(json!({"enrollment_token": token, "name": name})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{w}");
-    let client = WorkerClient::new(&app.base, w["token"].as_str().unwrap(), app.http.clone());
-    (w["worker_id"].as_i64().unwrap(), client)
-}
-
-async fn info(app: &TestApp, id: i64) -> Value {
-    let (status, v) = app
-        .admin(Method::GET, &format!("/api/v1/workers/{id}"), None)
-        .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v
-}
-
 /// The honest worker's standing: nothing against it, not quarantined.
 async fn assert_clean(app: &TestApp, id: i64) {
-    let w = info(app, id).await;
+    let w = app.worker_info(id).await;
     let r = &w["reputation"];
     assert_eq!(
         (
@@ -115,20 +84,20 @@ async fn a_lazy_volunteer_cannot_settle_a_unit_alone_under_the_defaults() {
         "{c}"
     );
     let id = c["id"].as_i64().unwrap();
-    let (lazy_id, lazy) = enroll(&app, json!({}), "lazy").await;
+    let (lazy_id, lazy) = app.enroll(json!({}), "lazy").await;
     let (unit, cases) = post_one(&lazy, false).await;
     // Accepted, but it settles nothing alone.
     assert_eq!(unit_state(&app, unit).await, "pending");
-    let (h1_id, h1) = enroll(&app, json!({}), "honest-1").await;
+    let (h1_id, h1) = app.enroll(json!({}), "honest-1").await;
     assert_eq!(post_one(&h1, true).await.0, unit);
     // The honest result proves the lazy one wrong: refuted, its worker quarantined.
-    let lazy_info = info(&app, lazy_id).await;
+    let lazy_info = app.worker_info(lazy_id).await;
     assert_eq!(lazy_info["reputation"]["refuted"], 1, "{lazy_info}");
     assert!(lazy_info["quarantined_at"].is_string(), "{lazy_info}");
     assert_eq!(code_of(lazy.lease(Some(1)).await), "worker_quarantined");
     // One honest result does not stand alone either: a second one settles the unit.
     assert_eq!(unit_state(&app, unit).await, "pending");
-    let (h2_id, h2) = enroll(&app, json!({}), "honest-2").await;
+    let (h2_id, h2) = app.enroll(json!({}), "honest-2").await;
     assert_eq!(post_one(&h2, true).await.0, unit);
     let p = app.progress(id).await;
     assert_eq!(p["complete"], true, "{p}");
@@ -136,7 +105,7 @@ async fn a_lazy_volunteer_cannot_settle_a_unit_alone_under_the_defaults() {
     assert_eq!(p["replication"]["single_untrusted"], 0, "{p}");
     for h in [h1_id, h2_id] {
         assert_clean(&app, h).await;
-        assert_eq!(info(&app, h).await["reputation"]["valid"], 1);
+        assert_eq!(app.worker_info(h).await["reputation"]["valid"], 1);
     }
 }
 
@@ -146,9 +115,9 @@ async fn two_colluders_cannot_outvote_a_verified_case() {
     let id = campaign(&app, 3, json!({}))
         .await
         .pipe(|c| c["id"].as_i64().unwrap());
-    let (honest_id, honest) = enroll(&app, json!({"owner": "honest"}), "honest").await;
-    let (c1_id, c1) = enroll(&app, json!({"owner": "mallory"}), "c1").await;
-    let (c2_id, c2) = enroll(&app, json!({"owner": "trudy"}), "c2").await;
+    let (honest_id, honest) = app.enroll(json!({"owner": "honest"}), "honest").await;
+    let (c1_id, c1) = app.enroll(json!({"owner": "mallory"}), "c1").await;
+    let (c2_id, c2) = app.enroll(json!({"owner": "trudy"}), "c2").await;
     let (unit, _) = post_one(&honest, true).await;
     // Both colluders get the unit the honest worker computed (the lowest pending) and post
     // the same empty result: two agreeing votes, and both proven wrong.
@@ -156,7 +125,7 @@ async fn two_colluders_cannot_outvote_a_verified_case() {
         assert_eq!(post_one(c, false).await.0, unit);
     }
     for id in [c1_id, c2_id] {
-        let w = info(&app, id).await;
+        let w = app.worker_info(id).await;
         assert!(
             w["quarantine_reason"]
                 .as_str()
@@ -167,7 +136,7 @@ async fn two_colluders_cannot_outvote_a_verified_case() {
     // The honest result is never outvoted: it waits for an honest partner.
     assert_clean(&app, honest_id).await;
     assert_eq!(unit_state(&app, unit).await, "pending");
-    let (_, partner) = enroll(&app, json!({"owner": "partner"}), "partner").await;
+    let (_, partner) = app.enroll(json!({"owner": "partner"}), "partner").await;
     assert_eq!(post_one(&partner, true).await.0, unit);
     assert_eq!(unit_state(&app, unit).await, "done");
     let p = app.progress(id).await;
@@ -192,8 +161,8 @@ async fn colluders_holding_every_replica_are_caught_by_a_known_case() {
     let id = campaign(&app, 2, json!({}))
         .await
         .pipe(|c| c["id"].as_i64().unwrap());
-    let (c1_id, c1) = enroll(&app, json!({"owner": "mallory"}), "c1").await;
-    let (c2_id, c2) = enroll(&app, json!({"owner": "trudy"}), "c2").await;
+    let (c1_id, c1) = app.enroll(json!({"owner": "mallory"}), "c1").await;
+    let (c2_id, c2) = app.enroll(json!({"owner": "trudy"}), "c2").await;
     let (unit, cases) = post_one(&c1, false).await;
     assert_eq!(post_one(&c2, false).await.0, unit);
     // They held both replicas and agreed: the vote alone cannot see it.
@@ -228,17 +197,17 @@ async fn colluders_holding_every_replica_are_caught_by_a_known_case() {
     caught.sort_unstable();
     assert_eq!(caught, vec![c1_id, c2_id], "{loaded}");
     for w in [c1_id, c2_id] {
-        assert!(info(&app, w).await["quarantined_at"].is_string());
+        assert!(app.worker_info(w).await["quarantined_at"].is_string());
     }
     // The unit is redone by honest workers; the known case alone never appears as found.
     assert_eq!(unit_state(&app, unit).await, "pending");
-    let (h1_id, h1) = enroll(&app, json!({"owner": "alice"}), "h1").await;
-    let (h2_id, h2) = enroll(&app, json!({"owner": "bob"}), "h2").await;
+    let (h1_id, h1) = app.enroll(json!({"owner": "alice"}), "h1").await;
+    let (h2_id, h2) = app.enroll(json!({"owner": "bob"}), "h2").await;
     assert_eq!(post_one(&h1, true).await.0, unit);
     // A new liar meets the known case at once, on its first post.
-    let (liar_id, liar) = enroll(&app, json!({"owner": "eve"}), "liar").await;
+    let (liar_id, liar) = app.enroll(json!({"owner": "eve"}), "liar").await;
     assert_eq!(post_one(&liar, false).await.0, unit);
-    assert!(info(&app, liar_id).await["quarantined_at"].is_string());
+    assert!(app.worker_info(liar_id).await["quarantined_at"].is_string());
     assert_eq!(post_one(&h2, true).await.0, unit);
     assert_eq!(unit_state(&app, unit).await, "done");
     for h in [h1_id, h2_id] {
@@ -284,7 +253,7 @@ async fn ten_identities_of_one_token_cannot_hold_a_campaign() {
     let token = t["token"].as_str().unwrap().to_string();
     let mut sybils = Vec::new();
     for i in 0..10 {
-        sybils.push(register(&app, &token, &format!("sybil-{i}")).await);
+        sybils.push(app.register(&token, &format!("sybil-{i}")).await);
     }
     // Each asks again and again: together they hold at most a quarter of the campaign.
     let mut leases: Vec<Vec<Lease>> = vec![Vec::new(); sybils.len()];
@@ -298,7 +267,7 @@ async fn ten_identities_of_one_token_cannot_hold_a_campaign() {
     let held: usize = leases.iter().flatten().map(|l| l.units.len()).sum();
     let units = c["units_total"].as_u64().unwrap() as usize;
     assert_eq!(held, units / 4, "the token's share");
-    let (honest_id, honest) = enroll(&app, json!({"owner": "honest"}), "honest").await;
+    let (honest_id, honest) = app.enroll(json!({"owner": "honest"}), "honest").await;
     let l = honest.lease(Some(1)).await.unwrap().lease;
     assert!(l.is_some(), "the honest worker gets work");
     // They give their leases back untouched, again and again: each loses its standing at its
@@ -319,7 +288,7 @@ async fn ten_identities_of_one_token_cannot_hold_a_campaign() {
         assert_eq!(code_of(w.lease(Some(1)).await), "worker_quarantined");
     }
     for (id, _) in &sybils {
-        assert!(info(&app, *id).await["quarantined_at"].is_string());
+        assert!(app.worker_info(*id).await["quarantined_at"].is_string());
     }
     let (status, e) = app
         .call(
@@ -339,15 +308,17 @@ async fn a_lab_token_settles_alone_and_decides_disputes() {
     let id = campaign(&app, 2, json!({}))
         .await
         .pipe(|c| c["id"].as_i64().unwrap());
-    let (lab_id, lab) = enroll(&app, json!({"trusted": true, "owner": "lab"}), "lab").await;
-    let w = info(&app, lab_id).await;
+    let (lab_id, lab) = app
+        .enroll(json!({"trusted": true, "owner": "lab"}), "lab")
+        .await;
+    let w = app.worker_info(lab_id).await;
     assert_eq!(w["trusted"], true, "{w}");
     let (unit, _) = post_one(&lab, true).await;
     assert_eq!(unit_state(&app, unit).await, "done");
     // Two volunteers disagree on the next unit (both with every case, different counters):
     // no coin toss; the lab's result decides.
-    let (v1_id, v1) = enroll(&app, json!({"owner": "v1"}), "v1").await;
-    let (_, v2) = enroll(&app, json!({"owner": "v2"}), "v2").await;
+    let (v1_id, v1) = app.enroll(json!({"owner": "v1"}), "v1").await;
+    let (_, v2) = app.enroll(json!({"owner": "v2"}), "v2").await;
     let post = |w: WorkerClient, domains: u64| async move {
         let lease = w.lease(Some(1)).await.unwrap().lease.expect("work");
         let u = &lease.units[0];
@@ -362,7 +333,7 @@ async fn a_lab_token_settles_alone_and_decides_disputes() {
     assert_eq!(unit_state(&app, second).await, "pending");
     assert_eq!(post(lab.clone(), 5).await, second);
     assert_eq!(unit_state(&app, second).await, "done");
-    assert_eq!(info(&app, v1_id).await["reputation"]["invalid"], 1);
+    assert_eq!(app.worker_info(v1_id).await["reputation"]["invalid"], 1);
     let p = app.progress(id).await;
     assert_eq!(p["complete"], true, "{p}");
     assert_eq!(p["replication"]["alone"], 1, "{p}");
@@ -379,7 +350,7 @@ async fn a_campaign_that_trusts_all_workers_says_so_and_counts_what_rests_on_one
         "{c}"
     );
     let id = c["id"].as_i64().unwrap();
-    let (_, w) = enroll(&app, json!({}), "farm").await;
+    let (_, w) = app.enroll(json!({}), "farm").await;
     post_one(&w, true).await;
     post_one(&w, true).await;
     let p = app.progress(id).await;

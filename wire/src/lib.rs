@@ -71,6 +71,9 @@ pub mod codes {
     /// The worker's engine version is not one this coordinator accepts (409): results of
     /// different versions cannot be compared. Install the worker of the coordinator's release.
     pub const ENGINE_VERSION: &str = "engine_version";
+    /// Verifying the result cost the coordinator more than the unit's results may (422); it
+    /// counts against the worker. An honest engine's results stay far below the budget.
+    pub const VERIFICATION_BUDGET: &str = "verification_budget";
 }
 
 /// A half-open argument range `[from, to)`, each end a C99 hexadecimal or decimal number.
@@ -518,6 +521,9 @@ pub struct WorkerInfo {
     #[serde(default)]
     pub trusted: bool,
     pub reputation: WorkerReputation,
+    /// Seconds of MPFR verification its posts cost the coordinators.
+    #[serde(default)]
+    pub verify_seconds: f64,
     /// When it was quarantined; it gets no work while this is set.
     pub quarantined_at: Option<DateTime<Utc>>,
     pub quarantine_reason: Option<String>,
@@ -547,9 +553,17 @@ pub struct WorkerReputation {
     /// Results that left out an HR-case the server verified in their unit (proven wrong).
     #[serde(default)]
     pub refuted: i64,
-    /// Leases it gave back without computing any of their units.
+    /// Leases it gave back with units it neither computed nor reported as failed.
     #[serde(default)]
     pub leases_idle: i64,
+    /// Units it took in leases, and those it gave back untouched (no result, no failure).
+    #[serde(default)]
+    pub units_leased: i64,
+    #[serde(default)]
+    pub units_idle: i64,
+    /// Posts whose verification ran out of their unit's or lease's budget.
+    #[serde(default)]
+    pub verify_overruns: i64,
 }
 
 /// `POST /api/v1/workers/{id}/quarantine` (admin).
@@ -1007,6 +1021,34 @@ pub struct KnownCasesLoaded {
     pub workers_caught: Vec<i64>,
     /// Known cases the campaign holds now.
     pub known_total: i64,
+}
+
+/// `POST /api/v1/campaigns/{id}/cases/remove` (admin): HR-cases to take out of a campaign (a
+/// planted case: one MPFR confirms but that no engine reports). They are kept in the record,
+/// every later result reporting one is refused as forged, and their units are judged again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RemoveCases {
+    /// The arguments, C99 hexadecimal (any spelling of the campaign's numbers).
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
+    pub xs: Vec<String>,
+    /// Why, for the record.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 500))]
+    pub reason: String,
+}
+
+/// What removing cases did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CasesRemoved {
+    /// Cases taken out (recorded or known cases).
+    pub removed: u64,
+    /// Arguments that are no case of the campaign (at most 100 listed).
+    pub not_found: Vec<String>,
+    /// Units judged again, and those of them now done.
+    pub units_rejudged: u64,
+    pub units_done: u64,
 }
 
 /// An enrollment token as listed (`GET /api/v1/enrollment-tokens`); the token itself is never

@@ -1,6 +1,7 @@
 //! The admin's remedies against hostile volunteers (thin handlers over [`crate::store::admin`]): put
 //! quarantined units back in the pool, list and revoke enrollment tokens, revoke a worker, and
-//! load known cases (ringers) that every result of their unit is judged by.
+//! load known cases (ringers) that every result of their unit is judged by, and remove planted
+//! cases.
 
 use crate::api::auth::Admin;
 use crate::api::{ApiJson, ApiPath};
@@ -13,8 +14,8 @@ use crate::AppState;
 use axum::extract::State;
 use axum::Json;
 use tmd_wire::{
-    ApiError, CostEstimate, EnrollmentTokenInfo, EstimateApplied, KnownCaseRefused,
-    KnownCasesLoaded, LoadKnownCases, RequeueUnits, Requeued, WorkerInfo,
+    ApiError, CasesRemoved, CostEstimate, EnrollmentTokenInfo, EstimateApplied, KnownCaseRefused,
+    KnownCasesLoaded, LoadKnownCases, RemoveCases, RequeueUnits, Requeued, WorkerInfo,
 };
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -27,6 +28,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke_enrollment_token))
         .routes(routes!(revoke_worker))
         .routes(routes!(load_known_cases))
+        .routes(routes!(remove_cases))
         .routes(routes!(post_estimate))
 }
 
@@ -87,10 +89,11 @@ pub async fn apply_estimate(
 }
 
 /// Loads known HR-cases (ringers) into a campaign: each is verified with MPFR on the
-/// campaign's function, format and `min_bits`, and only verified ones inside a unit count.
-/// Every result of their units is judged against them, those recorded before included: a
-/// result without one is refuted, its worker quarantined, and a unit that rested on it redone.
-/// Workers never see known cases.
+/// campaign's function, format and `min_bits`, and only verified ones inside a unit and
+/// outside its skipped runs count (a trivial run's arguments are all hard, and an engine lists
+/// the run, never a case inside it). Every result of their units is judged against them, those
+/// recorded before included: a result without one is refuted, its worker quarantined, and a
+/// unit that rested on it redone. Workers never see known cases.
 #[utoipa::path(post, path = "/campaigns/{id}/known-cases", tag = "campaigns",
     security(("admin" = [])), request_body = LoadKnownCases,
     params(("id" = i64, Path, description = "campaign id")),
@@ -107,14 +110,9 @@ async fn load_known_cases(
     let fmt = engine::stored_format(campaign.precision, campaign.format.as_deref())?;
     let (function, min_bits) = (campaign.function.clone(), campaign.min_bits);
     let submitted = xs.len() as u64;
-    // MPFR work, off the async threads and under the verification permits' bound.
-    let _permit = s
-        .verify_permits
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
-    let checked = tokio::task::spawn_blocking(move || {
+    let mut refused = Vec::new();
+    let mut known = Vec::new();
+    for (x, v) in mpfr(&s, move || {
         xs.into_iter()
             .map(|x| {
                 let v = engine::verify_known(&function, fmt, min_bits, &x);
@@ -122,21 +120,23 @@ async fn load_known_cases(
             })
             .collect::<Vec<_>>()
     })
-    .await
-    .map_err(|e| Error::Internal(format!("verification task failed: {e}")))?;
-    let mut refused = Vec::new();
-    let mut known = Vec::new();
-    for (x, v) in checked {
+    .await?
+    {
         match v {
             Ok((place, case)) => known.push(store_known::Known { place, case }),
             Err(why) => refused.push(KnownCaseRefused { x, why }),
         }
     }
-    let loaded = store_known::load(&s.pool, id, &known).await?;
-    refused.extend(loaded.outside.iter().map(|x| KnownCaseRefused {
-        x: x.clone(),
+    let (placed, outside) = store_known::place(&s.pool, id, known).await?;
+    refused.extend(outside.into_iter().map(|x| KnownCaseRefused {
+        x,
         why: "outside every unit of the campaign".into(),
     }));
+    let function = campaign.function.clone();
+    let (placed, in_runs) =
+        mpfr(&s, move || outside_runs(&function, fmt, min_bits, placed)).await?;
+    refused.extend(in_runs);
+    let loaded = store_known::load(&s.pool, id, &placed).await?;
     if !loaded.workers.is_empty() {
         crate::api::enforce(&s, Some(&loaded.workers)).await?;
     }
@@ -160,6 +160,99 @@ async fn load_known_cases(
         units_reopened: loaded.units_reopened,
         workers_caught: loaded.workers,
         known_total: store_known::count(&s.pool, id).await?,
+    }))
+}
+
+/// Runs MPFR work off the async threads, under a verification permit.
+async fn mpfr<T: Send + 'static>(
+    s: &AppState,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    let permit = s
+        .verify_permits
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        work()
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("verification task failed: {e}")))
+}
+
+/// The placed known cases outside their units' skipped runs, and those inside one, refused
+/// with the run (each unit's runs computed once).
+fn outside_runs(
+    function: &str,
+    fmt: tmd_kernels::numbers::format::Format,
+    min_bits: u32,
+    placed: Vec<store_known::Placed>,
+) -> (Vec<store_known::Placed>, Vec<KnownCaseRefused>) {
+    let mut runs: std::collections::HashMap<i64, Vec<tmd_wire::SkippedRun>> = Default::default();
+    let (mut kept, mut refused) = (Vec::new(), Vec::new());
+    for p in placed {
+        let unit_runs = runs.entry(p.unit_id).or_insert_with(|| {
+            engine::unit_runs(function, fmt, min_bits, &p.unit).unwrap_or_default()
+        });
+        match engine::run_holding(fmt, &p.unit, unit_runs, p.known.place.2) {
+            Some(why) => refused.push(KnownCaseRefused {
+                x: p.known.case.x.clone(),
+                why,
+            }),
+            None => kept.push(p),
+        }
+    }
+    (kept, refused)
+}
+
+/// Takes HR-cases out of a campaign: a case MPFR confirms but that no engine reports (planted
+/// by a hostile worker) would refute every honest result of its unit. The cases are kept in the
+/// record (`removed_cases`), every later result that reports one is refused as forged, and
+/// their units are judged again without them (a unit held for a person may then settle).
+#[utoipa::path(post, path = "/campaigns/{id}/cases/remove", tag = "campaigns",
+    security(("admin" = [])), request_body = RemoveCases,
+    params(("id" = i64, Path, description = "campaign id")),
+    responses((status = 200, body = CasesRemoved), (status = 400, body = ApiError),
+              (status = 401, body = ApiError), (status = 404, body = ApiError)))]
+async fn remove_cases(
+    State(s): State<AppState>,
+    _: Admin,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<RemoveCases>,
+) -> Result<Json<CasesRemoved>> {
+    let reason = crate::domain::check_text("reason", &req.reason, 500)?;
+    if req.xs.is_empty() || req.xs.len() > 10_000 {
+        return Err(Error::BadRequest(
+            "xs must hold 1 to 10000 arguments".into(),
+        ));
+    }
+    let campaign = store::get_campaign(&s.pool, id).await?;
+    let fmt = engine::stored_format(campaign.precision, campaign.format.as_deref())?;
+    let mut xs = Vec::with_capacity(req.xs.len());
+    let mut not_found = Vec::new();
+    for x in &req.xs {
+        match engine::canonical_argument(fmt, x) {
+            Some(c) => xs.push(c),
+            None => not_found.push(x.clone()),
+        }
+    }
+    let removed = store_known::remove(&s.pool, id, &xs, reason).await?;
+    not_found.extend(removed.not_found);
+    tracing::warn!(
+        campaign.id = id,
+        removed = removed.removed,
+        units = removed.units_rejudged,
+        reason,
+        "HR-cases removed by an admin"
+    );
+    not_found.truncate(100);
+    Ok(Json(CasesRemoved {
+        removed: removed.removed,
+        not_found,
+        units_rejudged: removed.units_rejudged,
+        units_done: removed.units_done,
     }))
 }
 

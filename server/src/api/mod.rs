@@ -496,13 +496,14 @@ async fn quarantine_worker(
     let reason = domain::check_text("reason", &req.reason, 500)?;
     store::get_worker(&s.pool, id).await?;
     let reason = format!("by an admin: {reason}");
-    match store_trust::quarantine(&s.pool, id, &reason, s.config.policy.max_attempts).await? {
-        Some(q) => note_quarantine(&s, &q),
-        None => {
-            return Err(Error::Conflict(format!(
-                "worker {id} is already quarantined"
-            )))
-        }
+    let quarantined = store_trust::quarantine(&s.pool, id, &reason, rules(&s)).await?;
+    if quarantined.is_empty() {
+        return Err(Error::Conflict(format!(
+            "worker {id} is already quarantined"
+        )));
+    }
+    for q in &quarantined {
+        note_quarantine(&s, q);
     }
     Ok(Json(store::get_worker(&s.pool, id).await?))
 }
@@ -638,11 +639,18 @@ pub async fn expire(s: &AppState) -> Result<()> {
 
 /// Quarantines the workers (all, or `only`) whose record fell below the bar.
 pub async fn enforce(s: &AppState, only: Option<&[i64]>) -> Result<()> {
-    let max_attempts = s.config.policy.max_attempts;
-    for q in store_trust::enforce(&s.pool, &s.config.quarantine, only, max_attempts).await? {
+    for q in store_trust::enforce(&s.pool, &s.config.quarantine, only, rules(s)).await? {
         note_quarantine(s, &q);
     }
     Ok(())
+}
+
+/// What a quarantine takes back with it, from the server's settings.
+pub(crate) fn rules(s: &AppState) -> store_trust::Rules {
+    store_trust::Rules {
+        max_attempts: s.config.policy.max_attempts,
+        max_quarantined_per_token: s.config.max_quarantined_per_token,
+    }
 }
 
 pub(crate) fn note_quarantine(s: &AppState, q: &store_trust::Quarantined) {

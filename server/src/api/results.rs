@@ -7,6 +7,7 @@
 
 use crate::api::auth::Worker;
 use crate::api::{self, ApiJson, ApiPath};
+use crate::domain::budget::Spent;
 use crate::domain::engine;
 use crate::domain::{self, Judgement};
 use crate::error::{Error, Result};
@@ -128,10 +129,9 @@ pub(crate) async fn record_posts(
 ) -> Result<Vec<Recorded>> {
     let n = posts.len();
     let (mut outcomes, copies) = screen(posts, s.config.max_cases_per_result, &s.config.engines);
-    let mut verified: Vec<Vec<HrCase>> = vec![Vec::new(); n];
-    let mut skipped: Vec<Vec<SkippedRun>> = vec![Vec::new(); n];
-    verify_posts(s, worker, posts, &mut outcomes, &mut verified, &mut skipped).await?;
-    record_verified(s, worker, posts, &mut outcomes, &verified, &skipped).await?;
+    let mut verified: Vec<Verified> = (0..n).map(|_| Verified::default()).collect();
+    verify_posts(s, worker, posts, &mut outcomes, &mut verified).await?;
+    record_verified(s, worker, posts, &mut outcomes, &verified).await?;
     for (i, f) in copies {
         outcomes[i] = Some(match &outcomes[f] {
             Some(Recorded::Accepted(a) | Recorded::Replayed(a)) => Recorded::Replayed(a.clone()),
@@ -201,15 +201,14 @@ fn screen(
 }
 
 /// The undecided posts judged against their leases and units, then re-verified with MPFR
-/// (their cases into `verified`, the server's skipped runs into `skipped`); the refused ones
-/// get their outcome. A forged case quarantines the worker.
+/// (what each one's verification found into `verified`); the refused ones get their outcome.
+/// A forged case quarantines the worker.
 async fn verify_posts(
     s: &AppState,
     worker: &Worker,
     posts: &[BatchedResult],
     outcomes: &mut [Option<Recorded>],
-    verified: &mut [Vec<HrCase>],
-    skipped: &mut [Vec<SkippedRun>],
+    verified: &mut [Verified],
 ) -> Result<()> {
     let n = posts.len();
     // Every result needs its campaign and a first judgement before the slow MPFR work, which
@@ -248,14 +247,11 @@ async fn verify_posts(
         }
         let checks = to_verify
             .into_iter()
-            .map(|(i, ctx)| async move { (i, verify(s, worker, &posts[i].result, ctx).await) });
+            .map(|(i, ctx)| async move { (i, verify(s, worker, &posts[i], ctx).await) });
         let mut forged = None;
         for (i, v) in futures_util::future::join_all(checks).await {
             match v {
-                Ok((cases, runs)) => {
-                    verified[i] = cases;
-                    skipped[i] = runs;
-                }
+                Ok(found) => verified[i] = found,
                 Err(e) => {
                     if let Error::ForgedCase(why) = &e {
                         forged.get_or_insert_with(|| why.clone());
@@ -264,15 +260,19 @@ async fn verify_posts(
                 }
             }
         }
+        let overran = outcomes
+            .iter()
+            .any(|o| matches!(o, Some(Recorded::Refused(Error::VerifyBudget(_)))));
+        if overran && forged.is_none() {
+            // Overruns count against the worker: held to the bar now.
+            api::enforce(s, Some(&[worker.id])).await?;
+        }
         if let Some(why) = forged {
             // No honest engine reports a case MPFR refutes: the worker is quarantined at once
             // and what it alone vouched for is redone; the rest of its batch is refused below.
             store_trust::record_forgery(&s.pool, worker.id).await?;
             let reason = format!("reported a case MPFR refutes: {why}");
-            let max_attempts = s.config.policy.max_attempts;
-            if let Some(q) =
-                store_trust::quarantine(&s.pool, worker.id, &reason, max_attempts).await?
-            {
+            for q in store_trust::quarantine(&s.pool, worker.id, &reason, api::rules(s)).await? {
                 api::note_quarantine(s, &q);
             }
             for o in outcomes.iter_mut().flatten() {
@@ -294,8 +294,7 @@ async fn record_verified(
     worker: &Worker,
     posts: &[BatchedResult],
     outcomes: &mut [Option<Recorded>],
-    verified: &[Vec<HrCase>],
-    skipped: &[Vec<SkippedRun>],
+    verified: &[Verified],
 ) -> Result<()> {
     let n = posts.len();
     let pending: Vec<usize> = (0..n).filter(|&i| outcomes[i].is_none()).collect();
@@ -306,8 +305,9 @@ async fn record_verified(
                 lease_id: posts[i].lease_id,
                 unit_id: posts[i].unit_id,
                 result: &posts[i].result,
-                verified: &verified[i],
-                skipped: &skipped[i],
+                verified: &verified[i].cases,
+                skipped: &verified[i].runs,
+                judged: verified[i].judged,
                 audit_roll: rand::random(),
             })
             .collect();
@@ -320,6 +320,12 @@ async fn record_verified(
                 hr_cases += u64::from(a.hr_cases);
             }
             outcomes[i] = Some(r);
+        }
+        if let Some((owner, why)) = &recorded.improbable_owner {
+            tracing::warn!(owner = %owner, reason = %why, "count audit: quarantining an owner's workers");
+            for q in store_trust::quarantine_owner(&s.pool, owner, why, api::rules(s)).await? {
+                api::note_quarantine(s, &q);
+            }
         }
         if !recorded.outvoted_workers.is_empty() {
             Metrics::add(
@@ -348,58 +354,93 @@ async fn record_verified(
     Ok(())
 }
 
-/// Re-verifies one result's cases with MPFR on the campaign's format, and compares its skipped
-/// runs with the server's, under a verification permit; returns the verified cases and the
-/// server's runs. `Unavailable` when no permit came within [`VERIFY_QUEUE_SECONDS`]: the post
-/// is answered "retry later".
+/// Re-verifies one post's cases with MPFR on the campaign's format, and compares its skipped
+/// runs with the server's, within its verification budget (`domain::budget`); returns the
+/// verified cases and the server's runs. `Unavailable` when no permit came within
+/// [`VERIFY_QUEUE_SECONDS`] or the worker's hourly budget is spent (the post is answered
+/// "retry later"); `VerifyBudget` when its unit's or lease's budget is spent.
+///
+/// The MPFR work runs in a task of its own that holds its permit until it ends and charges its
+/// time to the worker, its unit and its lease, whatever became of the request: a post that
+/// times out or disconnects neither frees its permit early nor costs its worker nothing.
 async fn verify(
     s: &AppState,
     worker: &Worker,
-    result: &UnitResult,
+    post: &BatchedResult,
     ctx: PostContext,
-) -> Result<(Vec<HrCase>, Vec<SkippedRun>)> {
+) -> Result<Verified> {
+    let result = &post.result;
     let fmt = engine::stored_format(ctx.precision, ctx.format.as_deref())?;
     if result.hr_cases.is_empty()
         && result.exact_cases.is_empty()
         && result.skipped.is_empty()
         && engine::skips_nothing(&ctx.function, fmt, ctx.min_bits, &ctx.unit)
     {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Verified {
+            cases: Vec::new(),
+            runs: Vec::new(),
+            judged: engine::audited_arguments(&ctx.function, fmt, &ctx.unit, &[]),
+        });
     }
+    let budget = s.config.verify_budget;
+    let (worker_id, lease_id, unit_id) = (worker.id, post.lease_id, post.unit_id);
+    let allowed = s
+        .verify_ledger
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .allowance(&budget, worker_id, lease_id, unit_id, Instant::now());
+    let allowed = match allowed {
+        Ok(seconds) => seconds,
+        Err(spent) => return Err(budget_refusal(s, worker_id, spent).await),
+    };
     // MPFR time is bounded: a few results at a time, the others wait their turn (and are told
     // to come back when the queue does not move).
-    let _permit = tokio::time::timeout(
+    let permit = tokio::time::timeout(
         Duration::from_secs(VERIFY_QUEUE_SECONDS),
         s.verify_permits.clone().acquire_owned(),
     )
     .await
     .map_err(|_| Error::Unavailable("the server is busy verifying results; retry later".into()))?
     .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
-    let started = Instant::now();
-    let cases = result.hr_cases.clone();
-    let exact = result.exact_cases.clone();
-    let posted_runs = result.skipped.clone();
-    let first = ctx.unit.first;
-    let in_flight = s.metrics.verification_started();
-    let verified = tokio::task::spawn_blocking(move || {
-        // The next units of this binade may then skip the recomputation (same answer).
-        engine::learn_binade(&ctx.function, fmt, ctx.min_bits, &ctx.unit);
-        let runs =
-            engine::check_skipped(&ctx.function, fmt, ctx.min_bits, &ctx.unit, &posted_runs)?;
-        let cases =
-            engine::verify_result(&ctx.function, fmt, ctx.min_bits, &ctx.unit, &cases, &exact)?;
-        Ok::<_, Error>((cases, runs))
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("verification task failed: {e}")));
-    drop(in_flight);
-    match verified? {
+    let job = VerifyJob {
+        cases: result.hr_cases.clone(),
+        exact: result.exact_cases.clone(),
+        posted_runs: result.skipped.clone(),
+        ctx,
+        fmt,
+    };
+    let metrics = s.metrics.clone();
+    let task_state = s.clone();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let ran = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let _in_flight = metrics.verification_started();
+            let started = Instant::now();
+            let out = job.run(started + Duration::from_secs_f64(allowed));
+            (out, started.elapsed())
+        })
+        .await;
+        let outcome = match ran {
+            Ok((out, took)) => {
+                charge(&task_state, worker_id, lease_id, unit_id, &out, took).await;
+                out
+            }
+            Err(e) => Err(Error::Internal(format!("verification task failed: {e}"))),
+        };
+        // The request may be gone (timed out, disconnected): the charge above stands anyway.
+        let _ = done_tx.send(outcome);
+    });
+    let first = post.unit_id;
+    match done_rx
+        .await
+        .map_err(|_| Error::Internal("the verification task ended without an answer".into()))?
+    {
         Ok(v) => {
             tracing::debug!(
-                unit.first = first,
-                hr_cases = v.0.len(),
-                skipped_runs = v.1.len(),
-                duration_ms = started.elapsed().as_secs_f64() * 1e3,
+                unit.id = first,
+                hr_cases = v.cases.len(),
+                skipped_runs = v.runs.len(),
                 "cases verified"
             );
             Ok(v)
@@ -412,6 +453,115 @@ async fn verify(
             Err(e)
         }
     }
+}
+
+/// What a post's verification found: its cases as the server verified them, the unit's
+/// skipped runs as the server computed them, and the arguments the count audit judges
+/// (`engine::audited_arguments`).
+#[derive(Debug, Default)]
+pub(crate) struct Verified {
+    pub cases: Vec<HrCase>,
+    pub runs: Vec<SkippedRun>,
+    pub judged: Option<f64>,
+}
+
+/// One post's MPFR work, owned by its task.
+struct VerifyJob {
+    cases: Vec<HrCase>,
+    exact: Vec<String>,
+    posted_runs: Vec<SkippedRun>,
+    ctx: PostContext,
+    fmt: tmd_kernels::numbers::format::Format,
+}
+
+impl VerifyJob {
+    /// The server's skipped runs of the unit (the posted ones must equal them), then the cases
+    /// outside them verified until `deadline`.
+    fn run(self, deadline: Instant) -> Result<Verified> {
+        let (ctx, fmt) = (&self.ctx, self.fmt);
+        // The next units of this binade may then skip the recomputation (same answer).
+        engine::learn_binade(&ctx.function, fmt, ctx.min_bits, &ctx.unit);
+        let runs = engine::check_skipped(
+            &ctx.function,
+            fmt,
+            ctx.min_bits,
+            &ctx.unit,
+            &self.posted_runs,
+        )?;
+        let bounds = engine::CaseBounds {
+            runs: &runs,
+            removed: &ctx.removed,
+            deadline: Some(deadline),
+        };
+        let cases = engine::verify_result(
+            &ctx.function,
+            fmt,
+            ctx.min_bits,
+            &ctx.unit,
+            &self.cases,
+            &self.exact,
+            &bounds,
+        )?;
+        let judged = engine::audited_arguments(&ctx.function, fmt, &ctx.unit, &runs);
+        Ok(Verified {
+            cases,
+            runs,
+            judged,
+        })
+    }
+}
+
+/// Charges a finished verification to its worker, unit and lease: in this coordinator's ledger,
+/// and in the worker's record (its seconds, and an overrun of its budget).
+async fn charge(
+    s: &AppState,
+    worker_id: i64,
+    lease_id: i64,
+    unit_id: i64,
+    out: &Result<Verified>,
+    took: Duration,
+) {
+    let seconds = took.as_secs_f64();
+    s.verify_ledger
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .charge(
+            &s.config.verify_budget,
+            worker_id,
+            lease_id,
+            unit_id,
+            seconds,
+            Instant::now(),
+        );
+    let overran = matches!(out, Err(Error::VerifyBudget(_)));
+    if let Err(e) = store_trust::charge_verification(&s.pool, worker_id, seconds, overran).await {
+        tracing::warn!(worker.id = worker_id, error = %e, "could not record a verification's cost");
+    }
+}
+
+/// The refusal of a post whose budget is spent before its verification starts: a unit's or a
+/// lease's counts against the worker, the worker's hourly one makes it wait.
+async fn budget_refusal(s: &AppState, worker_id: i64, spent: Spent) -> Error {
+    let (what, spent_s, limit) = match spent {
+        Spent::Worker { retry_after } => {
+            return Error::Unavailable(format!(
+                "this worker's posts used their hour's verification budget ({} s); retry in \
+                 about {} s",
+                s.config.verify_budget.per_worker_hour,
+                retry_after.as_secs()
+            ))
+        }
+        Spent::Unit { spent, limit } => ("unit", spent, limit),
+        Spent::Lease { spent, limit } => ("lease", spent, limit),
+    };
+    if let Err(e) = store_trust::charge_verification(&s.pool, worker_id, 0.0, true).await {
+        tracing::warn!(worker.id = worker_id, error = %e, "could not record a verification overrun");
+    }
+    Error::VerifyBudget(format!(
+        "this worker's posts for this {what} already cost {spent_s:.1} s of verification, its \
+         budget is {limit} s; an honest engine's results cost far less, so this counts against \
+         the worker"
+    ))
 }
 
 /// The refusal of a copy: the same code and message as its first.
@@ -428,6 +578,7 @@ fn same_refusal(e: &Error) -> Error {
         Error::LeaseMismatch(_) => Error::LeaseMismatch(m),
         Error::Conflict(_) => Error::Conflict(m),
         Error::ForgedCase(_) => Error::ForgedCase(m),
+        Error::VerifyBudget(_) => Error::VerifyBudget(m),
         Error::EstimateInvalid(_) => Error::EstimateInvalid(m),
         Error::EstimateMismatch(_) => Error::EstimateMismatch(m),
         Error::PayloadTooLarge(_) => Error::PayloadTooLarge(m),

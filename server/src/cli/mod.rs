@@ -146,6 +146,27 @@ pub struct ServeArgs {
     /// Results verified with MPFR at once [default: the number of cores].
     #[arg(long, env = "TMD_VERIFY_CONCURRENCY")]
     pub verify_concurrency: Option<usize>,
+    /// Most seconds of MPFR verification the posts of one worker for one unit may cost, all
+    /// its posts of that unit together (a post that times out is charged too). Past it the
+    /// post is refused with `verification_budget`, which counts against the worker. An honest
+    /// engine's unit costs milliseconds to a few seconds.
+    #[arg(long, env = "TMD_VERIFY_SECONDS_PER_UNIT", default_value_t = 60.0)]
+    pub verify_seconds_per_unit: f64,
+    /// Most seconds of verification the posts of one worker under one lease may cost.
+    #[arg(long, env = "TMD_VERIFY_SECONDS_PER_LEASE", default_value_t = 600.0)]
+    pub verify_seconds_per_lease: f64,
+    /// Most seconds of verification one worker's posts may cost per hour; past it its posts
+    /// wait (`retry`, no penalty): one worker cannot take the coordinator's cores.
+    #[arg(
+        long,
+        env = "TMD_VERIFY_SECONDS_PER_WORKER_HOUR",
+        default_value_t = 3600.0
+    )]
+    pub verify_seconds_per_worker_hour: f64,
+    /// Quarantine a worker once this many of its posts ran out of their unit's or lease's
+    /// verification budget.
+    #[arg(long, env = "TMD_MAX_VERIFY_OVERRUNS", default_value_t = 3)]
+    pub max_verify_overruns: u32,
     /// Most HR-cases plus exact cases in one result; campaigns whose units would expect more
     /// than half of it are refused.
     #[arg(long, env = "TMD_MAX_CASES_PER_RESULT", default_value_t = 10_000)]
@@ -278,10 +299,27 @@ impl ServeArgs {
                 min_outvoted_results: self.min_outvoted_results,
                 min_failed_units: self.min_failed_units,
                 max_failed_fraction: self.max_failed_fraction,
+                max_verify_overruns: self.max_verify_overruns.max(1),
                 ..Default::default()
+            },
+            verify_budget: crate::domain::budget::VerifyBudget {
+                per_unit: self.verify_seconds_per_unit,
+                per_lease: self.verify_seconds_per_lease,
+                per_worker_hour: self.verify_seconds_per_worker_hour,
             },
             ..Config::default()
         };
+        let budget = [
+            self.verify_seconds_per_unit,
+            self.verify_seconds_per_lease,
+            self.verify_seconds_per_worker_hour,
+        ];
+        if budget.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+            bail!(
+                "--verify-seconds-per-unit, --verify-seconds-per-lease and \
+                 --verify-seconds-per-worker-hour must be positive numbers of seconds"
+            );
+        }
         let fraction = 0.0..=1.0;
         if !fraction.contains(&self.max_invalid_fraction)
             || !fraction.contains(&self.max_expired_fraction)

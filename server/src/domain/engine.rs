@@ -183,13 +183,29 @@ fn reject_overlaps(units: &[UnitSpec]) -> Result<()> {
     Ok(())
 }
 
-/// Re-verifies every reported HR-case with MPFR: it must be an argument of the unit and at
-/// least `min_bits` hard. Returns the distinct cases as the server computed them (canonical
-/// `x`, its own bit count, distance, kind and rounding), or `ForgedCase` naming the first that
-/// fails. Reported exact cases must be arguments of the unit where f(x) is exact.
+/// What bounds a result's re-verification besides the cases themselves: the unit's skipped runs
+/// (no honest engine lists a case inside one: a trivial run's arguments are all hard, and are
+/// reported as the run), the cases an admin removed from the campaign, and the time it may take.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CaseBounds<'a> {
+    /// The unit's skipped runs as the server computed them ([`check_skipped`]).
+    pub runs: &'a [SkippedRun],
+    /// Canonical arguments of the unit's cases that an admin removed (planted ones).
+    pub removed: &'a [String],
+    /// The verification stops with [`Error::VerifyBudget`] once this instant has passed.
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// Re-verifies every reported HR-case with MPFR: it must be an argument of the unit, outside
+/// the unit's skipped runs and the cases an admin removed, and at least `min_bits` hard.
+/// Returns the distinct cases as the server computed them (canonical `x`, its own bit count,
+/// distance, kind and rounding), or `ForgedCase` naming the first that fails, or `VerifyBudget`
+/// when `bounds.deadline` passes first. Reported exact cases must be arguments of the unit where
+/// f(x) is exact.
 ///
 /// A case reported twice (or spelled two ways, `0x1p+0` and `0x2p-1`) is verified and counted
-/// once: MPFR's time is the server's, and a worker must not be able to spend it for free.
+/// once: MPFR's time is the server's, and a worker must not be able to spend it for free. The
+/// checks that need no MPFR (the unit, the runs, the removed cases) come first.
 pub fn verify_result(
     function: &str,
     fmt: Format,
@@ -197,18 +213,48 @@ pub fn verify_result(
     unit: &UnitSpec,
     cases: &[HrCase],
     exact: &[String],
+    bounds: &CaseBounds<'_>,
 ) -> Result<Vec<HrCase>> {
     let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
+    let runs = located_runs(fmt, unit, bounds.runs);
+    let removed: std::collections::HashSet<(bool, i32, u64)> = bounds
+        .removed
+        .iter()
+        .filter_map(|x| locate(fmt, unit, x))
+        .collect();
+    let over = |done: usize| -> Result<()> {
+        match bounds.deadline {
+            Some(d) if std::time::Instant::now() >= d => Err(Error::VerifyBudget(format!(
+                "verifying this result ran out of its time after {done} of its {} cases; a \
+                 unit's results may not cost the coordinator more (`--verify-seconds-per-unit`)",
+                cases.len() + exact.len()
+            ))),
+            _ => Ok(()),
+        }
+    };
     let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(cases.len());
+    let mut keyed = Vec::with_capacity(cases.len());
     for case in cases {
         let forged = |why: &str| Error::ForgedCase(format!("HR-case x = {:?}: {why}", case.x));
         let Some(key) = locate(fmt, unit, &case.x) else {
             return Err(forged("not an argument of this unit"));
         };
-        if !seen.insert(key) {
-            continue;
+        if let Some(run) = runs.iter().find(|r| r.holds(key.2)) {
+            return Err(forged(&run.why()));
         }
+        if removed.contains(&key) {
+            return Err(forged(
+                "an admin removed this case from the campaign: no engine reports it",
+            ));
+        }
+        if seen.insert(key) {
+            keyed.push(case);
+        }
+    }
+    let mut out = Vec::with_capacity(keyed.len());
+    for (done, case) in keyed.into_iter().enumerate() {
+        over(done)?;
+        let forged = |why: &str| Error::ForgedCase(format!("HR-case x = {:?}: {why}", case.x));
         match verify_case_in(function, fmt, min_bits, &case.x) {
             Ok(Verdict::Hard(v)) => {
                 if v.bits != case.bits || v.kind.as_str() != case.kind.as_str() {
@@ -234,6 +280,7 @@ pub fn verify_result(
     }
     let mut seen_exact = std::collections::HashSet::new();
     for x in exact {
+        over(out.len() + seen_exact.len())?;
         let forged = |why: &str| Error::ForgedCase(format!("exact case x = {x:?}: {why}"));
         let Some(key) = locate(fmt, unit, x) else {
             return Err(forged("not an argument of this unit"));
@@ -248,6 +295,80 @@ pub fn verify_result(
         }
     }
     Ok(out)
+}
+
+/// A skipped run of a unit as significands of its binade, with what to say of a case in it.
+struct LocatedRun<'a> {
+    first: u64,
+    last: u64,
+    run: &'a SkippedRun,
+}
+
+impl LocatedRun<'_> {
+    fn holds(&self, significand: u64) -> bool {
+        (self.first..=self.last).contains(&significand)
+    }
+
+    fn why(&self) -> String {
+        format!(
+            "it lies in the unit's skipped run [{}, {}] ({}: {}); an engine lists such a run, \
+             never a case inside it",
+            self.run.first, self.run.last, self.run.reason, self.run.rule
+        )
+    }
+}
+
+/// The unit's runs located in its binade (runs the server computed always are).
+fn located_runs<'a>(fmt: Format, unit: &UnitSpec, runs: &'a [SkippedRun]) -> Vec<LocatedRun<'a>> {
+    runs.iter()
+        .filter_map(|run| {
+            let first = locate(fmt, unit, &run.first)?.2;
+            let last = locate(fmt, unit, &run.last)?.2;
+            Some(LocatedRun {
+                first: first.min(last),
+                last: first.max(last),
+                run,
+            })
+        })
+        .collect()
+}
+
+/// The skipped run of `unit` (as [`check_skipped`]'s `runs`) that holds the argument at
+/// `significand` of its binade, described for the person who loaded it; `None` when no run
+/// holds it.
+pub fn run_holding(
+    fmt: Format,
+    unit: &UnitSpec,
+    runs: &[SkippedRun],
+    significand: u64,
+) -> Option<String> {
+    located_runs(fmt, unit, runs)
+        .into_iter()
+        .find(|r| r.holds(significand))
+        .map(|r| r.why())
+}
+
+/// The runs of `unit` that must be skipped in `fmt`, computed here, with their rules (what a
+/// known case is checked against: none may lie inside one).
+pub fn unit_runs(
+    function: &str,
+    fmt: Format,
+    min_bits: u32,
+    unit: &UnitSpec,
+) -> Result<Vec<SkippedRun>> {
+    let f = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
+    let runs = tmd_kernels::regions::skip::skipped_runs(f, fmt, min_bits, engine_unit(unit))
+        .map_err(|e| Error::Internal(format!("computing the unit's skipped runs: {e}")))?;
+    Ok(runs
+        .into_iter()
+        .map(|e| SkippedRun {
+            rule: e.rule(),
+            first: e.first,
+            last: e.last,
+            count: e.count,
+            reason: e.reason.as_str().to_string(),
+        })
+        .collect())
 }
 
 /// A case as MPFR verified it, in the wire's terms: what the server records, whoever
@@ -307,10 +428,7 @@ pub fn check_skipped(
     unit: &UnitSpec,
     posted: &[SkippedRun],
 ) -> Result<Vec<SkippedRun>> {
-    let function = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
-    let expected =
-        tmd_kernels::regions::skip::skipped_runs(function, fmt, min_bits, engine_unit(unit))
-            .map_err(|e| Error::Internal(format!("computing the unit's skipped runs: {e}")))?;
+    let expected = unit_runs(function, fmt, min_bits, unit)?;
     let forged = |why: String| Error::ForgedCase(format!("skipped runs: {why}"));
     if expected.len() > MAX_SKIPPED_RUNS {
         return Err(Error::BadRequest(format!(
@@ -326,46 +444,43 @@ pub fn check_skipped(
             expected.len(),
             expected
                 .iter()
-                .find(|e| !posted.iter().any(|s| s.reason == e.reason.as_str()))
-                .map(|e| format!(
-                    " (such as [{}, {}], {})",
-                    e.first,
-                    e.last,
-                    e.reason.as_str()
-                ))
+                .find(|e| !posted.iter().any(|s| s.reason == e.reason))
+                .map(|e| format!(" (such as [{}, {}], {})", e.first, e.last, e.reason))
                 .unwrap_or_default()
         )));
     }
     for (s, e) in posted.iter().zip(&expected) {
         let same = s.count == e.count
-            && s.reason == e.reason.as_str()
+            && s.reason == e.reason
             && locate(fmt, unit, &s.first).is_some()
             && locate(fmt, unit, &s.first) == locate(fmt, unit, &e.first)
             && locate(fmt, unit, &s.last) == locate(fmt, unit, &e.last);
         if !same {
             return Err(forged(format!(
                 "[{}, {}] ({} arguments, {}) where the unit has [{}, {}] ({} arguments, {})",
-                s.first,
-                s.last,
-                s.count,
-                s.reason,
-                e.first,
-                e.last,
-                e.count,
-                e.reason.as_str()
+                s.first, s.last, s.count, s.reason, e.first, e.last, e.count, e.reason
             )));
         }
     }
-    Ok(expected
-        .into_iter()
-        .map(|e| SkippedRun {
-            rule: e.rule(),
-            first: e.first,
-            last: e.last,
-            count: e.count,
-            reason: e.reason.as_str().to_string(),
-        })
-        .collect())
+    Ok(expected)
+}
+
+/// The arguments of `unit` the count audit judges (`domain::audit`): its arguments less its
+/// skipped `runs`, where the unit lies in an ordinary binade (no pole, exact region, trivial
+/// run or asymptote can reach it: `skip::runs_are_pointwise`); `None` elsewhere, where counts
+/// do not follow the model.
+pub fn audited_arguments(
+    function: &str,
+    fmt: Format,
+    unit: &UnitSpec,
+    runs: &[SkippedRun],
+) -> Option<f64> {
+    let f = Function::from_str(function).ok()?;
+    if !runs_are_pointwise(f, fmt, engine_unit(unit)) {
+        return None;
+    }
+    let skipped: u64 = runs.iter().map(|r| r.count).sum();
+    Some(unit.count.saturating_sub(skipped) as f64)
 }
 
 /// Whether the runs a unit must skip are known to be none without computing them. Only where
@@ -453,6 +568,14 @@ pub fn learn_binade(function: &str, fmt: Format, min_bits: u32, unit: &UnitSpec)
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(key, Some(calm));
+}
+
+/// The canonical spelling of `x` (what the server records cases under), when it is a number of
+/// the format.
+pub fn canonical_argument(fmt: Format, x: &str) -> Option<String> {
+    let v = parse_number(x, 256, Round::Nearest).ok()?;
+    Argument::from_float_in(&v, fmt)?;
+    Some(tmd_kernels::numbers::format::float_to_hex(&v))
 }
 
 /// The engine's spelling of a stored unit.

@@ -386,7 +386,7 @@ fn ties_at_one_half_are_stored_as_fp() {
         kind: HrKind::Mid,
         rounded: "0x0p+0".into(),
     };
-    let v = verify_result("exp2", b16, 1, &unit, &[case], &[]).unwrap();
+    let v = verify_result("exp2", b16, 1, &unit, &[case], &[], &CaseBounds::default()).unwrap();
     assert_eq!(
         (v[0].bits, v[0].kind, v[0].neg_log2_d),
         (1, HrKind::Fp, 1.0)
@@ -411,11 +411,131 @@ fn subnormal_results_are_verified_on_the_subnormal_grid() {
         kind: HrKind::Fp,
         rounded: "0x1p-140".into(),
     };
-    let v = verify_result("exp", b32, 12, &unit, &[case("-0x1.8feebp+6")], &[]).unwrap();
+    let v = verify_result(
+        "exp",
+        b32,
+        12,
+        &unit,
+        &[case("-0x1.8feebp+6")],
+        &[],
+        &CaseBounds::default(),
+    )
+    .unwrap();
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].bits, 16);
-    let e = verify_result("exp", b32, 12, &unit, &[case("-0x1.8ff9eap+6")], &[]).unwrap_err();
+    let e = verify_result(
+        "exp",
+        b32,
+        12,
+        &unit,
+        &[case("-0x1.8ff9eap+6")],
+        &[],
+        &CaseBounds::default(),
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::ForgedCase(_)), "{e}");
     let p24 = Format::bare(Precision::BINARY32);
-    assert!(verify_result("exp", p24, 12, &unit, &[case("-0x1.8ff9eap+6")], &[]).is_ok());
+    assert!(verify_result(
+        "exp",
+        p24,
+        12,
+        &unit,
+        &[case("-0x1.8ff9eap+6")],
+        &[],
+        &CaseBounds::default()
+    )
+    .is_ok());
+}
+
+/// A trivial run's arguments are all hard (expm1(x) rounds like x near 0, here with 16 bits
+/// and more): MPFR confirms any of them, but an engine lists the run, never a case inside it,
+/// so such a case is refused before MPFR; so is a case an admin removed, and a verification
+/// past its deadline.
+#[test]
+fn cases_inside_skipped_runs_removed_or_late_are_refused() {
+    let b32 = Format::named("binary32").unwrap();
+    let unit = UnitSpec {
+        negative: false,
+        exponent: -40,
+        first: 1 << 23,
+        count: 1 << 23,
+    };
+    let runs = unit_runs("expm1", b32, 16, &unit).unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].reason, "trivial");
+    let x = "0x1.000002p-40";
+    let planted = HrCase {
+        x: x.into(),
+        bits: 30,
+        neg_log2_d: 60.0,
+        kind: HrKind::Fp,
+        rounded: x.into(),
+    };
+    // MPFR alone confirms it: it is hard.
+    assert!(verify_result(
+        "expm1",
+        b32,
+        16,
+        &unit,
+        std::slice::from_ref(&planted),
+        &[],
+        &CaseBounds::default()
+    )
+    .is_ok());
+    let bounds = CaseBounds {
+        runs: &runs,
+        ..CaseBounds::default()
+    };
+    let e = verify_result(
+        "expm1",
+        b32,
+        16,
+        &unit,
+        std::slice::from_ref(&planted),
+        &[],
+        &bounds,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::ForgedCase(m) if m.contains("skipped run") && m.contains("trivial")),
+        "{e}"
+    );
+    assert!(run_holding(b32, &unit, &runs, (1 << 23) + 1).is_some());
+
+    // A case an admin removed, however it is spelled.
+    let exp_unit = unit_at_one(1024);
+    let hard = HrCase {
+        x: "0x1.000004p+0".into(),
+        bits: 1,
+        neg_log2_d: 1.0,
+        kind: HrKind::Fp,
+        rounded: "0x1p+0".into(),
+    };
+    let removed = vec![canonical_argument(b32, "0x2.000008p-1").unwrap()];
+    let bounds = CaseBounds {
+        removed: &removed,
+        ..CaseBounds::default()
+    };
+    let e = verify_result(
+        "exp",
+        b32,
+        1,
+        &exp_unit,
+        std::slice::from_ref(&hard),
+        &[],
+        &bounds,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::ForgedCase(m) if m.contains("removed")),
+        "{e}"
+    );
+
+    // A verification whose deadline has passed stops before MPFR.
+    let bounds = CaseBounds {
+        deadline: Some(std::time::Instant::now()),
+        ..CaseBounds::default()
+    };
+    let e = verify_result("exp", b32, 1, &exp_unit, &[hard], &[], &bounds).unwrap_err();
+    assert!(matches!(e, Error::VerifyBudget(_)), "{e}");
 }

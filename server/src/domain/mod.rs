@@ -1,6 +1,8 @@
 //! Domain rules with no I/O: validating requests, sizing leases, and judging a posted result
 //! against its lease and unit. Storage calls these under its row locks.
 
+pub mod audit;
+pub mod budget;
 pub mod engine;
 pub mod known;
 pub mod trust;

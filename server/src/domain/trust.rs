@@ -6,7 +6,7 @@
 //! means not void: a quarantined worker's results count for nothing.
 
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use tmd_wire::{HrCase, UnitSpec, UnitStats, WorkerReputation};
 
 /// The server's digest of what a result claims: the unit, the engine's counters, the HR-cases
@@ -52,6 +52,44 @@ pub fn claim_digest(
             .collect();
         claim["skipped"] = serde_json::json!(runs);
     }
+    hex::encode(Sha256::digest(claim.to_string().as_bytes()))
+}
+
+/// The digest of a result's cases alone (the verified HR-cases as in [`claim_digest`], the
+/// exact cases and the skipped runs), without the engine's counters: what results of different
+/// engine versions are compared by, since every version must find the same cases.
+pub fn cases_digest(
+    unit: &UnitSpec,
+    verified: &[HrCase],
+    exact: &[String],
+    skipped: &[tmd_wire::SkippedRun],
+) -> String {
+    let mut cases: Vec<(&str, u32, &str)> = verified
+        .iter()
+        .map(|c| (c.x.as_str(), c.bits, c.kind.as_str()))
+        .collect();
+    cases.sort_unstable();
+    cases.dedup();
+    let mut exact: Vec<&str> = exact.iter().map(String::as_str).collect();
+    exact.sort_unstable();
+    exact.dedup();
+    let runs: Vec<(&str, &str, u64, &str)> = skipped
+        .iter()
+        .map(|s| {
+            (
+                s.first.as_str(),
+                s.last.as_str(),
+                s.count,
+                s.reason.as_str(),
+            )
+        })
+        .collect();
+    let claim = serde_json::json!({
+        "unit": [unit.negative, unit.exponent, unit.first.to_string(), unit.count.to_string()],
+        "hr_cases": cases,
+        "exact_cases": exact,
+        "skipped": runs,
+    });
     hex::encode(Sha256::digest(claim.to_string().as_bytes()))
 }
 
@@ -136,148 +174,275 @@ impl Verdict {
     }
 }
 
-/// Where a unit stands after its live results are counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settlement {
-    /// Done; the winning claim.
-    Done(String),
-    /// Needs another replica.
-    Open,
-    /// Too many replicas without a majority: quarantined.
-    Undecidable,
+/// What a result lacks of its unit's standing verified cases (those reported by any replica
+/// and the known cases an admin loaded, less the cases an admin removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Missing {
+    /// It holds every one of them.
+    #[default]
+    None,
+    /// It lacks only cases that untrusted workers alone reported and that a trusted worker's
+    /// result lacks too: either the trusted worker's engine is broken, or the case is one no
+    /// engine reports (planted). A person decides (`campaign cases remove`, or the case loaded
+    /// as a known case); until then the case refutes nobody.
+    Contested,
+    /// It lacks a case no trusted result contests: it is provably wrong.
+    Proven,
 }
 
 /// One live result of a unit, as settling sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Replica<'a> {
-    /// The server's digest of what it claims ([`claim_digest`]).
+    /// The server's digest of what it claims ([`claim_digest`]): cases and the engine's
+    /// counters, compared between results of one engine version.
     pub claim: &'a str,
+    /// The digest of its cases alone ([`cases_digest`]), compared across engine versions:
+    /// every version must find the same cases.
+    pub cases: &'a str,
     /// The engine version that computed it (`tmd_kernels::ENGINE_VERSION`; 0 for results of
     /// workers that do not say): its counters mean something only next to the same version's.
     pub engine: i32,
-    /// It holds every HR-case the server verified in its unit (reported by any replica or
-    /// loaded as a known case). Its own cases are all verified, so this is a count.
-    pub complete: bool,
+    /// The verified cases of its unit it lacks.
+    pub missing: Missing,
     /// Posted by a worker of a trusted (lab) enrollment token.
     pub trusted: bool,
+    /// Its count of cases is improbably low for its unit (`audit`): it settles nothing without
+    /// a trusted result or one more agreeing replica.
+    pub implausible: bool,
 }
 
 impl<'a> Replica<'a> {
-    /// A complete result of a worker not trusted: what every replica was before proofs.
+    /// A complete, plausible result of a worker not trusted, whose cases claim is its claim:
+    /// what every replica was before proofs and audits.
     pub fn plain(claim: &'a str) -> Replica<'a> {
         Replica {
             claim,
+            cases: claim,
             engine: 0,
-            complete: true,
+            missing: Missing::None,
             trusted: false,
+            implausible: false,
         }
     }
 }
 
-/// Settles a unit from its live results (in arrival order); returns the settlement and each
-/// result's verdict, in the same order.
-///
-/// Proof comes before votes: a result that omits a verified case is `Refuted` and takes no
-/// part in the vote, however many agree with it (the cases do not depend on the engine
-/// version). Votes are counted among the results of one engine version at a time, the
-/// versions in the order of their first result: two versions count domains differently, so
-/// a result is never agreed or outvoted by another version's. The first version whose results
-/// settle the unit decides it ([`settle_version`]); the results of the other versions stay
-/// `Pending` (not judged). No version settling it: another replica, or `Undecidable` where one
-/// version alone has had every replica it may.
-pub fn settle(replicas: &[Replica<'_>], needed: u32, quorum: u32) -> (Settlement, Vec<Verdict>) {
-    let mut versions: Vec<i32> = Vec::new();
-    for r in replicas {
-        if !versions.contains(&r.engine) {
-            versions.push(r.engine);
-        }
-    }
-    let mut verdicts = proof_verdicts(replicas);
-    let mut undecidable = false;
-    for v in versions {
-        let at: Vec<usize> = (0..replicas.len())
-            .filter(|&i| replicas[i].engine == v)
-            .collect();
-        let own: Vec<Replica<'_>> = at.iter().map(|&i| replicas[i]).collect();
-        match settle_version(&own, needed, quorum) {
-            (Settlement::Done(winner), judged) => {
-                for (&i, j) in at.iter().zip(judged) {
-                    verdicts[i] = j;
-                }
-                return (Settlement::Done(winner), verdicts);
-            }
-            (Settlement::Undecidable, _) => undecidable = true,
-            (Settlement::Open, _) => {}
-        }
-    }
-    let s = if undecidable {
-        Settlement::Undecidable
-    } else {
-        Settlement::Open
-    };
-    (s, verdicts)
+/// Where a unit stands after its live results are counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// Done; the winning cases claim.
+    Done(String),
+    /// Needs another replica.
+    Open,
+    /// Too many replicas without a majority: quarantined.
+    Undecidable,
+    /// A trusted result lacks a case only untrusted workers reported: held for a person.
+    Disputed,
 }
 
-/// Each result's verdict before any vote: `Refuted` where it misses a verified case (whatever
-/// its engine version), else `Pending`.
-fn proof_verdicts(replicas: &[Replica<'_>]) -> Vec<Verdict> {
-    replicas
+/// The standing verified cases of a unit (canonical arguments): those its results reported
+/// (less any an admin removed) and the known cases an admin loaded, which are confirmed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitFacts {
+    pub all: HashSet<String>,
+    pub known: HashSet<String>,
+}
+
+/// A result's cases as completeness needs them: its verified arguments (`None` for results
+/// recorded before they were kept, judged by their `count`), and whether a trusted worker
+/// posted it.
+#[derive(Debug, Clone, Copy)]
+pub struct CaseSet<'a> {
+    pub xs: Option<&'a HashSet<String>>,
+    pub count: usize,
+    pub trusted: bool,
+}
+
+/// What each result lacks of the unit's `facts`, judged as sets. A fact is confirmed when it is
+/// a known case or a trusted result holds it; an unconfirmed fact that a trusted result lacks
+/// is contested (see [`Missing::Contested`]). A result lacking a confirmed fact, or an
+/// uncontested one, lacks a proven case; one lacking only contested facts waits for a person,
+/// and so does a trusted result lacking any unconfirmed fact (which it thereby contests).
+pub fn missing_cases(results: &[CaseSet<'_>], facts: &UnitFacts) -> Vec<Missing> {
+    let trusted_sets: Vec<&HashSet<String>> = results
         .iter()
-        .map(|r| {
-            if r.complete {
-                Verdict::Pending
-            } else {
-                Verdict::Refuted
+        .filter(|r| r.trusted)
+        .filter_map(|r| r.xs)
+        .collect();
+    let confirmed =
+        |x: &String| facts.known.contains(x) || trusted_sets.iter().any(|s| s.contains(x));
+    let contested = |x: &String| !confirmed(x) && trusted_sets.iter().any(|s| !s.contains(x));
+    results
+        .iter()
+        .map(|r| match r.xs {
+            None if r.count >= facts.all.len() => Missing::None,
+            None => Missing::Proven,
+            Some(xs) => {
+                let lacks: Vec<&String> = facts.all.iter().filter(|x| !xs.contains(*x)).collect();
+                if lacks.is_empty() {
+                    Missing::None
+                } else if lacks.iter().any(|x| confirmed(x)) {
+                    Missing::Proven
+                } else if r.trusted || lacks.iter().all(|x| contested(x)) {
+                    Missing::Contested
+                } else {
+                    Missing::Proven
+                }
             }
         })
         .collect()
 }
 
-/// [`settle`] among the results of one engine version: the trusted results decide when they
-/// agree with each other; otherwise a claim wins with `needed` agreeing results when all
-/// agree, and with at least `max(needed, quorum, 2)` results that are a strict majority when
-/// they do not. Anything less takes another replica: never a coin toss.
-fn settle_version(
-    replicas: &[Replica<'_>],
-    needed: u32,
-    quorum: u32,
-) -> (Settlement, Vec<Verdict>) {
+/// Settles a unit from its live results (in arrival order); returns the settlement and each
+/// result's verdict, in the same order.
+///
+/// Proof comes before votes: a result that lacks a verified case no trusted result contests is
+/// `Refuted` and takes no part in the vote, however many agree with it; a contested case holds
+/// the unit for a person ([`Settlement::Disputed`]). The vote is on the cases, across engine
+/// versions (every version finds the same cases): the trusted results decide when they agree
+/// with each other, else a claim wins with `needed` agreeing results when all agree, and with
+/// at least `max(needed, quorum, 2)` results that are a strict majority when they do not; a
+/// winning group with an implausible count needs one result more (or a trusted one). Then the
+/// winners' counters are compared within each engine version: a result whose counters differ
+/// from its version's strict majority (or from a trusted result's) is outvoted, and without
+/// such a majority the unit takes another replica. Never a coin toss.
+pub fn settle(replicas: &[Replica<'_>], needed: u32, quorum: u32) -> (Settlement, Vec<Verdict>) {
     let mut verdicts = proof_verdicts(replicas);
-    let claims: Vec<&str> = replicas
-        .iter()
-        .filter(|r| r.complete)
-        .map(|r| r.claim)
+    if replicas.iter().any(|r| r.missing == Missing::Contested) {
+        return (Settlement::Disputed, verdicts);
+    }
+    let live: Vec<usize> = (0..replicas.len())
+        .filter(|&i| replicas[i].missing == Missing::None)
         .collect();
-    let mut lab: Vec<&str> = replicas
-        .iter()
-        .filter(|r| r.complete && r.trusted)
-        .map(|r| r.claim)
-        .collect();
-    lab.sort_unstable();
-    lab.dedup();
-    let winner = match lab.as_slice() {
-        [one] => Some(*one),
-        _ => majority(&claims, needed, quorum),
-    };
-    let Some(winner) = winner else {
-        let s = if claims.len() >= max_replicas(quorum) {
+    let open = |verdicts: Vec<Verdict>| {
+        let s = if live.len() >= max_replicas(quorum) {
             Settlement::Undecidable
         } else {
             Settlement::Open
         };
-        return (s, verdicts);
+        (s, verdicts)
     };
-    let size = claims.iter().filter(|c| **c == winner).count();
-    for (r, v) in replicas.iter().zip(verdicts.iter_mut()) {
-        if r.complete {
-            *v = match (r.claim == winner, size) {
-                (true, 1) => Verdict::Alone,
-                (true, _) => Verdict::Agreed,
-                (false, _) => Verdict::Outvoted,
-            };
-        }
+    let Some(winner) = cases_winner(replicas, &live, needed, quorum) else {
+        return open(verdicts);
+    };
+    let mut members: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&i| replicas[i].cases == winner)
+        .collect();
+    let Some(outvoted) = counter_minorities(replicas, &members) else {
+        return open(verdicts);
+    };
+    members.retain(|i| !outvoted.contains(i));
+    if !group_settles(replicas, &live, &members, needed, quorum) {
+        return open(verdicts);
+    }
+    for &i in &live {
+        verdicts[i] = match (members.contains(&i), members.len()) {
+            (true, 1) => Verdict::Alone,
+            (true, _) => Verdict::Agreed,
+            (false, _) => Verdict::Outvoted,
+        };
     }
     (Settlement::Done(winner.to_string()), verdicts)
+}
+
+/// Each result's verdict before any vote: `Refuted` where it lacks a verified case no trusted
+/// result contests (whatever its engine version), else `Pending`.
+fn proof_verdicts(replicas: &[Replica<'_>]) -> Vec<Verdict> {
+    replicas
+        .iter()
+        .map(|r| {
+            if r.missing == Missing::Proven {
+                Verdict::Refuted
+            } else {
+                Verdict::Pending
+            }
+        })
+        .collect()
+}
+
+/// The cases claim that wins among the `live` results: the trusted results' when they agree
+/// with each other, else the majority's ([`majority`]).
+fn cases_winner<'a>(
+    replicas: &[Replica<'a>],
+    live: &[usize],
+    needed: u32,
+    quorum: u32,
+) -> Option<&'a str> {
+    let mut lab: Vec<&str> = live
+        .iter()
+        .filter(|&&i| replicas[i].trusted)
+        .map(|&i| replicas[i].cases)
+        .collect();
+    lab.sort_unstable();
+    lab.dedup();
+    if let [one] = lab.as_slice() {
+        return Some(one);
+    }
+    let claims: Vec<&str> = live.iter().map(|&i| replicas[i].cases).collect();
+    majority(&claims, needed, quorum)
+}
+
+/// Whether the winning `members` (after the counters' check) settle the unit: a trusted member
+/// does; otherwise the group needs what [`majority`] asks of it among the `live` results, and
+/// one result more when a member's count is implausible.
+fn group_settles(
+    replicas: &[Replica<'_>],
+    live: &[usize],
+    members: &[usize],
+    needed: u32,
+    quorum: u32,
+) -> bool {
+    if members.iter().any(|&i| replicas[i].trusted) {
+        return true;
+    }
+    let size = members.len();
+    let all_agree = members.len() == live.len();
+    let least = if all_agree {
+        needed.max(1) as usize
+    } else {
+        needed.max(quorum).max(2) as usize
+    };
+    let least = if members.iter().any(|&i| replicas[i].implausible) {
+        (least + 1).max(2)
+    } else {
+        least
+    };
+    size >= least && (all_agree || 2 * size > live.len())
+}
+
+/// The members whose counters differ from their engine version's among the winning `members`:
+/// those outvoted, or `None` when a version has no strict majority of counters (another
+/// replica decides). A trusted member's counters are its version's.
+fn counter_minorities(replicas: &[Replica<'_>], members: &[usize]) -> Option<Vec<usize>> {
+    let mut versions: Vec<i32> = members.iter().map(|&i| replicas[i].engine).collect();
+    versions.sort_unstable();
+    versions.dedup();
+    let mut outvoted = Vec::new();
+    for v in versions {
+        let own: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| replicas[i].engine == v)
+            .collect();
+        let lab = own.iter().find(|&&i| replicas[i].trusted);
+        let reference = match lab {
+            Some(&i) => replicas[i].claim,
+            None => {
+                let claims: Vec<&str> = own.iter().map(|&i| replicas[i].claim).collect();
+                let top = claims
+                    .iter()
+                    .max_by_key(|c| claims.iter().filter(|d| d == c).count())?;
+                let n = claims.iter().filter(|c| *c == top).count();
+                if 2 * n <= claims.len() {
+                    return None;
+                }
+                *top
+            }
+        };
+        outvoted.extend(own.into_iter().filter(|&i| replicas[i].claim != reference));
+    }
+    Some(outvoted)
 }
 
 /// The claim that wins a vote among `claims` (results with no proof against them), if any.
@@ -395,10 +560,15 @@ pub struct QuarantineBar {
     pub min_failed_units: u32,
     /// ... and they are more than this fraction of the units it failed or finished.
     pub max_failed_fraction: f64,
-    /// Quarantine a worker once it gave back at least this many leases untouched ...
+    /// Quarantine a worker once at least this many of its releases gave units back untouched
+    /// (neither computed nor reported as failed) ...
     pub min_idle_leases: u32,
-    /// ... and they are more than this fraction of all its leases: it holds work it never does.
+    /// ... and those units are more than this fraction of all the units it leased: it holds
+    /// work it never does.
     pub max_idle_fraction: f64,
+    /// Quarantine a worker once this many of its posts ran out of their unit's or lease's
+    /// verification budget.
+    pub max_verify_overruns: u32,
 }
 
 impl Default for QuarantineBar {
@@ -412,6 +582,7 @@ impl Default for QuarantineBar {
             max_failed_fraction: 0.5,
             min_idle_leases: 5,
             max_idle_fraction: 0.5,
+            max_verify_overruns: 3,
         }
     }
 }
@@ -456,13 +627,20 @@ pub fn quarantine_reason(
             r.leases_expired, r.leases_total
         ));
     }
-    let leases = r.leases_total + r.leases_idle;
+    // Counted in units, not leases: posting one unit of each lease and giving the rest back
+    // holds as much work for nothing as giving whole leases back.
     if r.leases_idle >= i64::from(bar.min_idle_leases.max(1))
-        && r.leases_idle as f64 > bar.max_idle_fraction * leases as f64
+        && r.units_idle as f64 > bar.max_idle_fraction * r.units_leased.max(r.units_idle) as f64
     {
         return Some(format!(
-            "it gave back {} of its {} leases without computing any of their units",
-            r.leases_idle, leases
+            "it gave back {} of the {} units it leased untouched, in {} releases",
+            r.units_idle, r.units_leased, r.leases_idle
+        ));
+    }
+    if r.verify_overruns >= i64::from(bar.max_verify_overruns.max(1)) {
+        return Some(format!(
+            "{} of its posts cost more verification than a unit's or a lease's budget allows",
+            r.verify_overruns
         ));
     }
     // Failures are counted against the units the worker finished, not its leases: releasing

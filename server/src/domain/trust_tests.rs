@@ -180,7 +180,7 @@ fn only_trusted_workers_skip_replicas_and_only_when_not_audited() {
 fn a_result_missing_a_verified_case_never_wins_and_the_honest_one_is_not_outvoted() {
     let honest = Replica::plain("cases");
     let liar = Replica {
-        complete: false,
+        missing: Missing::Proven,
         ..Replica::plain("empty")
     };
     // Two colluders against one honest result with the verified cases: they are refuted,
@@ -219,7 +219,7 @@ fn a_trusted_result_stands_alone_and_breaks_ties() {
     assert_eq!(settle(&[lab("a"), lab("b")], 1, 2).0, Settlement::Open);
     // A lab's result that misses a verified case is refuted like any other.
     let wrong_lab = Replica {
-        complete: false,
+        missing: Missing::Proven,
         ..lab("x")
     };
     assert_eq!(
@@ -228,84 +228,248 @@ fn a_trusted_result_stands_alone_and_breaks_ties() {
     );
 }
 
-/// A replica of engine version `engine`.
-fn of(engine: i32, claim: &str) -> Replica<'_> {
+/// A replica of engine version `engine` with `counters` (its full claim) and `cases`.
+fn of<'a>(engine: i32, counters: &'a str, cases: &'a str) -> Replica<'a> {
     Replica {
         engine,
-        ..Replica::plain(claim)
+        cases,
+        ..Replica::plain(counters)
     }
 }
 
 #[test]
-fn results_of_another_engine_version_are_neither_agreed_nor_outvoted() {
-    // Version 1 and version 2 count domains differently: honest results of both disagree in
-    // their claims. Neither outvotes the other; the unit waits for a second result of one.
+fn versions_are_compared_by_their_cases_and_counters_within_a_version() {
+    // Version 1 and version 2 count domains differently: honest results of both agree on the
+    // cases, and settle the unit together.
     assert_eq!(
-        settle(&[of(1, "old"), of(2, "new")], 2, 2),
+        settle(&[of(1, "old", "x"), of(2, "new", "x")], 2, 2),
+        (Settlement::Done("x".into()), vec![Agreed, Agreed])
+    );
+    // A liar labelled with the other version is outvoted on its cases like anyone else ...
+    assert_eq!(
+        settle(
+            &[of(2, "new", "x"), of(1, "old-lie", "y"), of(2, "new", "x")],
+            2,
+            2
+        ),
+        (Settlement::Done("x".into()), vec![Agreed, Outvoted, Agreed])
+    );
+    // ... and one honest result beside it does not leave the unit pending for ever: a third
+    // replica decides.
+    assert_eq!(
+        settle(&[of(2, "new", "x"), of(1, "old-lie", "y")], 2, 2),
+        (Settlement::Open, vec![Pending, Pending])
+    );
+    // Within a version the counters are compared: a liar that copies the cases but not the
+    // work is outvoted by its version's majority ...
+    assert_eq!(
+        settle(
+            &[of(2, "new", "x"), of(2, "lazy", "x"), of(2, "new", "x")],
+            2,
+            2
+        ),
+        (Settlement::Done("x".into()), vec![Agreed, Outvoted, Agreed])
+    );
+    // ... and without a majority of counters the unit takes another replica.
+    assert_eq!(
+        settle(&[of(2, "new", "x"), of(2, "lazy", "x")], 2, 2),
         (Settlement::Open, vec![Pending, Pending])
     );
     assert_eq!(
-        settle(&[of(1, "old"), of(2, "new"), of(2, "new")], 2, 2),
-        (
-            Settlement::Done("new".into()),
-            vec![Pending, Agreed, Agreed]
+        settle(
+            &[of(2, "new", "x"), of(2, "lazy", "x"), of(1, "old", "x")],
+            2,
+            2
         )
+        .0,
+        Settlement::Open
     );
-    // Two old results against one new: the old version settles; the new one is not judged.
+    // Proof is not a vote: a result of any version that misses a verified case is refuted.
+    let missing = Replica {
+        missing: Missing::Proven,
+        ..of(1, "empty", "none")
+    };
     assert_eq!(
-        settle(&[of(1, "old"), of(2, "new"), of(1, "old")], 2, 2),
+        settle(&[missing, of(2, "new", "x"), of(2, "new", "x")], 2, 2),
+        (Settlement::Done("x".into()), vec![Refuted, Agreed, Agreed])
+    );
+    // A trusted result decides the cases; another version's result that agrees is agreed.
+    let lab = Replica {
+        trusted: true,
+        ..of(2, "lab", "x")
+    };
+    assert_eq!(
+        settle(&[of(1, "old", "x"), lab], 2, 2),
+        (Settlement::Done("x".into()), vec![Agreed, Agreed])
+    );
+    assert_eq!(
+        settle(&[of(1, "old", "y"), lab], 2, 2),
+        (Settlement::Done("x".into()), vec![Outvoted, Alone])
+    );
+    // Disputes count over every version.
+    let many = vec![
+        of(2, "a", "a"),
+        of(1, "b", "b"),
+        of(2, "c", "c"),
+        of(1, "a", "a"),
+        of(2, "b", "b"),
+        of(1, "c", "c"),
+    ];
+    assert_eq!(settle(&many, 2, 2).0, Settlement::Undecidable);
+    assert_eq!(settle(&many[..4], 2, 2).0, Settlement::Open);
+}
+
+#[test]
+fn an_implausible_count_settles_nothing_without_one_more_replica() {
+    let low = Replica {
+        implausible: true,
+        ..Replica::plain("empty")
+    };
+    // Two colluders claiming nothing where many cases are expected: a third replica decides.
+    assert_eq!(
+        settle(&[low, low], 2, 2),
+        (Settlement::Open, vec![Pending, Pending])
+    );
+    assert_eq!(
+        settle(&[low, low, low], 2, 2),
         (
-            Settlement::Done("old".into()),
-            vec![Agreed, Pending, Agreed]
+            Settlement::Done("empty".into()),
+            vec![Agreed, Agreed, Agreed]
         )
     );
-    // A liar within a version is still outvoted by its version's majority, whatever the
-    // other version says.
+    // An honest third with the cases refutes them (by proof), or outvotes them here.
     assert_eq!(
         settle(
-            &[of(2, "new"), of(1, "old"), of(2, "lie"), of(2, "new")],
+            &[low, Replica::plain("cases"), Replica::plain("cases")],
             2,
             2
         ),
         (
-            Settlement::Done("new".into()),
-            vec![Agreed, Pending, Outvoted, Agreed]
+            Settlement::Done("cases".into()),
+            vec![Outvoted, Agreed, Agreed]
         )
     );
-    // Proof is not a vote: a result of any version that misses a verified case is refuted.
-    let missing = Replica {
-        complete: false,
-        ..of(1, "empty")
-    };
-    assert_eq!(
-        settle(&[missing, of(2, "new"), of(2, "new")], 2, 2),
-        (
-            Settlement::Done("new".into()),
-            vec![Refuted, Agreed, Agreed]
-        )
-    );
-    // A trusted result decides for its version: the other version's result is not judged.
+    // A trusted result settles alone, whatever the others' counts.
     let lab = Replica {
         trusted: true,
-        ..of(2, "lab")
+        ..Replica::plain("empty")
     };
     assert_eq!(
-        settle(&[of(1, "old"), lab], 2, 2),
-        (Settlement::Done("lab".into()), vec![Pending, Alone])
+        settle(&[low, lab], 2, 2),
+        (Settlement::Done("empty".into()), vec![Agreed, Agreed])
     );
-    // Disputes count within a version: six results of one version without a majority
-    // quarantine the unit however many of another version there are.
-    let mut many = vec![
-        of(2, "a"),
-        of(2, "b"),
-        of(2, "c"),
-        of(2, "a"),
-        of(2, "b"),
-        of(2, "c"),
+    // Under adaptive replication's discount, an implausible count needs a partner.
+    assert_eq!(settle(&[low], 1, 2).0, Settlement::Open);
+}
+
+#[test]
+fn a_case_only_volunteers_report_and_the_lab_lacks_holds_the_unit_for_a_person() {
+    let set = |xs: &[&str]| -> HashSet<String> { xs.iter().map(|x| x.to_string()).collect() };
+    let facts = UnitFacts {
+        all: set(&["a", "b", "p"]),
+        known: HashSet::new(),
+    };
+    let planter = set(&["a", "b", "p"]);
+    let honest = set(&["a", "b"]);
+    let sets = [
+        CaseSet {
+            xs: Some(&planter),
+            count: 3,
+            trusted: false,
+        },
+        CaseSet {
+            xs: Some(&honest),
+            count: 2,
+            trusted: false,
+        },
+        CaseSet {
+            xs: Some(&honest),
+            count: 2,
+            trusted: true,
+        },
     ];
-    many.insert(1, of(1, "old"));
-    assert_eq!(settle(&many, 2, 2).0, Settlement::Undecidable);
-    assert_eq!(settle(&many[..4], 2, 2).0, Settlement::Open);
+    // The lab lacks `p`, which only a volunteer reported: contested, nobody is refuted.
+    assert_eq!(
+        missing_cases(&sets, &facts),
+        vec![Missing::None, Missing::Contested, Missing::Contested]
+    );
+    let replicas: Vec<Replica<'_>> = [Missing::None, Missing::Contested, Missing::Contested]
+        .iter()
+        .map(|&missing| Replica {
+            missing,
+            ..Replica::plain("c")
+        })
+        .collect();
+    assert_eq!(
+        settle(&replicas, 2, 2),
+        (Settlement::Disputed, vec![Pending, Pending, Pending])
+    );
+    // Without the lab, a volunteer lacking it is refuted as before.
+    assert_eq!(
+        missing_cases(&sets[..2], &facts),
+        vec![Missing::None, Missing::Proven]
+    );
+    // Loaded as a known case, `p` is confirmed: the lab is refuted.
+    let confirmed = UnitFacts {
+        known: set(&["p"]),
+        ..facts.clone()
+    };
+    assert_eq!(
+        missing_cases(&sets, &confirmed),
+        vec![Missing::None, Missing::Proven, Missing::Proven]
+    );
+    // A case the lab reported refutes whoever lacks it.
+    let lab_full = set(&["a", "b", "p"]);
+    let with_lab = [
+        sets[1],
+        CaseSet {
+            xs: Some(&lab_full),
+            count: 3,
+            trusted: true,
+        },
+    ];
+    assert_eq!(
+        missing_cases(&with_lab, &facts),
+        vec![Missing::Proven, Missing::None]
+    );
+    // Sets, not counts: a result with a removed case in place of a missing one is incomplete.
+    let swapped = set(&["a", "removed"]);
+    assert_eq!(
+        missing_cases(
+            &[CaseSet {
+                xs: Some(&swapped),
+                count: 2,
+                trusted: false
+            }],
+            &UnitFacts {
+                all: set(&["a", "b"]),
+                known: HashSet::new()
+            }
+        ),
+        vec![Missing::Proven]
+    );
+    // Results recorded before their sets were kept are judged by their count.
+    assert_eq!(
+        missing_cases(
+            &[
+                CaseSet {
+                    xs: None,
+                    count: 2,
+                    trusted: false
+                },
+                CaseSet {
+                    xs: None,
+                    count: 1,
+                    trusted: false
+                }
+            ],
+            &UnitFacts {
+                all: set(&["a", "b"]),
+                known: HashSet::new()
+            }
+        ),
+        vec![Missing::None, Missing::Proven]
+    );
 }
 
 #[test]
@@ -426,20 +590,42 @@ fn the_bar_quarantines_forgers_liars_and_no_shows_but_not_honest_workers() {
     assert!(quarantine_reason(&omitter, 500, &bar)
         .unwrap()
         .contains("left out"));
-    // A hoarder that heartbeats and gives its leases back untouched; an honest worker
-    // restarted now and then gives one back per restart and is not expelled for it.
+    // A hoarder that heartbeats and gives its leases back untouched, or posts one unit of each
+    // and gives the rest back; an honest worker restarted now and then gives some units back
+    // per restart and is not expelled for it.
     let hoarder = WorkerReputation {
         leases_idle: 5,
+        units_leased: 5,
+        units_idle: 5,
         ..Default::default()
     };
     assert!(quarantine_reason(&hoarder, 0, &bar)
         .unwrap()
-        .contains("without computing"));
+        .contains("untouched"));
+    let partial = WorkerReputation {
+        leases_total: 12,
+        leases_idle: 12,
+        units_leased: 12 * 32,
+        units_idle: 12 * 31,
+        ..Default::default()
+    };
+    assert!(quarantine_reason(&partial, 12, &bar)
+        .unwrap()
+        .contains("untouched"));
     let restarted = WorkerReputation {
         leases_idle: 6,
+        units_leased: 5000,
+        units_idle: 600,
         ..honest
     };
     assert_eq!(quarantine_reason(&restarted, 500, &bar), None);
+    let costly = WorkerReputation {
+        verify_overruns: 3,
+        ..honest
+    };
+    assert!(quarantine_reason(&costly, 500, &bar)
+        .unwrap()
+        .contains("verification"));
 }
 
 proptest! {
@@ -472,42 +658,19 @@ proptest! {
         }
     }
 
-    /// With results of two engine versions, a result is agreed or outvoted only by its own
-    /// version's: the verdicts of the deciding version are those it gets alone, and the other
-    /// version's results stay pending (none of these is refuted).
+    /// With results of two engine versions whose counters agree within each version, the
+    /// settlement is the one the cases alone give (the versions' counters never matter across
+    /// versions).
     #[test]
-    fn versions_are_settled_apart(results in proptest::collection::vec((1i32..3, 0u8..3), 0..10),
-                                  quorum in 1u32..4) {
-        let names: Vec<(i32, String)> =
-            results.iter().map(|(e, c)| (*e, format!("v{e}c{c}"))).collect();
-        let replicas: Vec<Replica<'_>> = names.iter().map(|(e, c)| of(*e, c)).collect();
-        let (s, v) = settle(&replicas, quorum, quorum);
-        prop_assert_eq!(v.len(), replicas.len());
-        let alone = |engine: i32| {
-            let own: Vec<Replica<'_>> =
-                replicas.iter().filter(|r| r.engine == engine).copied().collect();
-            settle(&own, quorum, quorum)
-        };
-        match &s {
-            Settlement::Done(w) => {
-                let winner = replicas.iter().find(|r| r.claim == w.as_str()).unwrap().engine;
-                let (own_s, own_v) = alone(winner);
-                prop_assert_eq!(own_s, s.clone());
-                let mut own_v = own_v.into_iter();
-                for (r, v) in replicas.iter().zip(&v) {
-                    if r.engine == winner {
-                        prop_assert_eq!(Some(*v), own_v.next());
-                    } else {
-                        prop_assert_eq!(*v, Pending);
-                    }
-                }
-            }
-            _ => {
-                prop_assert!(v.iter().all(|v| *v == Pending));
-                for e in [1, 2] {
-                    prop_assert!(!matches!(alone(e).0, Settlement::Done(_)));
-                }
-            }
-        }
+    fn versions_are_settled_by_their_cases(results in proptest::collection::vec((1i32..3, 0u8..3), 0..10),
+                                          quorum in 1u32..4) {
+        let names: Vec<(i32, String, String)> = results
+            .iter()
+            .map(|(e, c)| (*e, format!("v{e}c{c}"), format!("c{c}")))
+            .collect();
+        let replicas: Vec<Replica<'_>> =
+            names.iter().map(|(e, counters, cases)| of(*e, counters, cases)).collect();
+        let cases_only: Vec<&str> = names.iter().map(|(_, _, c)| c.as_str()).collect();
+        prop_assert_eq!(settle(&replicas, quorum, quorum), vote(&cases_only, quorum, quorum));
     }
 }

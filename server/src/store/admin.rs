@@ -24,7 +24,7 @@ pub async fn requeue_units(
         return Err(Error::NotFound(format!("no campaign {campaign_id}")));
     }
     let ids: Vec<(i64,)> = sqlx::query_as(
-        "UPDATE units SET state = 'pending', attempts = 0 \
+        "UPDATE units SET state = 'pending', attempts = 0, hold_reason = NULL \
          WHERE campaign_id = $1 AND state = 'quarantined' \
            AND ($2::int8[] IS NULL OR id = ANY($2)) RETURNING id",
     )
@@ -33,7 +33,7 @@ pub async fn requeue_units(
     .fetch_all(&mut *tx)
     .await?;
     let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
-    sqlx::query("DELETE FROM unit_failures WHERE unit_id = ANY($1)")
+    sqlx::query("DELETE FROM unit_attempts WHERE unit_id = ANY($1)")
         .bind(&ids)
         .execute(&mut *tx)
         .await?;

@@ -2,8 +2,10 @@
 //! expiry pass. Locks are taken lease first, then units (see the module above).
 
 use super::*;
-/// Expires the leases past their expiry: their unfinished units go back to the pool with one
-/// more attempt, or to quarantine at `max_attempts`. One statement, so one transaction; leases
+/// Expires the leases past their expiry: their unfinished units go back to the pool, with one
+/// more attempt where the lease's worker (a trusted one) or owner (an untrusted one) had none on
+/// the unit yet, or to quarantine at `max_attempts`: one worker cannot quarantine a unit by
+/// letting it expire again and again. One statement, so one transaction; leases
 /// another transaction holds (a result being posted) are skipped and caught next time.
 /// The expired leases count against their workers (in a second statement, so the worker rows
 /// are not locked with the units; a crash between the two loses only that count).
@@ -15,10 +17,28 @@ pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<Expired> 
          ended AS ( \
              UPDATE leases l SET state = 'expired', ended_at = now() FROM due \
              WHERE l.id = due.id RETURNING l.id, l.worker_id), \
+         lost AS ( \
+             SELECT u.id AS unit_id, ended.worker_id FROM units u \
+             JOIN ended ON u.lease_id = ended.id WHERE u.state = 'leased'), \
+         tried AS ( \
+             INSERT INTO unit_attempts (unit_id, actor, worker_id, kind) \
+             SELECT lost.unit_id, \
+                    CASE WHEN w.trusted THEN 'w' || w.id ELSE 'o:' || w.owner END, \
+                    lost.worker_id, 'expired' \
+             FROM lost JOIN workers w ON w.id = lost.worker_id \
+             ON CONFLICT (unit_id, actor) DO NOTHING RETURNING unit_id), \
          back AS ( \
              UPDATE units u SET \
-                 state = CASE WHEN u.attempts + 1 >= $1 THEN 'quarantined' ELSE 'pending' END, \
-                 attempts = u.attempts + 1, lease_id = NULL \
+                 state = CASE WHEN u.id IN (SELECT unit_id FROM tried) AND u.attempts + 1 >= $1 \
+                              THEN 'quarantined' ELSE 'pending' END, \
+                 hold_reason = CASE WHEN u.id IN (SELECT unit_id FROM tried) \
+                                         AND u.attempts + 1 >= $1 \
+                                    THEN 'failed or left to expire by ' || (u.attempts + 1) \
+                                         || ' different workers or owners' \
+                                    ELSE u.hold_reason END, \
+                 attempts = u.attempts \
+                            + CASE WHEN u.id IN (SELECT unit_id FROM tried) THEN 1 ELSE 0 END, \
+                 lease_id = NULL \
              FROM ended WHERE u.lease_id = ended.id AND u.state = 'leased' \
              RETURNING u.state) \
          SELECT (SELECT count(*) FROM back WHERE state = 'pending'), \
@@ -283,7 +303,9 @@ async fn claim_run(
              RETURNING units.id, units.seq, units.negative, units.exponent, \
                        units.first::text AS first, units.count), \
          w AS ( \
-             UPDATE workers SET leases_total = leases_total + 1 FROM l WHERE workers.id = $3) \
+             UPDATE workers SET leases_total = leases_total + 1, \
+                 units_leased = units_leased + (SELECT count(*) FROM run) \
+             FROM l WHERE workers.id = $3) \
          SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
                 u.id, u.negative, u.exponent, u.first, u.count \
          FROM l, u ORDER BY u.seq"
@@ -474,15 +496,18 @@ pub async fn heartbeat(
 #[derive(Debug)]
 pub struct Released {
     pub response: ReleaseResponse,
-    /// The lease was given back whole, with no failure reported: it counts against the worker.
+    /// Units were given back untouched (no result, no failure report): they count against the
+    /// worker.
     pub idle: bool,
 }
 
 /// Ends a lease early: its unfinished units go back to the pool. Those in `failed` count one
-/// attempt each, once per worker however often it reports them (so one worker cannot
-/// quarantine a unit alone), and may be quarantined at `max_attempts`; every unit reported
-/// counts against the worker (`units_failed`). A lease given back with no result is taken off
-/// the worker's lease count, so lease/release cycles cannot dilute its expired fraction.
+/// attempt each, once per worker (an untrusted one: per owner) however often it reports them or
+/// lets them expire (so one worker cannot quarantine a unit alone), and may be quarantined at
+/// `max_attempts`; every unit reported counts against the worker (`units_failed`), every unit
+/// given back without a report counts as idle (`units_idle`). A lease given back with no
+/// result is taken off the worker's lease count, so lease/release cycles cannot dilute its
+/// expired fraction.
 pub async fn release_lease(
     pool: &PgPool,
     worker_id: i64,
@@ -500,13 +525,20 @@ pub async fn release_lease(
     let unit_count = lease.map_or(0, |l| l.unit_count);
     let rows: Vec<(String, bool)> = sqlx::query_as(
         "WITH f AS ( \
-             INSERT INTO unit_failures (unit_id, worker_id) \
-             SELECT id, $4 FROM units WHERE lease_id = $1 AND state = 'leased' AND id = ANY($2) \
+             INSERT INTO unit_attempts (unit_id, actor, worker_id, kind) \
+             SELECT u.id, CASE WHEN w.trusted THEN 'w' || w.id ELSE 'o:' || w.owner END, \
+                    $4, 'failed' \
+             FROM units u, workers w \
+             WHERE u.lease_id = $1 AND u.state = 'leased' AND u.id = ANY($2) AND w.id = $4 \
              ON CONFLICT DO NOTHING RETURNING unit_id) \
          UPDATE units SET \
              attempts = attempts + CASE WHEN id IN (SELECT unit_id FROM f) THEN 1 ELSE 0 END, \
              state = CASE WHEN id IN (SELECT unit_id FROM f) AND attempts + 1 >= $3 \
                           THEN 'quarantined' ELSE 'pending' END, \
+             hold_reason = CASE WHEN id IN (SELECT unit_id FROM f) AND attempts + 1 >= $3 \
+                                THEN 'failed or left to expire by ' || (attempts + 1) \
+                                     || ' different workers or owners' \
+                                ELSE hold_reason END, \
              lease_id = NULL \
          WHERE lease_id = $1 AND state = 'leased' RETURNING state, id = ANY($2)",
     )
@@ -521,22 +553,26 @@ pub async fn release_lease(
         .execute(&mut *tx)
         .await?;
     let reported = rows.iter().filter(|(_, f)| *f).count() as i64;
+    let given_back = rows.len() as i64 - reported;
     let untouched = rows.len() as i64 == i64::from(unit_count);
-    // A lease given back whole without a failure report held units for nothing: those count
-    // against the worker (`leases_idle`), so a hoarder that only heartbeats and releases is
-    // quarantined (`trust::quarantine_reason`).
-    let idle = untouched && reported == 0;
-    if reported > 0 || untouched {
+    // Units given back with neither a result nor a failure report were held for nothing: they
+    // count against the worker (`units_idle`, and the release in `leases_idle`), so a hoarder
+    // that posts one unit of each lease and gives the rest back is quarantined like one that
+    // gives whole leases back (`trust::quarantine_reason`).
+    let idle = given_back > 0;
+    if reported > 0 || untouched || idle {
         sqlx::query(
             "UPDATE workers SET units_failed = units_failed + $2, \
                  leases_total = GREATEST(0, leases_total - CASE WHEN $3 THEN 1 ELSE 0 END), \
-                 leases_idle = leases_idle + CASE WHEN $4 THEN 1 ELSE 0 END \
+                 leases_idle = leases_idle + CASE WHEN $4 THEN 1 ELSE 0 END, \
+                 units_idle = units_idle + $5 \
              WHERE id = $1",
         )
         .bind(worker_id)
         .bind(reported)
         .bind(untouched)
         .bind(idle)
+        .bind(given_back)
         .execute(&mut *tx)
         .await?;
     }

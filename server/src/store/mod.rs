@@ -552,14 +552,25 @@ pub struct LiveResult {
     pub unit_id: i64,
     pub worker_id: i64,
     pub claim: String,
+    /// The digest of its cases alone (`trust::cases_digest`); `None` for results recorded
+    /// before it was kept (their `claim` stands for it).
+    pub cases_claim: Option<String>,
     /// The engine version that computed it: only results of one version are compared.
     pub engine: i32,
     pub verdict: String,
     /// Its verified HR-cases (distinct, all in its unit).
     pub hr_count: i32,
+    /// Their canonical arguments; `None` for results recorded before they were kept.
+    pub case_xs: Option<Json<Vec<String>>>,
     /// Posted by a worker of a trusted (lab) token.
     pub by_trusted: bool,
+    /// Its count is improbably low for its unit (`domain::audit`).
+    pub implausible: bool,
 }
+
+/// The columns of [`LiveResult`].
+pub(crate) const LIVE_RESULT_COLUMNS: &str = "id, unit_id, worker_id, claim, cases_claim, engine, \
+     verdict, hr_count, case_xs, by_trusted, implausible";
 
 /// The live results of `units`, grouped by unit, each unit's in id order (the newest last):
 /// what settling a unit's replicas reads, after a post and after a quarantine alike.
@@ -567,10 +578,10 @@ pub(crate) async fn live_results_by_unit(
     tx: &mut Transaction<'_, Postgres>,
     units: &[i64],
 ) -> Result<std::collections::HashMap<i64, Vec<LiveResult>>> {
-    let live: Vec<LiveResult> = sqlx::query_as(
-        "SELECT id, unit_id, worker_id, claim, engine, verdict, hr_count, by_trusted FROM results \
-         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id",
-    )
+    let live: Vec<LiveResult> = sqlx::query_as(&format!(
+        "SELECT {LIVE_RESULT_COLUMNS} FROM results \
+         WHERE unit_id = ANY($1) AND NOT void ORDER BY unit_id, id"
+    ))
     .bind(units)
     .fetch_all(&mut **tx)
     .await?;
@@ -582,24 +593,28 @@ pub(crate) async fn live_results_by_unit(
     Ok(by_unit)
 }
 
-/// How many verified HR-cases lie in each of `units`: those any result reported (void or not:
-/// MPFR confirmed them) and the known cases the admin loaded, by canonical argument. A unit
-/// without any is absent.
+/// The verified HR-cases standing in each of `units`: those any result reported (void or not:
+/// MPFR confirmed them; an admin's removals are gone from them) and the known cases the admin
+/// loaded, by canonical argument. A unit without any is absent.
 pub(crate) async fn facts_by_unit<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     units: &[i64],
-) -> Result<std::collections::HashMap<i64, std::collections::HashSet<String>>> {
-    let rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT unit_id, x FROM hr_cases WHERE unit_id = ANY($1) \
-         UNION SELECT unit_id, x FROM known_cases WHERE unit_id = ANY($1)",
+) -> Result<std::collections::HashMap<i64, crate::domain::trust::UnitFacts>> {
+    let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+        "SELECT unit_id, x, false FROM hr_cases WHERE unit_id = ANY($1) \
+         UNION ALL SELECT unit_id, x, true FROM known_cases WHERE unit_id = ANY($1)",
     )
     .bind(units)
     .fetch_all(ex)
     .await?;
-    let mut by_unit: std::collections::HashMap<i64, std::collections::HashSet<String>> =
+    let mut by_unit: std::collections::HashMap<i64, crate::domain::trust::UnitFacts> =
         std::collections::HashMap::new();
-    for (unit, x) in rows {
-        by_unit.entry(unit).or_default().insert(x);
+    for (unit, x, known) in rows {
+        let f = by_unit.entry(unit).or_default();
+        if known {
+            f.known.insert(x.clone());
+        }
+        f.all.insert(x);
     }
     Ok(by_unit)
 }

@@ -26,6 +26,9 @@ pub struct PostContext {
     pub format: Option<String>,
     pub min_bits: u32,
     pub unit: UnitSpec,
+    /// The unit's cases an admin removed (canonical arguments): a result reporting one again
+    /// is refused.
+    pub removed: Vec<String>,
 }
 
 /// A unit row's range of arguments.
@@ -83,6 +86,16 @@ pub async fn precheck(
     .fetch_all(&mut *tx)
     .await?;
     let priors = fetch_priors(&mut *tx, &unit_ids, &lease_ids).await?;
+    // Cases an admin removed: a small table, read by unit.
+    let removed_rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT unit_id, x FROM removed_cases WHERE unit_id = ANY($1)")
+            .bind(&unit_ids)
+            .fetch_all(&mut *tx)
+            .await?;
+    let mut removed: HashMap<i64, Vec<String>> = HashMap::new();
+    for (unit, x) in removed_rows {
+        removed.entry(unit).or_default().push(x);
+    }
     let campaign_ids: Vec<i64> = units.iter().map(|u| u.campaign_id).collect();
     let campaigns: Vec<(i64, String, i32, i32, Option<String>)> = sqlx::query_as(
         "SELECT id, function, precision, min_bits, format FROM campaigns WHERE id = ANY($1)",
@@ -120,6 +133,7 @@ pub async fn precheck(
                 format: format.clone(),
                 min_bits: *min_bits as u32,
                 unit: spec_of(unit)?,
+                removed: removed.get(&unit.id).cloned().unwrap_or_default(),
             })
         }));
     }

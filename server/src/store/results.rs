@@ -6,6 +6,7 @@
 //! id order), then workers' rows (in id order, in `store_trust::apply_records`), then the
 //! campaigns that may have just completed (in id order).
 
+use crate::domain::audit;
 use crate::domain::trust::{self, ReplicationPolicy};
 use crate::domain::{self, Judgement, LeaseRow, PriorResult, UnitRow};
 use crate::error::{Error, Result};
@@ -36,11 +37,11 @@ async fn results_of_units<'e, E: sqlx::PgExecutor<'e>>(
         #[sqlx(flatten)]
         live: store::LiveResult,
     }
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, unit_id, lease_id, worker_id, digest, hr_count, claim, engine, verdict, \
-                void, by_trusted \
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {}, lease_id, digest, void \
          FROM results WHERE unit_id = ANY($1) ORDER BY unit_id, id",
-    )
+        store::LIVE_RESULT_COLUMNS
+    ))
     .bind(unit_ids)
     .fetch_all(ex)
     .await?;
@@ -74,6 +75,9 @@ pub struct Post<'a> {
     pub verified: &'a [HrCase],
     /// The unit's skipped runs as the server computed them (equal to the posted ones).
     pub skipped: &'a [SkippedRun],
+    /// The arguments the count audit judges (`engine::audited_arguments`); `None` where the
+    /// unit is not audited.
+    pub judged: Option<f64>,
     pub audit_roll: f64,
 }
 
@@ -96,6 +100,9 @@ pub struct BatchRecorded {
     pub outvoted_workers: Vec<i64>,
     /// Campaigns whose last unit these results finished.
     pub completed_campaigns: Vec<i64>,
+    /// The poster's owner when the count audit found its totals improbable: why, to quarantine
+    /// its workers.
+    pub improbable_owner: Option<(String, String)>,
 }
 
 /// Records verified results of one worker in one transaction: the result rows and their
@@ -131,6 +138,10 @@ struct UnitForResult {
     /// Its binade's weight (1 without an estimate): the worker's speed is in weighted
     /// arguments per second, the measure leases are sized in.
     weight: f64,
+    /// The campaign's threshold, and the estimate's cases per argument of the binade: the count
+    /// audit's expectation.
+    min_bits: i32,
+    cases_per_argument: Option<f64>,
 }
 
 /// A lease locked for recording, with its age on the database clock.
@@ -146,6 +157,7 @@ struct LeaseForResult {
 struct Poster {
     streak: i64,
     trusted: bool,
+    owner: String,
     quarantined: bool,
     quarantine_reason: Option<String>,
     revoked: bool,
@@ -207,7 +219,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         })
         .collect();
 
-    let result_ids = insert_results(&mut tx, worker_id, poster.trusted, &cols, &r_verdict).await?;
+    let result_ids = insert_results(&mut tx, worker_id, &poster, &cols, &r_verdict).await?;
     insert_skipped_runs(&mut tx, posts, accepted, &locked.units, &result_ids).await?;
 
     // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
@@ -238,6 +250,11 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     finish_units(&mut tx, &cols, &settled).await?;
     let done_campaigns: Vec<i64> = settled.done_campaigns.iter().copied().collect();
     let completed = store::complete_campaigns(&mut tx, &done_campaigns).await?;
+    let improbable_owner = if poster.trusted {
+        None
+    } else {
+        audit_owner(&mut tx, &poster.owner, posts, &cols, &locked).await?
+    };
     tx.commit().await?;
     for (slot, &i) in accepted.iter().enumerate() {
         let p = &posts[i];
@@ -252,7 +269,67 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
         speed,
         outvoted_workers: settled.changes.outvoted_workers(),
         completed_campaigns: completed,
+        improbable_owner,
     })
+}
+
+/// Adds the audited results of the batch to its owner's totals per campaign
+/// (`owner_audit`) and tests them (`audit::owner_improbable`): why the owner's workers must be
+/// quarantined, when its totals are improbable in some campaign.
+async fn audit_owner(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    owner: &str,
+    posts: &[Post<'_>],
+    cols: &Columns<'_>,
+    locked: &Locked,
+) -> Result<Option<(String, String)>> {
+    let mut per_campaign: std::collections::BTreeMap<i64, (f64, i64, i64)> = Default::default();
+    for (slot, &i) in cols.accepted.iter().enumerate() {
+        if let Some(lambda) = cols.expected[slot] {
+            let c = locked.units[&posts[i].unit_id].unit.campaign_id;
+            let e = per_campaign.entry(c).or_default();
+            e.0 += lambda;
+            e.1 += posts[i].verified.len() as i64;
+            e.2 += 1;
+        }
+    }
+    if per_campaign.is_empty() {
+        return Ok(None);
+    }
+    let ids: Vec<i64> = per_campaign.keys().copied().collect();
+    let expected: Vec<f64> = per_campaign.values().map(|v| v.0).collect();
+    let observed: Vec<i64> = per_campaign.values().map(|v| v.1).collect();
+    let results: Vec<i64> = per_campaign.values().map(|v| v.2).collect();
+    let totals: Vec<(i64, f64, i64, i64)> = sqlx::query_as(
+        "INSERT INTO owner_audit AS a (campaign_id, owner, expected, observed, results) \
+         SELECT t.c, $2, t.e, t.o, t.r \
+         FROM UNNEST($1::int8[], $3::float8[], $4::int8[], $5::int8[]) AS t(c, e, o, r) \
+         ON CONFLICT (campaign_id, owner) DO UPDATE SET \
+             expected = a.expected + EXCLUDED.expected, observed = a.observed + EXCLUDED.observed, \
+             results = a.results + EXCLUDED.results \
+         RETURNING campaign_id, expected, observed, results",
+    )
+    .bind(&ids)
+    .bind(owner)
+    .bind(&expected)
+    .bind(&observed)
+    .bind(&results)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(totals
+        .into_iter()
+        .find_map(|(campaign, expected, observed, results)| {
+            audit::owner_improbable(observed as f64, expected).map(|z| {
+                (
+                    owner.to_string(),
+                    format!(
+                        "its owner's {results} audited results in campaign {campaign} hold \
+                     {observed} HR-cases where about {expected:.0} were expected ({z:.1} \
+                     standard deviations low): cases left out"
+                    ),
+                )
+            })
+        }))
 }
 
 /// The batch's leases and units, locked in that order (see the module's lock order).
@@ -283,7 +360,8 @@ async fn lock_leases_and_units(
     let units: Vec<UnitForResult> = sqlx::query_as(
         "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
                 u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
-                c.trust_after, u.replicas_needed, u.proven, COALESCE(k.weight, 1) AS weight \
+                c.trust_after, u.replicas_needed, u.proven, COALESCE(k.weight, 1) AS weight, \
+                c.min_bits, k.cases_per_argument \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
          LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
               AND k.negative = u.negative AND k.exponent = u.exponent \
@@ -299,7 +377,8 @@ async fn lock_leases_and_units(
 /// The posting worker's row (not locked: `apply_records` locks it last).
 async fn poster(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, worker_id: i64) -> Result<Poster> {
     let poster: Option<Poster> = sqlx::query_as(
-        "SELECT streak, trusted, quarantined_at IS NOT NULL AS quarantined, quarantine_reason, \
+        "SELECT streak, trusted, owner, quarantined_at IS NOT NULL AS quarantined, \
+                quarantine_reason, \
                 revoked_at IS NOT NULL AS revoked, \
                 extract(epoch FROM now() - last_result_at)::float8 AS since_last_result \
          FROM workers WHERE id = $1",
@@ -373,8 +452,16 @@ fn judge_posts(
 /// The accepted posts' columns for the multi-row statements, in the order of `accepted`.
 struct Columns<'p> {
     accepted: Vec<usize>,
-    /// Each result's claim digest (`trust::claim_digest`).
+    /// Each result's claim digest (`trust::claim_digest`), and that of its cases alone
+    /// (`trust::cases_digest`).
     claims: Vec<String>,
+    cases_claims: Vec<String>,
+    /// Each result's verified arguments.
+    case_xs: Vec<Json<Vec<&'p str>>>,
+    /// The count audit: each result's expected cases (`None` where not audited), and whether
+    /// its count is implausible.
+    expected: Vec<Option<f64>>,
+    implausible: Vec<bool>,
     unit: Vec<i64>,
     lease: Vec<i64>,
     token: Vec<i64>,
@@ -404,6 +491,8 @@ impl<'p> Columns<'p> {
         units: &HashMap<i64, UnitForResult>,
     ) -> Result<Columns<'p>> {
         let mut claims = Vec::with_capacity(accepted.len());
+        let mut cases_claims = Vec::with_capacity(accepted.len());
+        let (mut expected, mut implausible) = (Vec::new(), Vec::new());
         for &i in &accepted {
             let p = &posts[i];
             let row = &units[&p.unit_id];
@@ -415,7 +504,23 @@ impl<'p> Columns<'p> {
                 &p.result.exact_cases,
                 p.skipped,
             ));
+            cases_claims.push(trust::cases_digest(
+                &spec,
+                p.verified,
+                &p.result.exact_cases,
+                p.skipped,
+            ));
+            let lambda = p.judged.map(|judged| {
+                audit::expected_cases(judged, row.min_bits.max(1) as u32, row.cases_per_argument)
+            });
+            implausible
+                .push(lambda.is_some_and(|l| audit::implausibly_low(p.verified.len() as u64, l)));
+            expected.push(lambda);
         }
+        let case_xs: Vec<Json<Vec<&str>>> = accepted
+            .iter()
+            .map(|&i| Json(posts[i].verified.iter().map(|c| c.x.as_str()).collect()))
+            .collect();
         let col = |f: &dyn Fn(&Post<'_>) -> i64| -> Vec<i64> {
             accepted.iter().map(|&i| f(&posts[i])).collect()
         };
@@ -462,6 +567,10 @@ impl<'p> Columns<'p> {
         }
         Ok(Columns {
             claims,
+            cases_claims,
+            case_xs,
+            expected,
+            implausible,
             unit: r_unit,
             lease: r_lease,
             token: r_token,
@@ -491,6 +600,8 @@ struct Settled {
     live: Vec<i32>,
     needed: Vec<i32>,
     state: Vec<&'static str>,
+    /// Why a unit waits for a person (held or quarantined), else `None`.
+    reason: Vec<Option<String>>,
     /// The batch's weighted arguments, the worker's elapsed time over them, and the age of the
     /// batch's oldest lease.
     count: f64,
@@ -509,14 +620,14 @@ fn settle(
     locked: &Locked,
     cols: &Columns<'_>,
     mut by_unit: HashMap<i64, Vec<store::LiveResult>>,
-    mut facts: HashMap<i64, std::collections::HashSet<String>>,
+    mut facts: HashMap<i64, trust::UnitFacts>,
 ) -> Result<Settled> {
     // Each unit's live results, the new one last (it will have the highest id), settled in the
     // batch's order: the worker's streak as it grows decides how many replicas each next unit
     // needs, as it would between single posts. The new result is settled before it is
     // inserted, so it is written once, with its verdict (its stand-in id is negative).
     let mut changes = store_trust::Changes::default();
-    let (mut u_live, mut u_needed, mut u_state) = (vec![], vec![], vec![]);
+    let (mut u_live, mut u_needed, mut u_state, mut u_reason) = (vec![], vec![], vec![], vec![]);
     let (mut count, mut elapsed, mut oldest_lease) = (0f64, 0f64, 0f64);
     let mut done_campaigns = BTreeSet::new();
     for (slot, &i) in cols.accepted.iter().enumerate() {
@@ -542,14 +653,17 @@ fn settle(
             unit_id: p.unit_id,
             worker_id,
             claim: cols.claims[slot].clone(),
+            cases_claim: Some(cols.cases_claims[slot].clone()),
             engine: cols.engine[slot],
             verdict: trust::Verdict::Pending.as_str().to_string(),
             hr_count: p.verified.len() as i32,
+            case_xs: Some(Json(p.verified.iter().map(|c| c.x.clone()).collect())),
             by_trusted: poster.trusted,
+            implausible: cols.implausible[slot],
         });
         let mut known = facts.remove(&p.unit_id).unwrap_or_default();
-        known.extend(p.verified.iter().map(|c| c.x.clone()));
-        let settlement = changes.settle(&replicas, known.len(), needed, policy.quorum)?;
+        known.all.extend(p.verified.iter().map(|c| c.x.clone()));
+        let (settlement, reason) = changes.settle(&replicas, &known, needed, policy.quorum)?;
         let state = store_trust::unit_state(&settlement);
         if state == "done" {
             done_campaigns.insert(row.unit.campaign_id);
@@ -557,6 +671,7 @@ fn settle(
         u_live.push(replicas.len() as i32);
         u_needed.push(needed as i32);
         u_state.push(state);
+        u_reason.push(reason);
         count += row.unit.count as f64 * row.weight;
         elapsed += p.result.elapsed;
         oldest_lease = oldest_lease.max(locked.leases[&p.lease_id].age_seconds);
@@ -566,6 +681,7 @@ fn settle(
         live: u_live,
         needed: u_needed,
         state: u_state,
+        reason: u_reason,
         count,
         elapsed,
         oldest_lease,
@@ -578,7 +694,7 @@ fn settle(
 async fn insert_results(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     worker_id: i64,
-    trusted: bool,
+    poster: &Poster,
     cols: &Columns<'_>,
     verdicts: &[&str],
 ) -> Result<HashMap<i64, i64>> {
@@ -586,12 +702,14 @@ async fn insert_results(
         "WITH r AS ( \
              INSERT INTO results (unit_id, lease_id, worker_id, fencing_token, digest, stats, \
                                   exact_cases, elapsed_seconds, hr_count, claim, verdict, \
-                                  by_trusted, engine) \
-             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v, $19, t.g \
+                                  by_trusted, engine, cases_claim, case_xs, owner, \
+                                  expected_cases, implausible) \
+             SELECT t.u, t.l, $1, t.f, t.d, t.s, t.e, t.el, t.h, t.c, t.v, $19, t.g, t.cc, \
+                    t.cx, $21, t.ex, t.im \
              FROM UNNEST($2::int8[], $3::int8[], $4::int8[], $5::text[], $6::jsonb[], \
                          $7::jsonb[], $8::float8[], $9::int4[], $10::text[], $18::text[], \
-                         $20::int4[]) \
-                  AS t(u, l, f, d, s, e, el, h, c, v, g) \
+                         $20::int4[], $22::text[], $23::jsonb[], $24::float8[], $25::bool[]) \
+                  AS t(u, l, f, d, s, e, el, h, c, v, g, cc, cx, ex, im) \
              RETURNING id, unit_id), \
          h AS ( \
              INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, \
@@ -621,8 +739,13 @@ async fn insert_results(
     .bind(&cols.case_kind)
     .bind(&cols.case_rounded)
     .bind(verdicts)
-    .bind(trusted)
+    .bind(poster.trusted)
     .bind(&cols.engine)
+    .bind(&poster.owner)
+    .bind(&cols.cases_claims)
+    .bind(&cols.case_xs)
+    .bind(&cols.expected)
+    .bind(&cols.implausible)
     .fetch_all(&mut **tx)
     .await?;
     Ok(inserted.into_iter().collect())
@@ -636,10 +759,11 @@ async fn finish_units(
 ) -> Result<()> {
     sqlx::query(
         "UPDATE units u SET replicas_done = t.live, replicas_needed = t.needed, lease_id = NULL, \
-             state = t.state, proven = u.proven OR t.proven, \
+             state = t.state, proven = u.proven OR t.proven, hold_reason = t.reason, \
+             reserved_for = NULL, reserved_at = NULL, \
              done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END \
-         FROM UNNEST($1::int8[], $2::int4[], $3::int4[], $4::text[], $5::bool[]) \
-              AS t(id, live, needed, state, proven) \
+         FROM UNNEST($1::int8[], $2::int4[], $3::int4[], $4::text[], $5::bool[], $6::text[]) \
+              AS t(id, live, needed, state, proven, reason) \
          WHERE u.id = t.id AND u.id = ANY($1)",
     )
     .bind(&cols.unit)
@@ -647,6 +771,7 @@ async fn finish_units(
     .bind(&settled.needed)
     .bind(&settled.state)
     .bind(&cols.proven)
+    .bind(&settled.reason)
     .execute(&mut **tx)
     .await?;
     // A lease whose last unit this was is finished (this statement sees the update above).

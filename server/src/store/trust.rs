@@ -5,11 +5,13 @@
 //! in id order. A deadlock with a concurrent post is still possible in principle (Postgres
 //! detects it and aborts one side); both sides retry it.
 
-use crate::domain::trust::{self, QuarantineBar, RecordDelta, Replica, Settlement, Verdict};
+use crate::domain::trust::{
+    self, CaseSet, QuarantineBar, RecordDelta, Replica, Settlement, UnitFacts, Verdict,
+};
 use crate::error::{Error, Result};
 use crate::store::LiveResult;
 use sqlx::{PgPool, Postgres, Transaction};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tmd_wire::WorkerReputation;
 
 /// The refusal a quarantined worker gets.
@@ -58,23 +60,40 @@ impl Changes {
         self.workers.entry(id).or_default()
     }
 
-    /// Settles one unit from its live results (in arrival order), `facts` being the number of
-    /// verified HR-cases known in the unit, and notes what changed. A result's cases are all
-    /// verified and in its unit, so it holds every fact exactly when it has as many.
+    /// Settles one unit from its live results (in arrival order) and its standing verified
+    /// cases `facts`, judged as sets (`trust::missing_cases`), and notes what changed. Returns
+    /// the settlement and, for a unit that must wait for a person, why.
     pub fn settle(
         &mut self,
         replicas: &[LiveResult],
-        facts: usize,
+        facts: &UnitFacts,
         needed: u32,
         quorum: u32,
-    ) -> Result<Settlement> {
+    ) -> Result<(Settlement, Option<String>)> {
+        let sets: Vec<Option<HashSet<String>>> = replicas
+            .iter()
+            .map(|r| r.case_xs.as_ref().map(|j| j.0.iter().cloned().collect()))
+            .collect();
+        let case_sets: Vec<CaseSet<'_>> = replicas
+            .iter()
+            .zip(&sets)
+            .map(|(r, xs)| CaseSet {
+                xs: xs.as_ref(),
+                count: r.hr_count.max(0) as usize,
+                trusted: r.by_trusted,
+            })
+            .collect();
+        let missing = trust::missing_cases(&case_sets, facts);
         let judged: Vec<Replica<'_>> = replicas
             .iter()
-            .map(|r| Replica {
+            .zip(&missing)
+            .map(|(r, &missing)| Replica {
                 claim: r.claim.as_str(),
+                cases: r.cases_claim.as_deref().unwrap_or(r.claim.as_str()),
                 engine: r.engine,
-                complete: r.hr_count.max(0) as usize >= facts,
+                missing,
                 trusted: r.by_trusted,
+                implausible: r.implausible,
             })
             .collect();
         let (settlement, verdicts) = trust::settle(&judged, needed, quorum);
@@ -88,7 +107,8 @@ impl Changes {
                 w.record = w.record.then(RecordDelta::of(old, new));
             }
         }
-        Ok(settlement)
+        let reason = hold_reason(&settlement, replicas, &sets, facts);
+        Ok((settlement, reason))
     }
 
     /// Takes out the verdicts of results settled before they were inserted (their stand-in
@@ -122,7 +142,53 @@ pub fn unit_state(s: &Settlement) -> &'static str {
     match s {
         Settlement::Done(_) => "done",
         Settlement::Open => "pending",
-        Settlement::Undecidable => "quarantined",
+        Settlement::Undecidable | Settlement::Disputed => "quarantined",
+    }
+}
+
+/// Why a unit settled so waits for a person, for the one who looks at it.
+fn hold_reason(
+    settlement: &Settlement,
+    replicas: &[LiveResult],
+    sets: &[Option<HashSet<String>>],
+    facts: &UnitFacts,
+) -> Option<String> {
+    match settlement {
+        Settlement::Undecidable => Some(format!(
+            "its {} results disagree and no majority formed: look at them (`tmd-server \
+             worker list`), quarantine the liar or requeue the unit",
+            replicas.len()
+        )),
+        Settlement::Disputed => {
+            let lab: Vec<(i64, &HashSet<String>)> = replicas
+                .iter()
+                .zip(sets)
+                .filter(|(r, _)| r.by_trusted)
+                .filter_map(|(r, xs)| xs.as_ref().map(|xs| (r.worker_id, xs)))
+                .collect();
+            let mut contested: Vec<&String> = facts
+                .all
+                .iter()
+                .filter(|x| !facts.known.contains(*x))
+                .filter(|x| lab.iter().any(|(_, xs)| !xs.contains(*x)))
+                .filter(|x| !lab.iter().any(|(_, xs)| xs.contains(*x)))
+                .collect();
+            contested.sort();
+            contested.truncate(5);
+            let workers: Vec<String> = lab.iter().map(|(w, _)| w.to_string()).collect();
+            Some(format!(
+                "the trusted worker(s) {} found no HR-case at {} which only untrusted workers \
+                 reported: if it is planted, remove it (`tmd-server campaign remove-cases`); \
+                 if the trusted worker is wrong, load it as a known case (`campaign ringers`)",
+                workers.join(", "),
+                contested
+                    .iter()
+                    .map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -212,7 +278,14 @@ pub struct RecordRow {
     failed_units: i64,
     refuted: i64,
     leases_idle: i64,
+    units_leased: i64,
+    units_idle: i64,
+    verify_overruns: i64,
 }
+
+/// The columns of [`RecordRow`], as a worker's row holds them.
+pub const RECORD_COLUMNS: &str = "valid, invalid, forged, leases_total, leases_expired, streak, \
+     units_failed AS failed_units, refuted, leases_idle, units_leased, units_idle, verify_overruns";
 
 impl RecordRow {
     pub fn reputation(&self) -> WorkerReputation {
@@ -226,8 +299,32 @@ impl RecordRow {
             failed_units: self.failed_units,
             refuted: self.refuted,
             leases_idle: self.leases_idle,
+            units_leased: self.units_leased,
+            units_idle: self.units_idle,
+            verify_overruns: self.verify_overruns,
         }
     }
+}
+
+/// Adds a verification's seconds to the worker's record, and an overrun of its budget when
+/// `overran`.
+pub async fn charge_verification(
+    pool: &PgPool,
+    worker_id: i64,
+    seconds: f64,
+    overran: bool,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE workers SET verify_seconds = verify_seconds + $2, \
+             verify_overruns = verify_overruns + CASE WHEN $3 THEN 1 ELSE 0 END \
+         WHERE id = $1",
+    )
+    .bind(worker_id)
+    .bind(seconds)
+    .bind(overran)
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 /// Counts a post with a refuted case against the worker.
@@ -247,15 +344,22 @@ pub struct Quarantined {
     pub purged: Purged,
 }
 
+/// What a quarantine must also take back: the units' attempts limit (see [`purge`]), and the
+/// quarantined workers after which an enrollment token is suspended with its live identities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub max_attempts: u32,
+    pub max_quarantined_per_token: u32,
+}
+
 /// Quarantines the workers (all, or those in `only`) whose record is below `bar`, and finishes
 /// the purge of any quarantined worker whose purge a crash interrupted. The sweeper runs this
 /// on every pass; the post and expiry paths run it for the workers they just marked.
-/// `max_attempts` is the units' quarantine limit (see [`purge`]).
 pub async fn enforce(
     pool: &PgPool,
     bar: &QuarantineBar,
     only: Option<&[i64]>,
-    max_attempts: u32,
+    rules: Rules,
 ) -> Result<Vec<Quarantined>> {
     #[derive(sqlx::FromRow)]
     struct Candidate {
@@ -264,14 +368,13 @@ pub async fn enforce(
         #[sqlx(flatten)]
         record: RecordRow,
     }
-    let rows: Vec<Candidate> = sqlx::query_as(
-        "SELECT id, units_done, valid, invalid, forged, leases_total, leases_expired, streak, \
-                units_failed AS failed_units, refuted, leases_idle FROM workers \
+    let rows: Vec<Candidate> = sqlx::query_as(&format!(
+        "SELECT id, units_done, {RECORD_COLUMNS} FROM workers \
          WHERE quarantined_at IS NULL \
            AND (forged > 0 OR invalid > 0 OR leases_expired >= $1 OR units_failed > 0 \
-                OR refuted > 0 OR leases_idle > 0) \
-           AND ($2::int8[] IS NULL OR id = ANY($2)) ORDER BY id",
-    )
+                OR refuted > 0 OR leases_idle > 0 OR verify_overruns > 0) \
+           AND ($2::int8[] IS NULL OR id = ANY($2)) ORDER BY id"
+    ))
     .bind(i64::from(bar.min_expired_leases))
     .bind(only)
     .fetch_all(pool)
@@ -279,9 +382,7 @@ pub async fn enforce(
     let mut out = Vec::new();
     for r in rows {
         if let Some(reason) = trust::quarantine_reason(&r.record.reputation(), r.units_done, bar) {
-            if let Some(q) = quarantine(pool, r.id, &reason, max_attempts).await? {
-                out.push(q);
-            }
+            out.extend(quarantine(pool, r.id, &reason, rules).await?);
         }
     }
     if only.is_none() {
@@ -293,7 +394,7 @@ pub async fn enforce(
         .fetch_all(pool)
         .await?;
         for (id,) in unfinished {
-            let purged = purge(pool, id, max_attempts).await?;
+            let purged = purge(pool, id, rules.max_attempts).await?;
             tracing::warn!(
                 worker.id = id,
                 ?purged,
@@ -304,9 +405,81 @@ pub async fn enforce(
     Ok(out)
 }
 
-/// Quarantines a worker (`None` if it already is) and purges it: first the mark, in its own
-/// short transaction so the worker is refused at once, then [`purge`].
+/// Quarantines a worker and purges it: first the mark, in its own short transaction so the
+/// worker is refused at once, then [`purge`]. Where its enrollment token now has
+/// `rules.max_quarantined_per_token` quarantined workers, the token is suspended and its other
+/// live identities are quarantined too: spares registered in advance must not go on where the
+/// token's record is already bad. Returns every worker quarantined (none when this one
+/// already was).
 pub async fn quarantine(
+    pool: &PgPool,
+    worker_id: i64,
+    reason: &str,
+    rules: Rules,
+) -> Result<Vec<Quarantined>> {
+    let Some(first) = quarantine_one(pool, worker_id, reason, rules.max_attempts).await? else {
+        return Ok(Vec::new());
+    };
+    let mut out = vec![first];
+    let suspended: Option<(i64, i64)> = sqlx::query_as(
+        "WITH t AS (SELECT enrollment_token_id AS id FROM workers WHERE id = $1), \
+         n AS (SELECT count(*) AS q FROM workers w, t \
+               WHERE w.enrollment_token_id = t.id AND w.quarantined_at IS NOT NULL) \
+         UPDATE enrollment_tokens e SET suspended_at = now() FROM t, n \
+         WHERE e.id = t.id AND n.q >= $2 AND e.suspended_at IS NULL \
+         RETURNING e.id, n.q",
+    )
+    .bind(worker_id)
+    .bind(i64::from(rules.max_quarantined_per_token.max(1)))
+    .fetch_optional(pool)
+    .await?;
+    if let Some((token, n)) = suspended {
+        let spares: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM workers WHERE enrollment_token_id = $1 AND quarantined_at IS NULL \
+             ORDER BY id",
+        )
+        .bind(token)
+        .fetch_all(pool)
+        .await?;
+        tracing::warn!(
+            token.id = token,
+            quarantined = n,
+            spares = spares.len(),
+            "enrollment token suspended with its live workers"
+        );
+        let why = format!(
+            "its enrollment token {token} was suspended: {n} of its workers were quarantined"
+        );
+        for id in spares {
+            out.extend(quarantine_one(pool, id, &why, rules.max_attempts).await?);
+        }
+    }
+    Ok(out)
+}
+
+/// Quarantines the live workers of `owner` (its results' totals failed the count audit).
+pub async fn quarantine_owner(
+    pool: &PgPool,
+    owner: &str,
+    reason: &str,
+    rules: Rules,
+) -> Result<Vec<Quarantined>> {
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM workers WHERE owner = $1 AND NOT trusted AND quarantined_at IS NULL \
+         ORDER BY id",
+    )
+    .bind(owner)
+    .fetch_all(pool)
+    .await?;
+    let mut out = Vec::new();
+    for id in ids {
+        out.extend(quarantine(pool, id, reason, rules).await?);
+    }
+    Ok(out)
+}
+
+/// The mark and the purge of one worker (`None` if it already is quarantined).
+async fn quarantine_one(
     pool: &PgPool,
     worker_id: i64,
     reason: &str,
@@ -396,9 +569,10 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    // Its failure reports cost the units nothing any more (a saboteur's reports are lies).
+    // Its failure reports and expiries cost the units nothing any more (a saboteur's reports
+    // are lies).
     let restored: Vec<(bool,)> = sqlx::query_as(
-        "WITH f AS (DELETE FROM unit_failures WHERE worker_id = $1 RETURNING unit_id) \
+        "WITH f AS (DELETE FROM unit_attempts WHERE worker_id = $1 RETURNING unit_id) \
          UPDATE units u SET attempts = GREATEST(0, u.attempts - 1), \
              state = CASE WHEN u.state = 'quarantined' AND u.attempts - 1 < $2 \
                           THEN 'pending' ELSE u.state END \
@@ -451,11 +625,13 @@ pub(crate) async fn resettle(
     let mut reopened = 0;
     // Leases of other workers that lose a unit settled here.
     let mut settled_under: Vec<i64> = Vec::new();
+    let mut reasons: Vec<Option<String>> = Vec::new();
+    let none = UnitFacts::default();
     for u in units {
         let quorum = u.replication.max(1) as u32;
         let replicas = by_unit.remove(&u.id).unwrap_or_default();
-        let known = facts.get(&u.id).map_or(0, |f| f.len());
-        let settlement = changes.settle(&replicas, known, quorum, quorum)?;
+        let known = facts.get(&u.id).unwrap_or(&none);
+        let (settlement, reason) = changes.settle(&replicas, known, quorum, quorum)?;
         // A unit another lease holds stays with it unless it is settled now.
         let state = match (&settlement, u.state.as_str()) {
             (Settlement::Open, "leased") => "leased",
@@ -470,19 +646,23 @@ pub(crate) async fn resettle(
         states.push(state);
         needed.push(quorum as i32);
         counts.push(replicas.len() as i32);
+        reasons.push(reason);
     }
     sqlx::query(
         "UPDATE units u SET state = t.state, \
              lease_id = CASE WHEN t.state = 'leased' THEN u.lease_id END, \
              done_at = CASE WHEN t.state = 'done' THEN COALESCE(u.done_at, now()) END, \
-             replicas_needed = t.needed, replicas_done = t.live \
-         FROM UNNEST($1::int8[], $2::text[], $3::int4[], $4::int4[]) AS t(id, state, needed, live) \
+             replicas_needed = t.needed, replicas_done = t.live, hold_reason = t.reason, \
+             reserved_for = NULL, reserved_at = NULL \
+         FROM UNNEST($1::int8[], $2::text[], $3::int4[], $4::int4[], $5::text[]) \
+              AS t(id, state, needed, live, reason) \
          WHERE u.id = t.id AND u.id = ANY($1)",
     )
     .bind(&ids)
     .bind(&states)
     .bind(&needed)
     .bind(&counts)
+    .bind(&reasons)
     .execute(&mut **tx)
     .await?;
     // A complete campaign with a unit reopened here has work again.
@@ -513,7 +693,8 @@ pub async fn reinstate(pool: &PgPool, worker_id: i64) -> Result<()> {
         "WITH w AS (SELECT id, quarantined_at IS NOT NULL AS q FROM workers WHERE id = $1 FOR UPDATE), \
          u AS (UPDATE workers SET quarantined_at = NULL, quarantine_reason = NULL, valid = 0, \
                    invalid = 0, forged = 0, leases_total = 0, leases_expired = 0, streak = 0, \
-                   units_failed = 0, refuted = 0, leases_idle = 0 \
+                   units_failed = 0, refuted = 0, leases_idle = 0, units_leased = 0, \
+                   units_idle = 0, verify_overruns = 0 \
                FROM w WHERE workers.id = w.id AND w.q) \
          SELECT q FROM w",
     )

@@ -59,16 +59,17 @@ pub async fn register_worker(
     max_quarantined: u32,
 ) -> Result<i64> {
     let mut tx = pool.begin().await?;
-    let standing: Option<(i64, i64)> = sqlx::query_as(
+    let standing: Option<(i64, i64, bool)> = sqlx::query_as(
         "SELECT t.id, (SELECT count(*) FROM workers w \
-                       WHERE w.enrollment_token_id = t.id AND w.quarantined_at IS NOT NULL) \
+                       WHERE w.enrollment_token_id = t.id AND w.quarantined_at IS NOT NULL), \
+                t.suspended_at IS NOT NULL \
          FROM enrollment_tokens t WHERE t.token_hash = $1 AND t.revoked_at IS NULL FOR UPDATE",
     )
     .bind(enrollment_hash)
     .fetch_optional(&mut *tx)
     .await?;
-    if let Some((id, quarantined)) = standing {
-        if quarantined >= i64::from(max_quarantined) {
+    if let Some((id, quarantined, suspended)) = standing {
+        if suspended || quarantined >= i64::from(max_quarantined) {
             tx.rollback().await?;
             return Err(Error::Forbidden(format!(
                 "enrollment token {id} is suspended: {quarantined} of its workers are quarantined; \
@@ -149,11 +150,10 @@ pub async fn get_worker(pool: &PgPool, id: i64) -> Result<WorkerInfo> {
         .ok_or_else(|| Error::NotFound(format!("no worker {id}")))
 }
 
-const WORKER_COLUMNS: &str =
-    "id, name, created_at, last_seen, speed, units_done, owner, trusted, valid, \
-     invalid, forged, leases_total, leases_expired, streak, units_failed AS failed_units, \
-     refuted, leases_idle, \
-     quarantined_at, quarantine_reason, revoked_at";
+const WORKER_COLUMNS: &str = "id, name, created_at, last_seen, speed, units_done, owner, \
+     trusted, valid, invalid, forged, leases_total, leases_expired, streak, \
+     units_failed AS failed_units, refuted, leases_idle, units_leased, units_idle, \
+     verify_overruns, verify_seconds, quarantined_at, quarantine_reason, revoked_at";
 
 #[derive(sqlx::FromRow)]
 struct WorkerRow {
@@ -167,6 +167,7 @@ struct WorkerRow {
     trusted: bool,
     #[sqlx(flatten)]
     record: store_trust::RecordRow,
+    verify_seconds: f64,
     quarantined_at: Option<DateTime<Utc>>,
     quarantine_reason: Option<String>,
     revoked_at: Option<DateTime<Utc>>,
@@ -184,6 +185,7 @@ impl WorkerRow {
             owner: self.owner,
             trusted: self.trusted,
             reputation: self.record.reputation(),
+            verify_seconds: self.verify_seconds,
             quarantined_at: self.quarantined_at,
             quarantine_reason: self.quarantine_reason,
             revoked_at: self.revoked_at,

@@ -172,6 +172,39 @@ impl TestApp {
         (w["worker_id"].as_i64().unwrap(), client)
     }
 
+    /// A worker registered with a token of its own created with `token` (owner, trusted, uses).
+    pub async fn enroll(&self, token: Value, name: &str) -> (i64, WorkerClient) {
+        let (status, t) = self
+            .admin(Method::POST, "/api/v1/enrollment-tokens", Some(token))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{t}");
+        self.register(t["token"].as_str().unwrap(), name).await
+    }
+
+    /// A worker registered with the enrollment token `token`.
+    pub async fn register(&self, token: &str, name: &str) -> (i64, WorkerClient) {
+        let (status, w) = self
+            .call(
+                Method::POST,
+                "/api/v1/workers/register",
+                None,
+                Some(json!({"enrollment_token": token, "name": name})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{w}");
+        let client = WorkerClient::new(&self.base, w["token"].as_str().unwrap(), self.http.clone());
+        (w["worker_id"].as_i64().unwrap(), client)
+    }
+
+    /// A worker as the admin sees it (`GET /api/v1/workers/{id}`).
+    pub async fn worker_info(&self, id: i64) -> Value {
+        let (status, v) = self
+            .admin(Method::GET, &format!("/api/v1/workers/{id}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        v
+    }
+
     pub async fn progress(&self, campaign: i64) -> Value {
         let (status, p) = self
             .admin(

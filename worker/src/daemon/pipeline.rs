@@ -395,6 +395,14 @@ impl<C: Coordinator> Pipeline<C> {
             if stop.is_none() && self.shared.finishing() {
                 stop = Some(Stop::Signal);
             }
+            // A post refused because the coordinator quarantined this worker: nothing more is
+            // computed, whatever else was to end the run.
+            if !matches!(stop, Some(Stop::Quarantined(_))) {
+                if let Some(why) = watch.quarantined() {
+                    error!(error = %why, "the coordinator quarantined this worker; stopping");
+                    stop = Some(Stop::Quarantined(why));
+                }
+            }
             // Leases that stopped (lost, campaign stopped) or a daemon that stops: nothing new
             // starts; their units on the engine finish, those handed over and not started come
             // back. At the unit limit the units handed over are within the limit: they run.
@@ -682,6 +690,13 @@ impl<C: Coordinator> Pipeline<C> {
         }
         // What is still queued is posted now if the server takes it; the rest stays spooled.
         self.poster.close(Duration::from_secs(30)).await;
+        // A quarantine learnt from the last posts outranks a stop at the unit limit or when
+        // idle: the supervisor must not restart this worker.
+        if !matches!(stop, Some(Stop::Quarantined(_))) {
+            if let Some(why) = watch.quarantined() {
+                stop = Some(Stop::Quarantined(why));
+            }
+        }
         if let Some(b) = &backend {
             for d in b.device_use() {
                 let uptime = self.shared.started.elapsed().as_secs_f64().max(1e-9);

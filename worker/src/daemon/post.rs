@@ -123,6 +123,8 @@ struct Inner {
     flush: Notify,
     settled: Notify,
     book: Mutex<Book>,
+    /// The coordinator's word that this worker is quarantined, from a refused post.
+    quarantined: Mutex<Option<String>>,
 }
 
 impl Inner {
@@ -174,6 +176,16 @@ impl PostWatch {
             .unwrap_or_default()
     }
 
+    /// Why the coordinator quarantined this worker, when a post was refused so: the daemon
+    /// stops, and exits with the quarantine's status whatever else ended its run.
+    pub fn quarantined(&self) -> Option<String> {
+        self.0
+            .quarantined
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Requests made and results posted so far.
     pub fn counts(&self) -> (u64, u64) {
         let b = self.0.book();
@@ -201,6 +213,7 @@ impl Poster {
             flush: Notify::new(),
             settled: Notify::new(),
             book: Mutex::new(Book::default()),
+            quarantined: Mutex::new(None),
         });
         let task = tokio::spawn(post_loop(coord, held, rx, inner.clone()));
         Poster {
@@ -275,6 +288,9 @@ async fn post_loop<C: Coordinator>(
             let n = pending.len().min(batch_max);
             let chunk: Vec<SpoolEntry> = pending[..n].to_vec();
             let round = post_round(&coord, &chunk, &mut single, &mut batch_max).await;
+            if let Some(why) = &round.quarantined {
+                *inner.quarantined.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+            }
             let mut kept = Vec::new();
             let mut failed = false;
             let mut settled: Vec<(i64, i64)> = Vec::new();
@@ -375,6 +391,8 @@ struct Round {
     verdicts: Vec<Verdict>,
     requests: u64,
     hint: Option<Duration>,
+    /// The coordinator's message where it refused a post because the worker is quarantined.
+    quarantined: Option<String>,
 }
 
 /// Posts `chunk` (one request, or one per unit where the server has no batch route or
@@ -404,6 +422,12 @@ async fn post_round<C: Coordinator>(
                     .map(|o| ((o.lease_id, o.unit_id), o))
                     .collect();
                 let (mut accepted, mut replayed, mut other) = (0, 0, 0);
+                let quarantined = resp
+                    .outcomes
+                    .iter()
+                    .filter_map(|o| o.error.as_ref())
+                    .find(|e| e.code == codes::WORKER_QUARANTINED)
+                    .map(|e| e.message.clone());
                 let verdicts = chunk
                     .iter()
                     .map(|e| match by_unit.get(&(e.lease_id, e.unit_id)) {
@@ -439,6 +463,7 @@ async fn post_round<C: Coordinator>(
                     verdicts,
                     requests: 1,
                     hint: None,
+                    quarantined,
                 };
             }
             Err(ClientError::Refused { status: 404, .. }) => {
@@ -457,6 +482,7 @@ async fn post_round<C: Coordinator>(
                     verdicts: vec![Verdict::Later; chunk.len()],
                     requests: 1,
                     hint: Some(Duration::from_millis(100)),
+                    quarantined: None,
                 };
             }
             Err(e)
@@ -464,7 +490,11 @@ async fn post_round<C: Coordinator>(
                     .is_some_and(|c| verdict_of_code(c) == Verdict::Later) =>
             {
                 error!(error = %e, "results not taken now; they stay in the spool");
-                return later(chunk.len(), None);
+                let mut round = later(chunk.len(), None);
+                if e.code() == Some(codes::WORKER_QUARANTINED) {
+                    round.quarantined = Some(e.to_string());
+                }
+                return round;
             }
             Err(ClientError::Refused { code, message, .. }) => {
                 // Refused as a whole: each unit posted alone gets its own answer.
@@ -485,6 +515,7 @@ async fn post_round<C: Coordinator>(
     }
     let mut verdicts = Vec::with_capacity(chunk.len());
     let mut hint = None;
+    let mut quarantined = None;
     for e in chunk {
         let v = match coord.post_result(e.lease_id, e.unit_id, &e.result).await {
             Ok(acc) => {
@@ -509,6 +540,9 @@ async fn post_round<C: Coordinator>(
                 if v == Verdict::Later {
                     error!(%code, %message, "the result stays in the spool");
                 }
+                if code == codes::WORKER_QUARANTINED {
+                    quarantined = Some(message);
+                }
                 v
             }
             Err(err) => {
@@ -528,6 +562,7 @@ async fn post_round<C: Coordinator>(
         requests: verdicts.len() as u64,
         verdicts,
         hint,
+        quarantined,
     }
 }
 
@@ -536,5 +571,6 @@ fn later(n: usize, hint: Option<Duration>) -> Round {
         verdicts: vec![Verdict::Later; n],
         requests: 1,
         hint,
+        quarantined: None,
     }
 }

@@ -10,7 +10,7 @@ use super::engine::SharedBackend;
 use super::fixtures;
 use super::pipeline::{DeviceLost, Opening, Pipeline};
 use super::post::{Held, Poster};
-use super::{EngineRefused, RunArgs, Settings, Shared};
+use super::{EngineRefused, Quarantined, RunArgs, Settings, Shared};
 use crate::client::ClientError;
 use crate::state::StateDir;
 use std::collections::{BTreeMap, VecDeque};
@@ -85,6 +85,9 @@ struct Fake {
     /// Lease requests answered with work before every later one is refused with
     /// `engine_version` (the coordinator was upgraded past this worker's engine).
     engine_served_leases: Option<u32>,
+    /// Every post refused with `worker_quarantined` (the coordinator quarantined the worker
+    /// while it computed).
+    quarantined: bool,
 }
 
 impl Fake {
@@ -103,6 +106,7 @@ impl Fake {
             retries: Arc::new(AtomicU32::new(0)),
             unacceptable: None,
             engine_served_leases: None,
+            quarantined: false,
         }
     }
 
@@ -232,7 +236,9 @@ impl Coordinator for Fake {
                         message: code.into(),
                     }),
                 };
-                if retry {
+                if self.quarantined {
+                    refused(UnitOutcomeStatus::Refused, codes::WORKER_QUARANTINED)
+                } else if retry {
                     refused(UnitOutcomeStatus::Retry, "unavailable")
                 } else if self.unacceptable == Some(r.unit_id) {
                     refused(UnitOutcomeStatus::Refused, "bad_request")
@@ -305,6 +311,22 @@ async fn run_with(
     std::path::PathBuf,
     Arc<Held>,
 ) {
+    run_set(fake, name, slots, opening, |_| {}).await
+}
+
+/// [`run_with`], the daemon's settings changed by `tweak` first.
+async fn run_set(
+    fake: Fake,
+    name: &str,
+    slots: usize,
+    opening: Opening,
+    tweak: impl FnOnce(&mut Settings),
+) -> (
+    anyhow::Result<()>,
+    Arc<Shared>,
+    std::path::PathBuf,
+    Arc<Held>,
+) {
     let dir = std::env::temp_dir().join(format!("tmd-pipeline-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut settings = Settings::resolve(RunArgs {
@@ -314,6 +336,7 @@ async fn run_with(
     })
     .unwrap();
     settings.lease_seconds = 1;
+    tweak(&mut settings);
     let held = Arc::new(Held::new(StateDir::open(&dir).unwrap()));
     let shared = Arc::new(Shared::new());
     let poster = Poster::start(fake.clone(), held.clone());
@@ -619,5 +642,28 @@ async fn a_coordinator_that_does_not_serve_this_engine_version_stops_the_daemon(
     assert!(c.released_failed.is_empty(), "the units are not blamed");
     nothing_held(&held);
     drop(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A worker quarantined while it computes up to its `--max-units`: its posts are refused with
+/// `worker_quarantined`, and it ends with [`Quarantined`] (exit status 3, which the systemd
+/// unit does not restart on), not as a worker that merely reached its limit (status 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantine_refusing_the_last_posts_outranks_the_unit_limit() {
+    let fake = Fake {
+        quarantined: true,
+        ..Fake::new(8, 4)
+    };
+    let (outcome, _, dir, _) = run_set(
+        fake.clone(),
+        "quarantined-limit",
+        2,
+        ready(Arc::new(Slow)),
+        |s| s.max_units = Some(2),
+    )
+    .await;
+    let e = outcome.unwrap_err();
+    assert!(e.downcast_ref::<Quarantined>().is_some(), "{e:#}");
+    assert!(fake.c.lock().unwrap().done.is_empty(), "nothing was taken");
     let _ = std::fs::remove_dir_all(dir);
 }
