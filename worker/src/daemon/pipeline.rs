@@ -69,7 +69,7 @@ const SETTLE_BEFORE_LEASE: Duration = Duration::from_secs(2);
 /// syncs and no unit waits for a free place.
 pub const SPOOL_GROUP_PER_SLOT: usize = super::dispatch::SPOOLING_PER_SLOT / 2;
 /// The longest a result waits for others to share its group's sync. A sync per result cost
-/// the CPU daemon 3-7% of its CPU (issue 30); a result is posted in a batch seconds later, so
+/// the CPU daemon 3-7% of its CPU; a result is posted in a batch seconds later, so
 /// this delays nothing the server waits for.
 const SPOOL_LINGER: Duration = Duration::from_millis(50);
 
@@ -484,7 +484,7 @@ impl<C: Coordinator> Pipeline<C> {
                     // speed they measure, and counts what this worker holds without the units
                     // they finish. Asked before them, a worker not yet measured got another
                     // small first lease, or none (its cap of units in hand), and its cores
-                    // idled until the next request (issue 30).
+                    // idled until the next request.
                     watch.settle_queued(SETTLE_BEFORE_LEASE).await;
                     coord.lease(Some(seconds), slots).await
                 }));
