@@ -4,9 +4,9 @@
 //! runs them, so one unit's CPU stages overlap the others' kernels on every device, and a job
 //! starts its next unit on its own thread the moment it ends one). Each result is spooled
 //! (written and synced, with the results that arrived during the previous group's sync) on a
-//! blocking thread and queued for the poster. On the CPU one unit per
-//! engine thread is in flight: more interleave on the same cores and cost CPU time (measured in
-//! BENCHMARKS.md). The next lease is asked for while the current one's last few seconds of work
+//! blocking thread and queued for the poster. On the CPU one unit per engine thread is in
+//! flight: more interleave on the same cores and cost CPU time (docs/benchmarks-history.md).
+//! The next lease is asked for while the current one's last few seconds of work
 //! run (its units queue behind the current ones), every lease in hand is heartbeaten, and a
 //! lease whose units are all computed is closed in the background: its results settled, its
 //! unfinished or failed units released.
