@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times the same range two ways on this machine, for issue 12's target (a campaign through the
+# Times the same range two ways on this machine, for the daemon's target (a campaign through the
 # coordinator at most 5% slower than a local search): `tmd-worker search` alone, then a campaign
 # of the same range through `tmd-server` with one `tmd-worker run` daemon. Prints both walls and
 # their ratio, and the daemon's own account (engine busy time, result requests).

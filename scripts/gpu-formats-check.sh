@@ -5,7 +5,7 @@
 # benchmark: exp on [1, 2) at 54 bits (CORE-MATH's binary80 threshold), one GPU, with the time
 # projected to the whole binade. Prints PASS or FAIL per check and exits 1 on any FAIL.
 #
-# Zero and subnormal arguments and trivial runs (issue 14 items 3 and 4) are among the checks,
+# Zero and subnormal arguments and trivial runs are among the checks,
 # and the far trivial runs and clear pieces (tanh, expm1, erf, erfc far out; exp, sin bands).
 #
 # Usage: scripts/gpu-formats-check.sh [BENCH_UNITS (2; 0 skips the benchmark)]

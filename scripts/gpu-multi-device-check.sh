@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks one daemon on several GPUs (`tmd-worker run --devices 0,1`, issue 12): runs a local
+# Checks one daemon on several GPUs (`tmd-worker run --devices 0,1`): runs a local
 # search of a range on all the devices, then the same range as a campaign through
 # `tmd-server` twice, with one daemon on all the devices and with one daemon on the first
 # device alone. Prints each campaign's wall, the ratio of the two (ideally 1/N for N equal

@@ -682,7 +682,7 @@ __device__ void stride_state(u64 *w, int n, u64 s) {
     }
 }
 
-// A striped warp's start states (issue 26, eighth pass): lane s of the warp whose first domain
+// A striped warp's start states: lane s of the warp whose first domain
 // is D starts at D + s, and Delta^l f(D + s) = sum_m C(s, m) Delta^(l+m) f(D). The differences
 // at D need the products of L-limb binomials C(D, m) (shift_state), the costliest part of a
 // thread's start (a fifth of the screen kernel's instructions near 512 with packets of 64), so
@@ -816,7 +816,7 @@ __device__ __forceinline__ void emit_failure(u64 i, u64 *out_index, u64 cap, u64
 // zero, so a = ~top and b = top + 1 exactly as from the whole word; elsewhere (about slack /
 // 2^64 of the domains) the domain's index goes to the `exact` list (counters[5]), which
 // tmd_phase1_exact tests from exact words. Two limbs instead of L keep the walk in registers
-// with room to spare: the occupancy that phase 1 lacked (issue 15).
+// with room to spare: the occupancy that phase 1 lacked.
 template <int WL>
 __device__ __forceinline__ void phase1_walk(const u64 *rho_b, const u64 *rho_s, u64 domains,
                                             u64 count, u32 domain_bits, u64 packet,
@@ -1170,7 +1170,7 @@ struct QuadCheck {
     __device__ __forceinline__ int operator()(u64 x) const {
         u64 c2 = x * (x - 1) / 2;
         if (W > 1) {
-            // The top limbs alone first (issue 26, eighth pass): almost every point is far from
+            // The top limbs alone first: almost every point is far from
             // a breakpoint, and the full evaluation below is most of a step of the walk. The
             // W-limb value's top limb is T1 + delta with T1 the sum of the top limbs' products
             // mod 2^64 and 0 <= delta <= x + C(x, 2) + 1 (the carry out of the lower limbs:
@@ -1230,7 +1230,7 @@ __device__ __forceinline__ int screen(u64 a, u64 b, u64 n, u64 e, Check &check) 
     }
     // Forward from the first point, then backward from it, in one loop: the lanes of a warp
     // walk for the most points any lane has in all, not the most forward plus the most
-    // backward (the walks' lengths vary from lane to lane; issue 26, eighth pass).
+    // backward (the walks' lengths vary from lane to lane).
     bool back = x0 >= n;
     u64 x = x0, y = y0;
 #pragma unroll 1

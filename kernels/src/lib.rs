@@ -26,7 +26,7 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// (`docs/trust.md`). Raise it with any change that moves a counter of some unit; the
 /// reference units of `kernels/tests/engine_version.rs` fail until it is raised.
 ///
-/// 1: the counters as of issue 26's ninth pass (2026-11-26). Results recorded before the
+/// 1: the counters as of 2026-11-26. Results recorded before the
 /// version existed count as version 0.
 pub const ENGINE_VERSION: u32 = 1;
 

@@ -1,8 +1,8 @@
 //! The dense route (`dense.rs`, docs/error-analysis.md §13) against MPFR: small pieces walked on
 //! their full-degree polynomial give the HR-cases, exact cases and skipped runs of every
 //! argument judged by MPFR, both the engine's own route (`SearchConfig::dense = false`) and an
-//! independent brute force; and the route is taken where it should be (erfc in binary32 near 9,
-//! issue 29; whole binades of binary16, where every function is steep in units of the output).
+//! independent brute force; and the route is taken where it should be (erfc in binary32 near 9;
+//! whole binades of binary16, where every function is steep in units of the output).
 
 mod common;
 

@@ -66,7 +66,7 @@ fn compare(first: u64, count: u64, min_bits: u32, packet: u64) -> usize {
         first,
         count,
     };
-    // The line test's lanes: [1, 2) takes the quadratic screen by default (issue 26).
+    // The line test's lanes: [1, 2) takes the quadratic screen by default.
     let cfg = GenConfig {
         quadratic: false,
         ..GenConfig::new(min_bits)

@@ -327,7 +327,7 @@ fn output_binade_crossings_and_exact_cases() {
     compare(Function::Cbrt, 20, "0x1p+3", "0x1.2p+3", 15, 16);
 }
 
-/// What the daemon compiles ahead of its first units (`piece_modules`, issue 27) is exactly
+/// What the daemon compiles ahead of its first units (`piece_modules`) is exactly
 /// what their pieces then ask a back end for: one unit piece, units that split, trivial runs
 /// and an exact run.
 #[test]

@@ -26,7 +26,7 @@ fn around(x: &str, half_width: u64) -> UnitSpec {
 fn check(f: Function, x: &str, bits: u32, kind: Kind) {
     let unit = around(x, 1 << 19);
     // The default domains, and the published 2^15 everywhere (no larger domains where f is
-    // flat, issue 26): there phase 1 has enough domains for its filter to be judged.
+    // flat): there phase 1 has enough domains for its filter to be judged.
     for (test, flat_bits) in [
         (Test::Regular, FLAT_DOMAIN_BITS),
         (Test::Lefevre, FLAT_DOMAIN_BITS),

@@ -308,7 +308,7 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
                         Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                         Err(e) => tracing::warn!(error = %e, "completion sweep failed"),
                     }
-                    // The rate's readings, about one a minute per campaign (issue 25).
+                    // The rate's readings, about one a minute per campaign.
                     match store::tallies::snapshot(&state.pool).await {
                         Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                         Err(e) => tracing::warn!(error = %e, "progress snapshot failed"),

@@ -1,4 +1,4 @@
-//! Hostile volunteers against a real server and PostgreSQL (issue 13): each test runs an
+//! Hostile volunteers against a real server and PostgreSQL: each test runs an
 //! attack that used to work and shows the campaign unharmed.
 
 mod common;
@@ -156,7 +156,7 @@ async fn lease_release_cycles_do_not_dilute_the_expired_fraction() {
 /// Item 2: one empty result with `elapsed` 1e-9 (or 5e-324) used to make a worker infinitely
 /// fast, and 8 lease requests then took 511 of 512 units. Speeds are now bounded by the
 /// server's clock and a worker holds at most its share: a few seconds of its measured work
-/// (issue 12: a share in time, so a fast GPU is not starved).
+/// (a share in time, so a fast GPU is not starved).
 #[tokio::test]
 async fn one_worker_cannot_hoard_the_pool() {
     let app = TestApp::with_config(Config {

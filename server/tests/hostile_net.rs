@@ -1,4 +1,4 @@
-//! Hostile clients and identities against a real server and PostgreSQL (issue 13): slow and
+//! Hostile clients and identities against a real server and PostgreSQL: slow and
 //! oversized connections, the unauthenticated metrics, Sybil identities and their remedies,
 //! campaigns that could never finish, rate limits, and HTTPS.
 

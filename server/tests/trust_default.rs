@@ -1,4 +1,4 @@
-//! Trust by default (issue 24), each attack against a real server and PostgreSQL: a lazy
+//! Trust by default, each attack against a real server and PostgreSQL: a lazy
 //! volunteer under the default settings, two colluders against a verified case, colluders
 //! holding every replica of a unit with a known case (ringer), ten identities of one token;
 //! and the honest worker's standing after each. Also the lab's trusted token and the explicit

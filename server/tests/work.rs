@@ -1,4 +1,4 @@
-//! Work and scale (issue 25) over real HTTP and PostgreSQL: the maintained counters equal a
+//! Work and scale over real HTTP and PostgreSQL: the maintained counters equal a
 //! full scan after a random sequence of every operation that changes a unit, a result or an
 //! HR-case; cost estimates are checked and weigh progress and leases; coverage comes in pages;
 //! units generated in the database are the engine's plan.

@@ -1,4 +1,4 @@
-//! Campaigns in named formats from end to end (issue 14): a real `tmd-server` and a real
+//! Campaigns in named formats from end to end: a real `tmd-server` and a real
 //! `tmd-worker` daemon on the CPU. exp in binary32 across the overflow threshold, across the
 //! point where results round like 0, and on subnormal results; sin in binary16 through zero
 //! (subnormal arguments, the exact case at 0, trivial runs where sin rounds like x). The
@@ -12,7 +12,7 @@ use tmd_test_support::TestDb;
 use tmd_tests::{admin, compute_on_one_worker, every_unit_done_once, get, scratch, Server};
 
 /// exp in binary32: [88.5, 89) holds log(2^128) = 88.72 (overflow above), [-105, -104.5)
-/// holds log(2^-151) = -104.67 (rounds like 0 below, subnormal above), and issue 14's
+/// holds log(2^-151) = -104.67 (rounds like 0 below, subnormal above), and the reported
 /// [-100, -99.98) has subnormal results only (its -0x1.8feebp+6 is hard on the real grid).
 const EXP_RANGES: [(&str, &str); 3] = [
     ("-0x1.a4p+6", "-0x1.a2p+6"),
@@ -266,7 +266,7 @@ async fn a_binary32_campaign_judges_on_the_real_grid_and_lists_what_it_skips() {
     let (cases, _, _) = local(&spec, EXP_RANGES[1].0, EXP_RANGES[1].1);
     assert!(
         cases.iter().any(|c| c.0 == "-0x1.8feebp+6"),
-        "issue 14's subnormal case"
+        "the reported subnormal case"
     );
     let (_, runs, _) = campaign_equals_search(spec).await;
     let reasons: BTreeSet<&str> = runs.iter().map(|r| r.3.as_str()).collect();

@@ -1,4 +1,4 @@
-//! A whole function as a campaign (issue 25): `campaign create --whole` with a real
+//! A whole function as a campaign: `campaign create --whole` with a real
 //! `tmd-server` and a CPU `tmd-worker` daemon. The coordinator accepts every unit, the
 //! collapsed ones (a block whose every argument is skipped, larger than a unit) included, and
 //! the campaign's HR-cases and skipped arguments equal those of `tmd-worker search --whole`.

@@ -1,5 +1,5 @@
-//! `tmd-worker estimate` as a user runs it: its JSON is the coordinator's `CostEstimate`
-//! (issue 25), a census (every unit sampled) projects exactly what `search` finds, and a
+//! `tmd-worker estimate` as a user runs it: its JSON is the coordinator's `CostEstimate`,
+//! a census (every unit sampled) projects exactly what `search` finds, and a
 //! seeded sample of a whole function is the same sample twice.
 
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! A farm's daemons at the edges of a campaign (issue 12), with real processes: daemons run
+//! A farm's daemons at the edges of a campaign, with real processes: daemons run
 //! with `--exit-when-idle` finish a campaign whose last lease belonged to a killed worker; a
 //! daemon restarted while its predecessor still holds the state directory waits and resumes
 //! its lease; results posted in batches survive a coordinator crash and a worker crash; two

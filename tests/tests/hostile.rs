@@ -1,4 +1,4 @@
-//! A real `tmd-worker` whose results the server refuses as unacceptable (issue 13, item 7):
+//! A real `tmd-worker` whose results the server refuses as unacceptable:
 //! it used to drop them silently and leave its lease to expire, so an honest worker was
 //! quarantined for expired leases. Now it releases those units as failed, the failures count
 //! against it (not as expiries), and no unit is quarantined by one worker.

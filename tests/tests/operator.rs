@@ -1,4 +1,4 @@
-//! An operator's day with real processes (issue 27): a worker restarted against another
+//! An operator's day with real processes: a worker restarted against another
 //! coordinator on the same database keeps its identity, its lease and its results; a worker
 //! whose state directory is deleted under it stops with that cause and gives its units back
 //! instead of leaving them to the lease's expiry.

@@ -146,7 +146,7 @@ async fn check_quarantines(url: &str) {
     };
     assert!(reason("forge").contains("refutes"), "{}", reason("forge"));
     // A lazy result is refuted by a verified case of its unit when it has one (proof before
-    // votes, issue 24), else outvoted.
+    // votes), else outvoted.
     assert!(
         reason("lazy").contains("outvoted") || reason("lazy").contains("left out"),
         "{}",

@@ -38,7 +38,7 @@ fn run_worker(server: &str, dir: &Path, limit: Duration) -> (Option<i32>, String
     let log = dir.join("worker.log");
     let mut child = Command::new(bin("tmd-worker"))
         .args(["run", "--server", server, "--token", "enroll-me"])
-        // The unknown host is not this machine: plain HTTP to it needs the opt-in (issue 13),
+        // The unknown host is not this machine: plain HTTP to it needs the opt-in,
         // or the worker would stop before it looks the name up.
         .arg("--insecure-http")
         .arg("--state-dir")

@@ -367,7 +367,7 @@ pub struct EstimateApplied {
     pub estimated_seconds_total: f64,
 }
 
-/// A campaign's progress by expected work rather than by units (issue 25): a unit's work is
+/// A campaign's progress by expected work rather than by units: a unit's work is
 /// its arguments times its binade's weight, the binade's cost per argument relative to the
 /// campaign's mean (from a posted [`CostEstimate`]), so the campaign's total work equals its
 /// arguments. Without an estimate every weight is 1: work is counted in arguments.

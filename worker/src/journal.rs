@@ -39,7 +39,7 @@ pub struct Header {
     pub to: String,
     pub unit_bits: Option<u32>,
     pub domain_bits: u32,
-    /// `--flat-domain-bits` (issue 26). Absent in journals written before, which are resumed
+    /// `--flat-domain-bits`. Absent in journals written before, which are resumed
     /// with this one's: every route searches each unit whole, so units of either agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flat_domain_bits: Option<u32>,
@@ -47,13 +47,13 @@ pub struct Header {
     /// range's own (`tmd_kernels::plan::whole`). Absent (false) in journals written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole: bool,
-    /// Phase 1's quadratic screen on steep units (issue 26; on unless `--no-quadratic-screen`):
+    /// Phase 1's quadratic screen on steep units (on unless `--no-quadratic-screen`):
     /// other statistics there. Absent (false) in journals written without it, before the
     /// screen existed or with the flag.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quadratic_screen: bool,
-    /// Which screen (`existence::quadratic::ROUTE`, 0 without one): the fifth pass's opt-in
-    /// screen (absent here, read as 0) failed other domains than today's.
+    /// Which screen (`existence::quadratic::ROUTE`, 0 without one): the first, opt-in
+    /// screen on Lefevre's turns (absent here, read as 0) failed other domains than today's.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub screen_route: u32,
 }

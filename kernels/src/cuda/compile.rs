@@ -20,12 +20,12 @@ const PHASE1_TOP_MIN_BLOCKS: u64 = 4;
 /// branches do not overlap, and the second state costs registers.
 const PHASE1_LANES: u64 = 1;
 /// Whether phase 1's warps walk their domains in stripes (1) or each thread its own packet
-/// (0; `TMD_CUDA_STRIPE`): see `stride_state` in `tmd.cu` (issue 15).
+/// (0; `TMD_CUDA_STRIPE`): see `stride_state` in `tmd.cu`.
 const PHASE1_STRIPE: u64 = 1;
 /// Blocks of 256 threads of phase 2 that must fit on a multiprocessor (`TMD_CUDA_P2_MINBLOCKS`;
 /// 0 leaves the registers to the compiler): 4 caps them at 64 (80 before, 37.5% occupancy) and
 /// took phase 2 from 0.71 to 0.58 ms per unit at 44 bits, the exp binade at 44 bits from
-/// 15.9-16.2 s to 15.0-15.1 s on an H100 (issue 15); 3 was slower (16.1 s).
+/// 15.9-16.2 s to 15.0-15.1 s on an H100; 3 was slower (16.1 s).
 const PHASE2_MIN_BLOCKS: u64 = 4;
 
 /// Whether `libnvrtc` can be loaded.
@@ -125,7 +125,7 @@ pub struct Compiled {
 /// when it holds it. The cache is an optimisation: failures to read or write it only cost a
 /// compilation. A cubin, not PTX, so that loading it is a copy: PTX is compiled again by the
 /// driver at each load, 1.2-3 s per module wherever the driver's own cache is cold (a fresh
-/// machine), which made most of a cold start (issue 27).
+/// machine), which made most of a cold start.
 pub fn compile(limbs: usize, degree: usize, arch: &str) -> Result<Compiled, CudaError> {
     compile_with(limbs, degree, arch, true)
 }
@@ -194,8 +194,8 @@ fn in_process() -> &'static Mutex<HashMap<String, Cell>> {
 /// Compiles the modules `modules` (limbs, degree) for each architecture of `arches` into this
 /// process and the disk cache, in parallel on the engine's threads, without a device: the
 /// daemon's first lease names them while its GPU opens and self-tests, and its first unit
-/// then finds its module ready instead of compiling it (about 5 s of a fresh machine's start,
-/// issue 27). A device that loads a module meanwhile waits for this compilation.
+/// then finds its module ready instead of compiling it (about 5 s of a fresh machine's
+/// start). A device that loads a module meanwhile waits for this compilation.
 pub fn warm_up(arches: &[String], modules: &[(usize, usize)]) -> Result<(), CudaError> {
     use rayon::prelude::*;
     let jobs: Vec<(&str, usize, usize)> = arches

@@ -1,7 +1,7 @@
 //! A device as the CUDA back end holds it: its compiled modules, its memory cut into slots
 //! (each with its stream and lists, one piece in flight), the pool that hands slots out and
 //! halves them after an out-of-memory, and the bound on the two-limb walk's dropped carries
-//! (split from `mod.rs`, issue 28).
+//! (split from `mod.rs`).
 
 use super::*;
 
@@ -331,7 +331,7 @@ impl Device {
 
     /// Compiles (or takes from the disk cache) and loads the modules of `keys` (limbs,
     /// degree), on the engine's threads at once: NVRTC runs on the host's cores, and one module
-    /// after another made most of a fresh machine's start (issue 27).
+    /// after another made most of a fresh machine's start.
     pub(super) fn prepare(&self, keys: &[(usize, usize)]) -> Result<(), CudaError> {
         use rayon::prelude::*;
         keys.par_iter()

@@ -1,4 +1,4 @@
-//! The GPU self-test's existence tests on the host (issue 26, ninth pass): `tmd.cu` compiled
+//! The GPU self-test's existence tests on the host: `tmd.cu` compiled
 //! by the host's C++ compiler with `cuda/host_shim.h` (CUDA's intrinsics, exact), its
 //! `tmd_selftest_tests` run for every case as its thread would, and the answers compared with
 //! the CPU's on the self-test's 131,072 inputs. CI has no GPU: this runs the kernels' own code

@@ -239,11 +239,11 @@ pub fn read_interleaved(
 /// Domains per GPU thread in phase 1: about 2^17 threads, enough to fill a large GPU once over
 /// with the four units a device runs at once (256 domains per thread on a binary64 unit: with
 /// the striped walk the exp binade at 44 bits took 15.2 s against 15.8 s with 128 and 17.8 s
-/// with 512 on an H100, issue 15; before striping 128 was the faster), but at least 16 domains
+/// with 512 on an H100; before striping 128 was the faster), but at least 16 domains
 /// each so that the start state (about `degree^2 L^2` multiplications) stays cheap next to the
 /// walk. Screened pieces (`quadratic`) take twice as many, about 2^16 threads: their start
 /// state has a third table and their domains are few (exp near 512: packets of 128 ran 74 ms
-/// per unit of `2^40` against 79 ms with 64 on an H100; BENCHMARKS.md, issue 26, eighth pass).
+/// per unit of `2^40` against 79 ms with 64 on an H100; docs/benchmarks-history.md, 2026-11-25).
 pub fn gpu_packet(domains: u64, quadratic: bool) -> u64 {
     let shift = if quadratic { 16 } else { 17 };
     (domains >> shift).clamp(16, 1024)

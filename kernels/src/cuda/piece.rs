@@ -1,5 +1,5 @@
 //! One piece on the device: its constant inputs, the launches of phases 1-3 and their
-//! argument lists, within the lists of one slot (split from `mod.rs`, issue 15).
+//! argument lists, within the lists of one slot (split from `mod.rs`).
 
 use super::*;
 use cudarc::driver::{CudaView, CudaViewMut};
@@ -47,7 +47,7 @@ pub(super) fn screen_error(g: &Generated, slack_b: u64, slack_s: u64, slack_r: u
     ((err >> 64) < 1 << 40 && g.t3 < 1 << 62).then_some((err >> 64) as u64 + 2)
 }
 
-/// The packet for phase 1 (issue 26): `packet` (the default or `TMD_CUDA_PACKET`), halved
+/// The packet for phase 1: `packet` (the default or `TMD_CUDA_PACKET`), halved
 /// (down to 16) while the two-limb walk over it would drop more than its exact fallback
 /// takes: where words are wider than two limbs and the walk's slack is unbounded
 /// (`walk_slack`: `None`) or would leave more than a quarter of `EXACT_CAP` domains of the

@@ -294,8 +294,7 @@ fn pieces_reference() -> Vec<PieceReference> {
 /// Every module the self-test uses, compiled (or taken from the disk cache) and loaded at once
 /// before its first check: the words' widths at degree 2 from the start, while the CPU
 /// computes the reference, then the whole pieces' modules, which the reference's generation
-/// names. One after another, the dozen modules took most of a fresh machine's 41 s start
-/// (issue 27).
+/// names. One after another, the dozen modules took most of a fresh machine's 41 s start.
 fn prepare(dev: &Device, reference: &OnceLock<Reference>) -> Result<(), CudaError> {
     std::thread::scope(|s| {
         let words = s.spawn(|| dev.prepare(&(1..=8).map(|limbs| (limbs, 2)).collect::<Vec<_>>()));
@@ -323,7 +322,7 @@ fn prepare(dev: &Device, reference: &OnceLock<Reference>) -> Result<(), CudaErro
 /// Long (about 320 lines): the known-answer checks one after the other, each a block on the
 /// same stream, generator and modules, in the order a failure is easiest to read (products,
 /// divisions, words, binomials, the existence tests, whole pieces); not split yet because only
-/// the device runs it (issue 28).
+/// the device runs it.
 pub(super) fn run(
     cuda: &Cuda,
     dev: &Device,

@@ -149,7 +149,7 @@ fn the_packet_keeps_the_two_limb_walk() {
 }
 
 /// `tmd_phase2`'s three-product form of the subdomain line (the integer factors of `r2`
-/// gathered, issue 26) against the seven products of `phases::domain_polynomial` and
+/// gathered) against the seven products of `phases::domain_polynomial` and
 /// `phases::subdomain_line`, written out here as the kernel does it: the same `c0`, `c1`, and
 /// `s0`, `s1` taken back from them, for the offsets generation makes (`K0 = 2^(2n - 4)`,
 /// `K1 = 2^(n - 1) - 1`, the same for the subdomains) up to domains of `2^31`.

@@ -71,8 +71,7 @@ fn mul_up(a: &Float, b: &Float) -> Float {
 /// `rad + rounding_error(value, ord)`, rounded upwards, in place: the value of
 /// `add_up(rad, &rounding_error(value, ord))` (adding an exact zero changes nothing), with
 /// `scratch` (a radius) holding the error term. The series' inner loops make millions of
-/// balls, and fresh temporaries for every radius were about a fifth of generation's time
-/// (issue 26, ninth pass).
+/// balls, and fresh temporaries for every radius were about a fifth of generation's time.
 fn add_rounding_error_in(rad: &mut Float, scratch: &mut Float, value: &Float, ord: Ordering) {
     if error_into(scratch, value, ord) {
         rad.add_assign_round(&*scratch, Round::Up);
@@ -405,7 +404,7 @@ mod tests {
         assert!(Ball::new(p, -1).ln().is_err());
     }
 
-    /// The operations as written before issue 26's ninth pass, one temporary per step.
+    /// The operations as first written, one temporary per step.
     mod former {
         use super::*;
         pub fn add(a: &Ball, o: &Ball) -> Ball {

@@ -102,7 +102,7 @@ impl Series {
     }
 
     /// `j s_j` for every `j` (the first entry unused): the weights of the recurrences below,
-    /// made once per series instead of once per term (the same balls: issue 26, ninth pass).
+    /// made once per series instead of once per term (the same balls).
     fn weighted(&self) -> Vec<Ball> {
         self.c
             .iter()

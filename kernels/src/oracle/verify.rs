@@ -398,7 +398,7 @@ impl OnGrid {
         }
         // -log2 d is printed from d_hi (a lower bound), so y must be close enough that
         // the bound loses at most 2^-30 relative: about 1.4e-9 in -log2 d, far below the
-        // four decimals printed (issue 29: log2p1(2^109) in bfloat16 printed 106.4713
+        // four decimals printed (log2p1(2^109) in bfloat16 printed 106.4713
         // above the true 106.471234 from the midpoint of a d known to 2^-13 relative).
         let sharp = self.exact || prec >= MAX_PREC || Float::with_val(64, &d_lo >> 30u32) >= *err;
         if d_hi <= threshold && d_lo.is_sign_positive() && !d_lo.is_zero() && sharp {

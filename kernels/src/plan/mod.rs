@@ -84,7 +84,7 @@ pub enum PlanError {
 /// The default unit size `U` (2^U arguments): 40 for binary64 as published, smaller for small
 /// precisions so that a binade still makes several units, each long enough for a polynomial to
 /// pay, and larger above binary64 so that a unit still holds seconds of GPU work: binary80
-/// (`p = 64`) takes 2.0 ms of one H100 per 2^40 arguments in [1, 2) at 54 bits (issue 25), so
+/// (`p = 64`) takes 2.0 ms of one H100 per 2^40 arguments in [1, 2) at 54 bits, so
 /// its units are 2^50 arguments (about 2 s there) and one of its binades is 8,192 units instead
 /// of 8.4 million.
 pub fn default_unit_bits(p: Precision) -> u32 {

@@ -36,7 +36,7 @@ const PREC: u32 = 320;
 /// `floor(-log2 bound)` for `bound > 0`: the largest `K` with `bound <= 2^-K`, so every `d <=
 /// bound` has at least `K` identical bits. A bound exactly `2^-K` gives `K`, not `K - 1`: the
 /// threshold is inclusive (`d <= 2^-k` is an HR-case), and exp2m1 at `x = -(k + p + 1)` has
-/// `d = 2^-k` exactly, the first argument of a run (issue 29).
+/// `d = 2^-k` exactly, the first argument of a run.
 pub(crate) fn bits_within(bound: &Float) -> i32 {
     let e = bound.get_exp().expect("bound > 0");
     // bound in [2^(e-1), 2^e).

@@ -27,13 +27,13 @@ pub struct SearchConfig {
     /// Walk small pieces on their full-degree polynomial and verify only the candidates
     /// (`dense.rs`) instead of judging every argument with MPFR. Off only to compare the two.
     pub dense: bool,
-    /// Where steep pieces are split in halves for speed (issue 26, [`SteepSplit`]).
+    /// Where steep pieces are split in halves for speed ([`SteepSplit`]).
     pub steep: SteepSplit,
 }
 
 /// Steep pieces (the curvature lowered the domain size) wider than `max_limbs` limbs
 /// (`max_limbs_screened` where phase 1 screens them, §16) are split in halves while the halves
-/// keep at least `min_domains` domains (issue 26). A route only: the tests force it on at small
+/// keep at least `min_domains` domains. A route only: the tests force it on at small
 /// precisions (both limits 0) against the brute force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SteepSplit {
@@ -43,11 +43,12 @@ pub struct SteepSplit {
 }
 
 impl SteepSplit {
-    /// The engine's choice, from exp in binary64 at 44 bits on one H100 (BENCHMARKS.md, issue
-    /// 26): with the line test, pieces of `2^34` near 300 (degree 8, 5 limbs) ran 7 times faster
-    /// per argument than `2^38` (degree 11, 8 limbs) and a little faster than `2^32` or `2^30`;
+    /// The engine's choice, from exp in binary64 at 44 bits on one H100
+    /// (docs/benchmarks-history.md, 2026-11-24 and 2026-11-25): with the line test, pieces of
+    /// `2^34` near 300 (degree 8, 5 limbs) ran 7 times faster per argument than `2^38` (degree
+    /// 11, 8 limbs) and a little faster than `2^32` or `2^30`;
     /// screened, whose domains are 4 to 8 times fewer, pieces of 6 limbs ran 10-26% faster than
-    /// of 5 from 64 to 1024, and of 7 or 8 slower near 64, 128 and 512 (sixth pass).
+    /// of 5 from 64 to 1024, and of 7 or 8 slower near 64, 128 and 512.
     pub const DEFAULT: SteepSplit = SteepSplit {
         max_limbs: 5,
         max_limbs_screened: 6,

@@ -1,5 +1,5 @@
 //! The dense route: a small piece too curved for the lines of phases 1-2 (erfc in binary32 near
-//! 9, issue 29) is walked at every argument on its full-degree fixed-point Taylor polynomial, and
+//! 9) is walked at every argument on its full-degree fixed-point Taylor polynomial, and
 //! only the arguments within the threshold go to MPFR (`docs/error-analysis.md` §13).
 //!
 //! Such a piece used to be judged argument by argument with MPFR (`search::EXHAUSTIVE_MAX`),
@@ -120,7 +120,7 @@ mod tests {
 
     /// The walked `R~(t)` is the polynomial `sum_m beta_m C(t, m)` exactly (mod 1), and lies
     /// within `eps_T + eps_R` of MPFR's `G` at every argument of an erfc piece near 9 whose
-    /// curvature fills the phases' circle (issue 29).
+    /// curvature fills the phases' circle.
     #[test]
     fn walked_values_are_within_the_written_bound_of_g() {
         let cfg = erfc_cfg(16);

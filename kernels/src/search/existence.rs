@@ -186,7 +186,7 @@ pub(crate) fn divrem(x: u64, y: u64) -> (u64, u64) {
 /// structure is the same as after that many single steps of Lefevre's test). A zero divisor
 /// means a rational `a` with a short expansion: "maybe".
 ///
-/// Written for the branch predictor (issue 15). The partial quotients depend on the slope `a`
+/// Written for the branch predictor. The partial quotients depend on the slope `a`
 /// alone, which neighbouring domains share to many bits, so their branches (subtraction for
 /// quotients below 3) are predicted along a walk; the offset `d` is new in every domain, so
 /// its reductions branch only on the quotient and select the rest without a branch (its
@@ -228,7 +228,7 @@ type Narrow = Gaps<u32>;
 
 /// The counts `u`, `v` of the regular test. For `N < 2^32`, `u32`: `u` and `v` stay below `N`
 /// (a capped quotient keeps `u + v <= N`, and `k u < m + u` for any quotient within the cap), so
-/// nothing saturates and the cap test is one 64-bit product, fewer instructions (issue 15; the
+/// nothing saturates and the cap test is one 64-bit product, fewer instructions (the
 /// GPU's `regular` does the same). For any `N`, `u64` counts that saturate.
 trait Count: Copy {
     /// Whether the count is 0.
@@ -409,7 +409,7 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The bare loop of issue 15: the regular test alone on `domains` random slopes and offsets
+/// The bare loop: the regular test alone on `domains` random slopes and offsets
 /// (domains of `n` arguments, threshold `e`), on the calling thread, with no walk, no
 /// generation and no other phase: the floor that phase 1 is measured against. The test runs
 /// as phase 1 runs it, `LANES` domains at a time ([`regular_lanes`]). Returns how many domains
@@ -555,7 +555,7 @@ mod tests {
         }
     }
 
-    /// The regular test as it was written before issue 15 (quotients below 3 by subtraction,
+    /// The regular test as it was first written (quotients below 3 by subtraction,
     /// a division for the cap on every half-step): the answers must not change.
     fn regular_before(a: u64, b: u64, n: u64, e: u64) -> bool {
         fn divrem(x: u64, y: u64) -> (u64, u64) {
@@ -621,7 +621,7 @@ mod tests {
         }
     }
 
-    /// Lefevre's test as before issue 26's fifth pass: every turn one by one.
+    /// Lefevre's test as first written: every turn one by one, zero quotients included.
     #[allow(clippy::all)]
     fn lefevre_turn_by_turn(a: u64, b: u64, n: u64, e: u64) -> bool {
         if let Some(answer) = flat(a, b, n, e) {

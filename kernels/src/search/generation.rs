@@ -25,19 +25,19 @@ pub struct GenConfig {
     /// piece where the function's curvature would make the line test fail too often (such a
     /// piece is steep, and may be split: `search::unit::split_steep`).
     pub domain_bits: u32,
-    /// Largest domain size where `f` is flatter than that (issue 26): `n` rises above
+    /// Largest domain size where `f` is flatter than that: `n` rises above
     /// `domain_bits` up to this while the curvature allows (§5 of docs/error-analysis.md),
     /// which leaves fewer domains to walk and test; screened pieces' domains too, while the
     /// screen's points per domain allow (§16). At most `domain_bits`: the published size
     /// everywhere.
     pub flat_domain_bits: u32,
-    /// Phase 1's quadratic screen (issue 26, §16 of docs/error-analysis.md): where the line's
+    /// Phase 1's quadratic screen (§16 of docs/error-analysis.md): where the line's
     /// curvature kept its domains below the largest size (steep pieces, exp on [1, 2)),
     /// domains up to `flat_domain_bits` whose line lists the few arguments within its
     /// threshold, each checked against the domain's quadratic, when that allows larger domains
     /// than the line test alone. On by default (about twice as fast on steep units and on
-    /// [1, 2), BENCHMARKS.md); off: the line test everywhere (the former route, the same
-    /// HR-cases, other statistics).
+    /// [1, 2), BENCHMARKS.md, steep and flat regions); off: the line test everywhere (the
+    /// former route, the same HR-cases, other statistics).
     pub quadratic: bool,
     /// `log2` of the number of subdomains per domain in phase 2 (3: kappa = 8).
     pub subdomain_split_bits: u32,
@@ -127,7 +127,7 @@ pub struct Generated {
     /// Error terms, fixed units, rounded upwards.
     pub bounds: Bounds,
     /// What pieces of `count >> j` arguments (`j = 1, 2, ..`) would need, as (degree, limbs),
-    /// predicted from this piece's own remainder coefficients (issue 26: a steep piece is cut
+    /// predicted from this piece's own remainder coefficients (a steep piece is cut
     /// straight to the size its halves would reach, `search/unit.rs`, `steep_depth`). `None` where
     /// no degree up to the maximum fits. A route only: every piece cut is generated anew.
     pub halves: Vec<Option<(usize, usize)>>,
@@ -337,7 +337,7 @@ const WIDE_FIRST: usize = 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
     /// The point series to `max_degree + 2` terms, before the degree is known: engines before
-    /// issue 26's ninth pass.
+    /// 2026-11-26.
     #[cfg_attr(not(test), allow(dead_code))]
     Full,
     /// The wide series first, to [`WIDE_FIRST`] terms (all of them only where no degree
@@ -347,7 +347,7 @@ pub(crate) enum Route {
     /// within the wide one, so where its series fails the wide one's does too: the errors that
     /// come first here (`Shape`, `Degree`, `Width` instead of `Ball`) split the piece alike.
     /// Steep regions, where most pieces are generated only to be split again (tan near its
-    /// poles), generate faster (BENCHMARKS.md, issue 26, ninth pass).
+    /// poles), generate faster (BENCHMARKS.md, steep and flat regions: tan near its pole).
     Short,
 }
 
@@ -687,7 +687,7 @@ fn domains_at(
         n -= 1;
     };
     // Subdomains no larger than those of the published domain size: where domains grow on
-    // flat pieces (issue 26) phase 2 splits them into more parts instead, since a failing
+    // flat pieces phase 2 splits them into more parts instead, since a failing
     // subdomain costs phase 3 one evaluation per argument.
     let sub_bits = n
         .min(cfg.domain_bits)
@@ -770,15 +770,15 @@ fn first_domain_bits(
 /// Points within the line's threshold that a screened domain holds on average, at most: each
 /// costs the screen a step and a quadratic's value, a fraction of the continued fraction that
 /// finds them, so a few per domain buy domains `(SCREEN_HITS / (1/32))^(1/3)` times larger
-/// than the line's cap (16 per domain: 8 times slower near 64; BENCHMARKS.md, issue 26, fifth
-/// and sixth passes).
+/// than the line's cap (16 per domain: 8 times slower near 64; docs/benchmarks-history.md,
+/// 2026-11-25).
 pub const SCREEN_HITS: u32 = 4;
 
 /// `log2` of how many radii the terms a screened domain leaves out may reach (§16): they enter
 /// only `base`, i.e. the check's and phase 3's threshold, whose flags stay rare (`2 base` per
 /// point, about `2^-39` at 44 bits), so the screen's domains grow until the points per domain
 /// bind instead (near 256 for exp in binary64 at 44 bits: `2^13` against `2^12` with one
-/// radius; BENCHMARKS.md, issue 26, sixth pass).
+/// radius; docs/benchmarks-history.md, 2026-11-25).
 pub const SCREEN_LEFT_OUT_BITS: u32 = 4;
 
 /// The screen's starting domain size: at most the larger of `cfg.domain_bits` and
@@ -835,7 +835,7 @@ fn thresholds(
     ) else {
         // With a radius below 1/8 it is the errors and the line's quadratic residual that fill
         // the circle, and halves, whose values may cross no power of two and whose terms are
-        // smaller, may fit (erfc in binary32 near 9, issue 29): split. The radius itself never
+        // smaller, may fit (erfc in binary32 near 9): split. The radius itself never
         // shrinks.
         let small_radius = Integer::from(radius << 3u32) < Integer::from(1) << frac_bits;
         return Err(if small_radius {

@@ -5,7 +5,7 @@ use super::*;
 
 /// The exact per-domain polynomials reproduce MPFR's G within the written error bound, at
 /// every tested argument of a binary64 unit of exp near 1: the line's domains of `2^15` and
-/// the quadratic screen's larger ones (the default there since issue 26's seventh pass).
+/// the quadratic screen's larger ones (the default there since 2026-11-25).
 #[test]
 fn domain_polynomials_match_mpfr_within_the_bounds() {
     let line = GenConfig {
@@ -144,7 +144,7 @@ fn flat_regions_take_larger_domains() {
 /// Issue 26, §16: with the quadratic screen (the default), pieces whose line domains stay
 /// below the largest size take larger domains (exp in binary64 near 256: `2^13`, where the
 /// cubic terms reach 16 radii, against `2^10`); screened domains rise above `domain_bits`
-/// where the points allow (seventh pass: near 4 `2^17`, on [1, 2) `2^18`, near `2^-2` `2^19`),
+/// where the points allow (near 4 `2^17`, on [1, 2) `2^18`, near `2^-2` `2^19`),
 /// and pieces whose line reaches the largest size keep the line (near `2^-10`).
 #[test]
 fn steep_pieces_take_screened_domains() {
@@ -197,7 +197,7 @@ fn steep_pieces_take_screened_domains() {
     assert!(points <= Integer::from(SCREEN_HITS) << s.frac_bits());
 }
 
-/// Issue 26, ninth pass: the wide series taken first to `WIDE_FIRST` terms (all of them where
+/// The wide series taken first to `WIDE_FIRST` terms (all of them where
 /// the degree is higher: exp near 256 and 512) and the point series only to the degree found
 /// give the polynomial of the full series, coefficient for coefficient, for every function
 /// (the first terms of a series rule do not depend on its length), on pieces flat and steep,

@@ -4,7 +4,7 @@
 //! depends only on its significand modulo `2^(1 - s)`. An exhaustive piece holding several
 //! periods then judges each class once with MPFR and copies the verdict to every argument of
 //! it (`docs/error-analysis.md` §11): sinpi in binary32 on `[2^19, 2^21)` walked 16.7 million
-//! arguments through MPFR where 96 values occur (issue 29).
+//! arguments through MPFR where 96 values occur.
 
 use crate::numbers::format::Format;
 use crate::oracle::function::Function;

@@ -51,7 +51,7 @@ pub fn packet_state<const L: usize>(
 /// Phase 1 on one packet: walk the domains, run the test, collect the failures. Only `b` and
 /// the slope are walked; `r2`, needed at the failing domains alone (about 1% of them), is
 /// evaluated there from the packet's start differences (`fixed::value_at_offset`): a quarter less
-/// walking per domain (issue 15). The regular test runs on `existence::LANES` domains at a time
+/// walking per domain. The regular test runs on `existence::LANES` domains at a time
 /// (`stripe::phase1_lanes`: vector lanes where the CPU has them, the same answers and the same
 /// list in the same order).
 pub fn phase1_packet<const L: usize>(
@@ -311,7 +311,7 @@ impl Backend for Cpu {
 
     fn name(&self) -> String {
         // Whether the regular test and the walk run in AVX-512 lanes matters for speed (about
-        // 2x, issue 15), so it is in the name every search, bench and daemon prints.
+        // 2x), so it is in the name every search, bench and daemon prints.
         let lanes = if existence::simd_available() {
             "AVX-512"
         } else {

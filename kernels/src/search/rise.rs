@@ -1,4 +1,4 @@
-//! The domain size of flat pieces (issue 26): whether domains larger than the published size
+//! The domain size of flat pieces: whether domains larger than the published size
 //! pay on a piece, judged from phase 1's test on a sample of its domains.
 
 use crate::numbers::fixed::{self, MAX_LIMBS};
@@ -10,7 +10,7 @@ const RISE_SAMPLES: u64 = 128;
 
 /// Whether domains of `2^domain_bits` arguments pay on a piece of `count` arguments (its walks
 /// `walk_b` and `walk_slope`, `frac_bits` fractional, phase 1's threshold `e1`) where they rose
-/// above the published size (issue 26). Phase 1's test, run exactly as the phases run it on
+/// above the published size. Phase 1's test, run exactly as the phases run it on
 /// `RISE_SAMPLES` domains spread evenly over the piece, gives the share `P` of failing domains.
 /// Per argument, a size costs `(1 + P c) / N`, with `c = 2^kappa + 4` phase-1 tests for a
 /// failing domain (phase 2's test of each of its `2^kappa` subdomains, its exact words), and

@@ -126,7 +126,7 @@ fn plan_part(cfg: &SearchConfig, piece: UnitSpec) -> (Vec<(UnitSpec, PiecePlan)>
     let gen_s = t.elapsed().as_secs_f64();
     let plan = match generated {
         Ok(g) => match steep_depth(cfg, &g) {
-            // Steep: pieces that walk fewer differences of fewer limbs (issue 26).
+            // Steep: pieces that walk fewer differences of fewer limbs.
             0 => PiecePlan::Generated(Box::new(g)),
             depth => return plan_split(cfg, split_times(piece, depth), gen_s),
         },
@@ -183,7 +183,7 @@ fn split_times(piece: UnitSpec, depth: u32) -> Vec<UnitSpec> {
     parts
 }
 
-/// How many times a generated piece is halved for speed (issue 26), 0 where it is searched
+/// How many times a generated piece is halved for speed, 0 where it is searched
 /// as it is: where [`split_steep`] splits it, its halves would be split again while the
 /// degree and width generation predicts for them ([`Generated::halves`], from this piece's own
 /// remainder coefficients) are still wider than `max_limbs` limbs and their halves would keep
@@ -208,7 +208,7 @@ fn steep_depth(cfg: &SearchConfig, g: &Generated) -> u32 {
     depth
 }
 
-/// Whether a generated piece is split in halves for speed (issue 26): where `f` is steep in
+/// Whether a generated piece is split in halves for speed: where `f` is steep in
 /// units of its own ulp (the curvature lowered the domain size below the configured one),
 /// a large piece needs a high degree and wide words (exp in binary64 on a unit of `2^40` near
 /// 300: degree 11, 8 limbs), and every domain walks `2 degree + 1` differences of that many
@@ -218,7 +218,8 @@ fn steep_depth(cfg: &SearchConfig, g: &Generated) -> u32 {
 /// the generated piece, so the CPU and CUDA back ends (and `piece_modules`) get the same
 /// pieces. Where the domain size is the configured one (exp on [1, 2)) nothing changes,
 /// also where the quadratic screen's domains reach it (exp near 16 and 32: the unsplit
-/// pieces of 7 limbs ran 16-24% faster screened than split to 5 or 6, BENCHMARKS.md). A
+/// pieces of 7 limbs ran 16-24% faster screened than split to 5 or 6, docs/benchmarks-history.md,
+/// 2026-11-25). A
 /// screened piece is split down to 6 limbs instead of 5 ([`SteepSplit`]).
 fn split_steep(cfg: &SearchConfig, g: &Generated) -> bool {
     g.domain_bits < cfg.gen.domain_bits
@@ -280,7 +281,7 @@ pub fn search_unit(
     let pieces = plan_pieces(cfg, unit, &mut stats, &mut timings);
     // A back end that overlaps pieces (the GPU's slots) gets all the generated pieces of the
     // unit at once: a steep unit is 64 pieces, which one after the other left all but one
-    // slot to other units (issue 26). The outcomes are taken in piece order below, so the
+    // slot to other units. The outcomes are taken in piece order below, so the
     // result is the same either way.
     let mut outcomes: Vec<Option<Result<PieceOutcome, SearchError>>> = if backend.overlaps_pieces()
     {

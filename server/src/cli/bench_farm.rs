@@ -215,7 +215,7 @@ async fn run_on(
     }
     let t = Instant::now();
     // The farm is the operator's own GPUs: one result settles a unit. A coordinator older than
-    // issue 24 (`--server-exe`, for comparisons) knows no such field and settled on one
+    // trust by default (`--server-exe`, for comparisons) knows no such field and settled on one
     // result anyway: it is asked again without it.
     let mut request = bench::exp_campaign("farm", binades);
     let mut resp = http

@@ -1,5 +1,5 @@
 //! `tmd-server bench scale`: a campaign of millions of units, end to end through one in-process
-//! coordinator on a throwaway database (issue 25). It creates the campaign over HTTP (planning,
+//! coordinator on a throwaway database. It creates the campaign over HTTP (planning,
 //! units generated in the database, counters), posts a cost estimate, has a worker lease and post
 //! a sample of units, then measures what people and dashboards ask for: progress, every
 //! campaign's progress, a coverage page, `/metrics`. It prints the creation time, the process's

@@ -45,7 +45,7 @@ fn farm_units_are_2_44_at_binary64_and_bounded_by_their_cases() {
         20,
         "binary32 as the engine's default"
     );
-    // binary80: units of 2^50 (about 2 s of an H100 in [1, 2) at 54 bits, issue 25).
+    // binary80: units of 2^50 (about 2 s of an H100 in [1, 2) at 54 bits).
     assert_eq!(default_unit_bits(64, 60), 50);
     assert_eq!(default_unit_bits(64, 54), 50);
     assert_eq!(default_unit_bits(8, 30), 12);

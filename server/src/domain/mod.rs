@@ -64,7 +64,7 @@ pub struct Held {
 
 /// Rounds of the units a worker computes at once that its leases hold before it is measured:
 /// with one round, its cores idled while the second lease was asked for, answered and started
-/// (a tenth of a 2-second campaign on 16 cores, issue 30); with four, still for about 0.07 s at
+/// (a tenth of a 2-second campaign on 16 cores); with four, still for about 0.07 s at
 /// the end of the first lease, as the first results' post (the binade's first verification,
 /// 0.1-0.15 s) and the lease after it took longer than four rounds of 25 ms units. Eight cover
 /// it; the unmeasured cap (`--max-units-per-worker`, 128) bounds what a worker's claim gets.

@@ -5,7 +5,7 @@
 //! A binade's weight is its cost per argument relative to the campaign's mean, so a unit's
 //! work is `count * weight` "weighted arguments" and a campaign's total work equals its
 //! arguments: without an estimate every weight is 1 and work is counted in arguments, exactly
-//! as before (issue 25). Weights only steer leases and the ETA; nothing a worker says enters
+//! as before. Weights only steer leases and the ETA; nothing a worker says enters
 //! them, and no result is judged by them.
 
 use super::{lease_size, Held, LeasePolicy};

@@ -255,8 +255,8 @@ async fn claim_run(
     let _turn = CLAIM_TURN.lock().await;
     // Custom plans: the claim's best plan depends on its size (a one-unit calibration or
     // 20,000 units), and a generic plan made without it ran a 20,000-unit claim on a
-    // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom (`psql`, alternated,
-    // issue 25). A claim is once a minute per GPU: planning it each time costs nothing.
+    // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom (`psql`, alternated).
+    // A claim is once a minute per GPU: planning it each time costs nothing.
     let mut tx = pool
         .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
         .await?;

@@ -173,7 +173,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     tx.commit().await?;
     // A large campaign changes the table's statistics at once, and autovacuum analyzes a
     // table only after a tenth of it changed: until then the planner plans claims for the
-    // table as it was (issue 25: 20,000-unit claims took seconds on a fresh 10-million-unit
+    // table as it was (20,000-unit claims took seconds on a fresh 10-million-unit
     // campaign). A sample of 30,000 rows, once per such creation.
     if c.units.len() >= 100_000 {
         sqlx::query("ANALYZE units").execute(pool).await?;
@@ -648,7 +648,7 @@ where
 /// generic plans. Their statements read and write a batch's rows by key through `= ANY($1)`,
 /// whose best plan does not depend on the arrays' contents; PostgreSQL would otherwise make a
 /// custom plan for most executions (a profile at 10,000 unit results/s: 7% of its CPU in the
-/// planner and the plan cache, issue 12).
+/// planner and the plan cache).
 pub(crate) const HOT_BEGIN: &str =
     "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
 

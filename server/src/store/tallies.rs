@@ -1,4 +1,4 @@
-//! Storage of a campaign's maintained counters (issue 25): the units, arguments and work of
+//! Storage of a campaign's maintained counters: the units, arguments and work of
 //! each state, HR-cases and results, kept by the triggers of
 //! `migrations/20261124100001_work_tallies.sql` in the transactions that change them; the
 //! binades' weights from a posted estimate; the rate snapshots the sweeper takes. Progress,

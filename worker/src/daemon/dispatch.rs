@@ -2,8 +2,8 @@
 //! take units from themselves. A job that finishes a unit starts the next one on the same
 //! thread, as `tmd-worker search`'s `par_iter` does, instead of waiting for the async loop to
 //! be scheduled and start it: on a CPU whose cores all compute, that hop left a core idle (or
-//! spinning in the pool) at every unit's end (issue 30, BENCHMARKS.md). Results go back to the
-//! loop through a channel; the loop writes them to the spool.
+//! spinning in the pool) at every unit's end (docs/benchmarks-history.md, 2026-11-24). Results
+//! go back to the loop through a channel; the loop writes them to the spool.
 
 use super::engine::{compute_unit, engine_unit, to_wire, SharedBackend, UnitFailure};
 use crate::misbehave::{self, Misbehave};

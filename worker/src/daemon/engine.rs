@@ -80,7 +80,7 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
 }
 
 /// Compiles, on a thread of its own, the GPU modules that the first `units` of the process's
-/// first lease need, while the back end opens and self-tests (issue 27): on a fresh machine
+/// first lease need, while the back end opens and self-tests: on a fresh machine
 /// the first unit then finds its module ready instead of compiling it after the self-test,
 /// about 5 s. Later calls do nothing (a later lease's modules compile as its units run). Nothing
 /// runs on a device and nothing is trusted from it: the units still wait for the self-test, and

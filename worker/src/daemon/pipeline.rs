@@ -4,9 +4,9 @@
 //! runs them, so one unit's CPU stages overlap the others' kernels on every device, and a job
 //! starts its next unit on its own thread the moment it ends one). Each result is spooled
 //! (written and synced, with the results that arrived during the previous group's sync) on a
-//! blocking thread and queued for the poster. On the CPU one unit per
-//! engine thread is in flight: more interleave on the same cores and cost CPU time (measured in
-//! BENCHMARKS.md). The next lease is asked for while the current one's last few seconds of work
+//! blocking thread and queued for the poster. On the CPU one unit per engine thread is in
+//! flight: more interleave on the same cores and cost CPU time (docs/benchmarks-history.md).
+//! The next lease is asked for while the current one's last few seconds of work
 //! run (its units queue behind the current ones), every lease in hand is heartbeaten, and a
 //! lease whose units are all computed is closed in the background: its results settled, its
 //! unfinished or failed units released.
@@ -69,7 +69,7 @@ const SETTLE_BEFORE_LEASE: Duration = Duration::from_secs(2);
 /// syncs and no unit waits for a free place.
 pub const SPOOL_GROUP_PER_SLOT: usize = super::dispatch::SPOOLING_PER_SLOT / 2;
 /// The longest a result waits for others to share its group's sync. A sync per result cost
-/// the CPU daemon 3-7% of its CPU (issue 30); a result is posted in a batch seconds later, so
+/// the CPU daemon 3-7% of its CPU; a result is posted in a batch seconds later, so
 /// this delays nothing the server waits for.
 const SPOOL_LINGER: Duration = Duration::from_millis(50);
 
@@ -492,7 +492,7 @@ impl<C: Coordinator> Pipeline<C> {
                     // speed they measure, and counts what this worker holds without the units
                     // they finish. Asked before them, a worker not yet measured got another
                     // small first lease, or none (its cap of units in hand), and its cores
-                    // idled until the next request (issue 30).
+                    // idled until the next request.
                     watch.settle_queued(SETTLE_BEFORE_LEASE).await;
                     coord.lease(Some(seconds), slots).await
                 }));

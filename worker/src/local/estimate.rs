@@ -112,7 +112,7 @@ fn strata(units: &[UnitSpec], unit_bits: u32, seed: u64) -> Vec<Stratum> {
 /// A unit's share is its wall time scaled by its binade's batch wall over the sum of that
 /// batch's unit walls. Batches of one binade keep a cheap unit from being charged for the
 /// expensive units it ran beside: a whole-function sample in one batch made a binade's
-/// projection 0.5 to 1.7 times its measured time on one H100 (BENCHMARKS.md).
+/// projection 0.5 to 1.7 times its measured time on one H100 (docs/benchmarks-history.md).
 fn run_batch(
     cfg: &SearchConfig,
     backend: &dyn Backend,

@@ -109,7 +109,7 @@ pub struct EngineArgs {
     /// everywhere.
     #[arg(long, default_value_t = FLAT_DOMAIN_BITS, value_parser = clap::value_parser!(u32).range(5..=30))]
     pub flat_domain_bits: u32,
-    /// Test every piece with the line alone, as engines before issue 26's sixth pass did: by
+    /// Test every piece with the line alone, the engine's former route: by
     /// default phase 1 screens pieces whose line domains the curvature keeps below
     /// --flat-domain-bits (steep ones, exp on [1, 2)) on larger domains, listing the few
     /// arguments within the line's threshold and checking each against the domain's
@@ -407,7 +407,7 @@ struct Sink {
 /// A finished unit's bytes for the output file and its journal line, made by the unit's own
 /// thread before it takes the sink's lock: at 32 bits a binary64 unit has about 512 cases,
 /// and formatting them under the lock (one `write` per piece of each line, on an unbuffered
-/// file) serialised the whole search there (issue 15: about 4 ms per unit, which was the
+/// file) serialised the whole search there (about 4 ms per unit, which was the
 /// binade's wall once the GPU was faster).
 struct Ready {
     stream: Vec<u8>,

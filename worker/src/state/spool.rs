@@ -1,7 +1,7 @@
 //! The spool: computed results the server has not yet accepted, on disk so that a crash loses
 //! none. Results that are ready together are written as one group, in one file (`batch-N.json`)
 //! synced once: the durability of one result per sync cost the CPU daemon its compute threads'
-//! time (two fsyncs per result, measured in BENCHMARKS.md, issue 30). A result leaves the
+//! time (two fsyncs per result, docs/benchmarks-history.md, 2026-11-24). A result leaves the
 //! spool in memory at once; its group's file goes when its last result has left. A crash
 //! between the two brings the results already accepted back, to be posted again and answered
 //! `replayed`, as a crash between a post and its removal always did.

@@ -1,4 +1,4 @@
-//! Phase 1's quadratic screen (issue 26): where `f` is steep, a domain's line leaves a residual
+//! Phase 1's quadratic screen: where `f` is steep, a domain's line leaves a residual
 //! too wide for the line test alone, so the screen lists the few arguments whose line value lies
 //! within the line's threshold and checks each against the domain's quadratic.
 //!
@@ -21,9 +21,8 @@ pub const MAX_HITS: u32 = 64;
 
 /// The screen's route, which a search journal records: bumped whenever which domains the screen
 /// fails can change (3: the screen wherever the line's domains stay below the largest size, up
-/// to `flat_domain_bits`, issue 26's seventh pass; 2: the regular turns and domains whose
-/// left-out terms reach `2^SCREEN_LEFT_OUT_BITS` radii, the sixth pass; 1: Lefevre's turns,
-/// the fifth pass).
+/// to `flat_domain_bits`; 2: the regular turns, on steep pieces only, and domains whose
+/// left-out terms reach `2^SCREEN_LEFT_OUT_BITS` radii; 1: Lefevre's turns, opt-in).
 pub const ROUTE: u32 = 3;
 
 /// A return gap: `g` steps move `y` by `disp` (down for `g_down`, up for `g_up`); `g = u64::MAX`
