@@ -265,3 +265,83 @@ async fn admin_remedies_from_the_command_line() {
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["requeued"], 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A lab queues three functions in one command: three campaigns, priorities descending in the
+/// order given; a worker takes every unit of the first before any of the second, and so on.
+#[tokio::test]
+async fn several_functions_queue_campaigns_that_run_in_order() {
+    let app = TestApp::new().await;
+    let (ok, out, err) = tmd(&[
+        "campaign",
+        "create",
+        "--server",
+        &app.base,
+        "--admin-token",
+        ADMIN,
+        "--function",
+        "exp,log, sinh",
+        "--format",
+        "binary32",
+        "--min-bits",
+        "8",
+        "--from",
+        "1",
+        "--to",
+        "0x1.0004p+0",
+        "--unit-bits",
+        "8",
+        "--trust-all-workers",
+        "--priority",
+        "10",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let made: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let names: Vec<(&str, i64)> = made
+        .iter()
+        .map(|c| {
+            (
+                c["function"].as_str().unwrap(),
+                c["priority"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("exp", 10), ("log", 9), ("sinh", 8)]);
+    assert_eq!(err.matches("queued campaign").count(), 3, "{err}");
+    let ids: Vec<i64> = made.iter().map(|c| c["id"].as_i64().unwrap()).collect();
+
+    let (_, w) = app.worker("w").await;
+    let mut order = Vec::new();
+    while let Some(l) = w.lease(Some(1)).await.unwrap().lease {
+        order.push(l.task.campaign_id);
+        for u in &l.units {
+            let r = tmd_server::cli::bench::empty_result(l.fencing_token, u.unit_id, 0.01);
+            w.post(l.lease_id, u.unit_id, &r).await.unwrap();
+        }
+    }
+    let mut runs = order.clone();
+    runs.dedup();
+    assert_eq!(runs, ids, "{order:?}");
+
+    // One estimate cannot serve three functions.
+    let (ok, _, err) = tmd(&[
+        "campaign",
+        "create",
+        "--server",
+        &app.base,
+        "--admin-token",
+        ADMIN,
+        "--function",
+        "exp,log",
+        "--format",
+        "binary32",
+        "--min-bits",
+        "8",
+        "--whole",
+        "--estimate",
+        "/nonexistent.json",
+    ])
+    .await;
+    assert!(!ok);
+    assert!(err.contains("campaign estimate ID FILE"), "{err}");
+}

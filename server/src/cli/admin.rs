@@ -153,6 +153,62 @@ fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The request that creates the campaign of `function` with `a`'s settings.
+fn create_request(a: &CreateArgs, function: &str, priority: Option<i32>) -> CreateCampaign {
+    CreateCampaign {
+        name: a.name.clone(),
+        function: function.to_string(),
+        format: a.format.clone(),
+        precision: a.precision,
+        min_bits: a.min_bits,
+        ranges: a
+            .from
+            .iter()
+            .zip(&a.to)
+            .map(|(f, t)| ArgRange {
+                from: f.clone(),
+                to: t.clone(),
+            })
+            .collect(),
+        whole: a.whole.then_some(true),
+        unit_bits: a.unit_bits,
+        replication: a.replication,
+        trust_all_workers: a.trust_all_workers.then_some(true),
+        distinct_owners: a.distinct_owners.then_some(true),
+        adaptive: a.adaptive.then_some(true),
+        audit_rate: a.audit_rate,
+        trust_after: a.trust_after,
+        priority,
+    }
+}
+
+/// Creates one campaign (and posts its estimate when given); prints it.
+async fn create_one(
+    client: &AdminClient,
+    a: &CreateArgs,
+    function: &str,
+    priority: Option<i32>,
+) -> anyhow::Result<()> {
+    let req = create_request(a, function, priority);
+    // Read before the campaign is created, so a missing file creates nothing.
+    let estimate = a.estimate.as_deref().map(read_estimate).transpose()?;
+    let campaign = client.create_campaign(&req).await?;
+    let Some(estimate) = estimate else {
+        return print_json(&campaign);
+    };
+    let applied = client
+        .estimate(campaign.id, &estimate)
+        .await
+        .with_context(|| {
+            format!(
+                "campaign {} was created, but its estimate was refused (post it again \
+                 with `campaign estimate {} FILE`)",
+                campaign.id, campaign.id
+            )
+        })?;
+    print_json(&serde_json::json!({ "campaign": campaign, "estimate": applied }))
+}
+
 /// Runs `campaign ...`.
 pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Result<()> {
     let client = AdminClient::new(api)?;
@@ -161,48 +217,38 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             if a.from.len() != a.to.len() {
                 bail!("give one --to per --from");
             }
-            let req = CreateCampaign {
-                name: a.name.clone(),
-                function: a.function.clone(),
-                format: a.format.clone(),
-                precision: a.precision,
-                min_bits: a.min_bits,
-                ranges: a
-                    .from
-                    .iter()
-                    .zip(&a.to)
-                    .map(|(f, t)| ArgRange {
-                        from: f.clone(),
-                        to: t.clone(),
-                    })
-                    .collect(),
-                whole: a.whole.then_some(true),
-                unit_bits: a.unit_bits,
-                replication: a.replication,
-                trust_all_workers: a.trust_all_workers.then_some(true),
-                distinct_owners: a.distinct_owners.then_some(true),
-                adaptive: a.adaptive.then_some(true),
-                audit_rate: a.audit_rate,
-                trust_after: a.trust_after,
-                priority: a.priority,
-            };
-            // Read before the campaign is created, so a missing file creates nothing.
-            let estimate = a.estimate.as_deref().map(read_estimate).transpose()?;
-            let campaign = client.create_campaign(&req).await?;
-            let Some(estimate) = estimate else {
-                return print_json(&campaign);
-            };
-            let applied = client
-                .estimate(campaign.id, &estimate)
-                .await
-                .with_context(|| {
+            let functions: Vec<&str> = a.function.split(',').map(str::trim).collect();
+            if functions.iter().any(|f| f.is_empty()) {
+                bail!("--function: a name, or names separated by commas (exp,log,sinh)");
+            }
+            if functions.len() == 1 {
+                return create_one(&client, a, functions[0], a.priority).await;
+            }
+            if a.estimate.is_some() {
+                bail!(
+                    "--estimate is one function's: create the campaigns, then post each \
+                     estimate with `campaign estimate ID FILE`"
+                );
+            }
+            if a.name.is_some() {
+                bail!("--name names one campaign: leave it out with several functions");
+            }
+            // The first listed runs first: priorities descend from --priority.
+            let top = a.priority.unwrap_or(0);
+            let mut created = Vec::with_capacity(functions.len());
+            for (i, f) in functions.iter().enumerate() {
+                let req = create_request(a, f, Some(top.saturating_sub(i as i32)));
+                let c = client.create_campaign(&req).await.with_context(|| {
                     format!(
-                        "campaign {} was created, but its estimate was refused (post it again \
-                         with `campaign estimate {} FILE`)",
-                        campaign.id, campaign.id
+                        "creating the campaign of {f} ({} of the {} listed were created)",
+                        created.len(),
+                        functions.len()
                     )
                 })?;
-            print_json(&serde_json::json!({ "campaign": campaign, "estimate": applied }))
+                eprintln!("queued campaign {} ({f}, priority {})", c.id, c.priority);
+                created.push(c);
+            }
+            print_json(&created)
         }
         CampaignCommand::Estimate { id, file } => {
             let estimate = read_estimate(file)?;

@@ -494,7 +494,9 @@ pub enum CampaignCommand {
 /// `campaign create` options.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
-    /// Function name, e.g. `exp`.
+    /// Function name, e.g. `exp`; several, comma-separated (`exp,log,sinh`), queue one
+    /// campaign each with the same settings, in that order: the first gets --priority
+    /// (default 0), each next one less, so a farm finishes them one after the other.
     #[arg(long)]
     pub function: String,
     /// `binary32`, `binary64`, or a precision (conflicts with --precision).
