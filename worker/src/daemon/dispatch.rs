@@ -6,7 +6,7 @@
 //! go back to the loop through a channel; the loop writes them to the spool.
 
 use super::engine::{compute_unit, engine_unit, to_wire, SharedBackend, UnitFailure};
-use crate::misbehave::{self, Misbehave};
+use super::misbehave::{self, Misbehave};
 use crate::state::SpoolEntry;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

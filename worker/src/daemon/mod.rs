@@ -7,21 +7,24 @@
 //! units in flight and releases the rest of the leases, a second one exits at once (the
 //! leases then expire on the server).
 
+mod backoff;
+mod client;
 mod coordinator;
 mod dispatch;
 mod engine;
 #[cfg(test)]
 mod fixtures;
+mod misbehave;
 mod pipeline;
 mod post;
 mod settings;
 #[cfg(test)]
 mod tests;
 
-use crate::backoff::Backoff;
-use crate::client::{Client, ClientError};
 use crate::state::{Credentials, StateDir, StateError};
 use anyhow::{bail, Context, Result};
+use backoff::Backoff;
+use client::{Client, ClientError};
 use pipeline::Pipeline;
 pub use pipeline::{DeviceLost, DEVICE_LOST_EXIT};
 use post::{Held, Poster};

@@ -19,15 +19,15 @@
 //! and the run ends with an error ([`DeviceLost`] for the second) so that systemd starts a
 //! fresh process, which tests the device again.
 
+use super::backoff::{self, Backoff};
+use super::client::ClientError;
 use super::coordinator::Coordinator;
 use super::dispatch::{Dispatch, Finished, Job, Work};
 use super::engine::{engine_unit, failure_reason, one_line, warm_up, SharedBackend};
+use super::misbehave::Misbehave;
 use super::post::{Held, PostWatch, Poster};
 use super::settings::Settings;
 use super::{EngineRefused, Quarantined, Shared};
-use crate::backoff::{self, Backoff};
-use crate::client::ClientError;
-use crate::misbehave::Misbehave;
 use crate::state::{LeaseState, SpoolEntry, StateDir};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeSet, VecDeque};

@@ -9,9 +9,9 @@
 //! `retry`, an unreachable server, an unknown token or a quarantine keep it, spooled and
 //! queued, for a later batch. A coordinator without the batch route (404) gets single posts.
 
+use super::backoff::Backoff;
+use super::client::ClientError;
 use super::coordinator::Coordinator;
-use crate::backoff::Backoff;
-use crate::client::ClientError;
 use crate::state::{LeaseState, SpoolEntry, StateDir, StateError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
