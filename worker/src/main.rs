@@ -1,5 +1,7 @@
 //! `tmd-worker`: local searches, benchmarks and single-argument evaluation with the engine.
 
+#![forbid(unsafe_code)]
+
 mod daemon;
 mod local;
 mod state;
