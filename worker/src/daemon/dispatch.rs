@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Results computed but not yet spooled, per slot, before no job takes a new unit: bounds what
 /// a slow disk lets pile up in memory, and what a crash loses. Twice a spool group's size
-/// (`pipeline::SPOOL_GROUP_PER_SLOT`): one group fills while the one before it syncs.
+/// (`spool::SPOOL_GROUP_PER_SLOT`): one group fills while the one before it syncs.
 pub const SPOOLING_PER_SLOT: usize = 8;
 
 /// A unit to compute, with what its lease says about it.

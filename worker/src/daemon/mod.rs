@@ -14,10 +14,13 @@ mod dispatch;
 mod engine;
 #[cfg(test)]
 mod fixtures;
+mod held;
+mod lease;
 mod misbehave;
 mod pipeline;
 mod post;
 mod settings;
+mod spool;
 #[cfg(test)]
 mod tests;
 
@@ -25,9 +28,10 @@ use crate::state::{Credentials, StateDir, StateError};
 use anyhow::{bail, Context, Result};
 use backoff::Backoff;
 use client::{Client, ClientError};
+use held::Held;
 use pipeline::Pipeline;
 pub use pipeline::{DeviceLost, DEVICE_LOST_EXIT};
-use post::{Held, Poster};
+use post::Poster;
 pub use settings::{RunArgs, Settings};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -12,8 +12,9 @@
 use super::backoff::Backoff;
 use super::client::ClientError;
 use super::coordinator::Coordinator;
-use crate::state::{LeaseState, SpoolEntry, StateDir, StateError};
-use std::collections::{BTreeMap, HashMap};
+use super::held::Held;
+use crate::state::SpoolEntry;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tmd_wire::{codes, BatchedResult, ResultBatch, UnitOutcomeStatus};
@@ -28,60 +29,6 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Results queued in memory before computing waits for the poster: the spool holds them all
 /// anyway, this only bounds what a slow server lets pile up between two requests.
 const QUEUE: usize = 4 * BATCH_MAX;
-
-/// The leases in hand, shared by the computation and the poster: a unit enters its lease's
-/// `done` set (on disk) before its accepted result leaves the spool.
-pub struct Held {
-    pub state: Arc<StateDir>,
-    leases: Mutex<HashMap<i64, LeaseState>>,
-}
-
-impl Held {
-    pub fn new(state: StateDir) -> Held {
-        Held {
-            state: Arc::new(state),
-            leases: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, LeaseState>> {
-        self.leases.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Takes a lease in hand (and writes it down).
-    pub fn insert(&self, ls: LeaseState) -> Result<(), StateError> {
-        self.state.save_lease(&ls)?;
-        self.map().insert(ls.lease.lease_id, ls);
-        Ok(())
-    }
-
-    /// Forgets a lease (finished, released or lost).
-    pub fn remove(&self, lease_id: i64) -> Result<(), StateError> {
-        self.map().remove(&lease_id);
-        self.state.clear_lease(lease_id)
-    }
-
-    /// Writes the units down as finished in their leases still in hand; `false` if a lease
-    /// file could not be written (the results then stay spooled).
-    fn mark_done(&self, units: &[(i64, i64)]) -> bool {
-        let mut by_lease: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-        for &(l, u) in units {
-            by_lease.entry(l).or_default().push(u);
-        }
-        let mut map = self.map();
-        let mut ok = true;
-        for (l, us) in by_lease {
-            if let Some(ls) = map.get_mut(&l) {
-                ls.done.extend(us);
-                if let Err(e) = self.state.save_lease(ls) {
-                    error!(error = %e, lease.id = l, "cannot write the lease's finished units");
-                    ok = false;
-                }
-            }
-        }
-        ok
-    }
-}
 
 /// What became of one posted result.
 #[derive(Debug, Clone, PartialEq, Eq)]
