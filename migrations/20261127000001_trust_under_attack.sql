@@ -34,6 +34,16 @@ CREATE INDEX units_awaiting_replica ON units (campaign_id, id)
 -- `[first_seq, first_seq + unit_count)`).
 ALTER TABLE leases ADD COLUMN seqs int4[];
 
+-- The claim's sources, each a partial index in seq order: units never leased (`fence` is set
+-- by a unit's first lease), units back from an expired or released lease with no live result,
+-- and (above) units reserved for an owner's next replica. Claims in seq order start at
+-- `campaigns.fresh_from`, below which no unit was never leased: a scan does not step over the
+-- entries of units leased since the last vacuum.
+CREATE INDEX units_fresh ON units (campaign_id, seq) WHERE state = 'pending' AND fence IS NULL;
+CREATE INDEX units_returned ON units (campaign_id, seq)
+    WHERE state = 'pending' AND fence IS NOT NULL AND replicas_done = 0;
+ALTER TABLE campaigns ADD COLUMN fresh_from integer NOT NULL DEFAULT 0;
+
 -- One attempt per unit and actor (a trusted worker, or an untrusted owner), whether it failed
 -- the unit or let its lease expire: one worker, or the identities of one owner, cannot
 -- quarantine a unit alone. Replaces `unit_failures`.

@@ -319,6 +319,13 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
                         Err(e) => tracing::warn!(error = %e, "quarantine sweep failed"),
                         Ok(()) => {}
                     }
+                    // Replicas reserved for owners that went away are drawn again.
+                    match store::free_stale_reservations(&state.pool).await {
+                        Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
+                        Err(e) => tracing::warn!(error = %e, "reservation sweep failed"),
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(units = n, "replica reservations of idle owners freed"),
+                    }
                 }
             }
             _ = &mut stop => return,

@@ -680,3 +680,56 @@ async fn campaign_watch_follows_until_the_end() {
     let (ok, _, err) = tmd(&args(&app, &["campaign", "watch", "999999"])).await;
     assert!(!ok && err.contains("not_found"), "{err}");
 }
+
+/// Skipped runs merged wherever a campaign shows them: expm1 in binary32 at 16 bits on
+/// [2^-42, 2^-39) is three units, each with one trivial run (expm1(x) rounds like x: the two
+/// lower binades whole, the third up to 0x1.6a09e6p-40); adjacent, with one reason and
+/// `g(x)`, they read as one run in progress and in every export format, with the fewest bits
+/// of the three.
+#[tokio::test]
+async fn adjacent_skipped_runs_read_as_one_in_progress_and_exports() {
+    let app = TestApp::new().await;
+    let c = app
+        .campaign(
+            serde_json::json!({"function": "expm1", "format": "binary32", "min_bits": 16,
+            "unit_bits": 23, "ranges": [{"from": "0x1p-42", "to": "0x1p-39"}]}),
+        )
+        .await;
+    let id = c["id"].as_i64().unwrap();
+    assert_eq!(c["units_total"], 3, "{c}");
+    let (_, w) = app.worker("w").await;
+    let mut total = 0;
+    while let Some(l) = w.lease(Some(1)).await.unwrap().lease {
+        let u = &l.units[0];
+        let runs =
+            common::engine::honest_runs(tmd_kernels::Function::Expm1, "binary32", 16, &u.spec);
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        total += runs[0].count;
+        let r = common::engine::result(&l, u.unit_id, &[], &runs);
+        w.post(l.lease_id, u.unit_id, &r).await.unwrap();
+    }
+    let p = app.progress(id).await;
+    let runs = p["skipped_runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{p}");
+    assert!(total > 2 << 23, "{total}");
+    assert_eq!(runs[0]["count"], total, "{p}");
+    assert_eq!(runs[0]["first"], "0x1p-42", "{p}");
+    assert_eq!(runs[0]["last"], "0x1.6a09e6p-40", "{p}");
+    assert_eq!(runs[0]["reason"], "trivial", "{p}");
+    for query in ["format=wc", "format=csv", "format=json&shape=object"] {
+        let resp = get(&app, &format!("/api/v1/campaigns/{id}/hr-cases?{query}")).await;
+        assert_eq!(resp.status(), StatusCode::OK, "{query}");
+        let runs_header = resp.headers().get("x-tmd-skipped-runs").cloned();
+        let body = resp.text().await.unwrap();
+        assert!(
+            !body.contains("0x1p-41"),
+            "{query}: one run, not three: {body}"
+        );
+        if query == "format=csv" {
+            // csv carries its runs in the headers only.
+            assert_eq!(runs_header.unwrap(), "1", "{query}");
+        } else {
+            assert_eq!(body.matches("0x1.6a09e6p-40").count(), 1, "{query}: {body}");
+        }
+    }
+}

@@ -150,12 +150,14 @@ async fn a_unit_that_keeps_expiring_is_quarantined_by_the_sweeper() {
     let c = app.small_campaign(1, 4).await;
     let cid = c["id"].as_i64().unwrap();
     let (_, w) = app.worker("w").await;
+    // Attempts count once per worker (per owner) and unit: a second worker lets it expire.
+    let (_, w2) = app.worker("w2").await;
     let first = w.lease(None).await.unwrap().lease.unwrap();
     tokio::time::sleep(Duration::from_millis(1600)).await;
     // The sweeper, not a lease request, put it back.
     let p = app.progress(cid).await;
     assert_eq!(p["pending"]["units"], 1, "{p}");
-    let second = w.lease(None).await.unwrap().lease.unwrap();
+    let second = w2.lease(None).await.unwrap().lease.unwrap();
     assert_eq!(second.units[0].unit_id, first.units[0].unit_id);
     tokio::time::sleep(Duration::from_millis(1600)).await;
     let p = app.progress(cid).await;

@@ -29,7 +29,9 @@ impl Rng {
 
 /// exp in binary32 over two binades, [1, 2) and [2, 4), units of 2^16 arguments: 256 units.
 fn two_binades(extra: Value) -> Value {
-    let mut body = json!({"function": "exp", "format": "binary32", "min_bits": 12,
+    // At 22 bits a unit of 2^16 arguments expects 1/32 of a case: the walk's empty results
+    // are plausible to the count audit.
+    let mut body = json!({"function": "exp", "format": "binary32", "min_bits": 22,
         "ranges": [{"from": "0x1p+0", "to": "0x1p+2"}], "unit_bits": 16});
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
@@ -40,7 +42,7 @@ fn two_binades(extra: Value) -> Value {
 /// A valid estimate of [`two_binades`]: `ms` milliseconds per unit in [1, 2) and [2, 4).
 fn estimate(ms: [f64; 2]) -> Value {
     json!({
-        "version": 1, "function": "exp", "format": "binary32", "min_bits": 12,
+        "version": 1, "function": "exp", "format": "binary32", "min_bits": 22,
         "unit_bits": 16, "backend": "test", "seed": 1,
         "binades": [
             {"negative": false, "exponent": 0, "units": 128, "sampled": 4,
@@ -360,7 +362,10 @@ async fn counters_equal_a_full_scan_after_random_operations() {
 
 #[tokio::test]
 async fn estimates_are_checked_and_weigh_progress() {
-    let app = TestApp::new().await;
+    // Leases sized by work alone: no cap by the pending units (tested on its own below).
+    let mut config = common::config();
+    config.policy.max_pending_share = 1.0;
+    let app = TestApp::with_config(config).await;
     let id = app.campaign(two_binades(json!({}))).await["id"]
         .as_i64()
         .unwrap();
@@ -393,7 +398,7 @@ async fn estimates_are_checked_and_weigh_progress() {
             "estimate_mismatch",
         ),
         (
-            refused(estimate([1.0, 2.0]), &|b| b["min_bits"] = json!(13)),
+            refused(estimate([1.0, 2.0]), &|b| b["min_bits"] = json!(23)),
             "estimate_mismatch",
         ),
         (
@@ -471,6 +476,47 @@ async fn estimates_are_checked_and_weigh_progress() {
     let l2 = w.lease(Some(10)).await.unwrap().lease.unwrap();
     assert_eq!(l2.units.len(), 6);
     assert!(l2.units.iter().all(|u| u.spec.exponent == 1));
+}
+
+/// A worker measured fast (on cheap units, say, before any estimate) asks for a long lease:
+/// it gets at most the pending-share cap of what is pending (5% by default, never fewer than
+/// 32 units), so it cannot take most of a campaign at once; leases shrink as the campaign
+/// empties, down to that floor.
+#[tokio::test]
+async fn a_fast_worker_takes_a_share_of_what_is_pending_not_the_campaign() {
+    let app = TestApp::new().await;
+    let c = app.small_campaign(2048, 4).await;
+    assert_eq!(c["units_total"], 2048, "{c}");
+    let (wid, w) = app.worker("fast").await;
+    sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
+        .bind(wid)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let mut sizes = Vec::new();
+    let mut left = 2048usize;
+    while let Some(l) = w.lease(Some(600)).await.unwrap().lease {
+        sizes.push(l.units.len());
+        assert_eq!(
+            l.units.len(),
+            left.min(((left as f64 * 0.05).ceil() as usize).max(32)),
+            "{sizes:?}"
+        );
+        left -= l.units.len();
+        let batch: Vec<BatchedResult> = l
+            .units
+            .iter()
+            .map(|u| BatchedResult {
+                lease_id: l.lease_id,
+                unit_id: u.unit_id,
+                result: empty_result(l.fencing_token, u.unit_id, 1e-6),
+            })
+            .collect();
+        w.post_batch(batch).await.unwrap();
+    }
+    assert_eq!(left, 0, "{sizes:?}");
+    assert_eq!(sizes[0], 103, "{sizes:?}");
+    assert!(*sizes.last().unwrap() <= 32, "{sizes:?}");
 }
 
 #[tokio::test]

@@ -61,6 +61,27 @@ impl TrivialRun {
     }
 }
 
+impl TrivialRun {
+    /// The trivial run whose rule for people ([`TrivialRun::rule`]) is `rule`, when it is one:
+    /// how a reader of stored runs (the coordinator's merged lists) gets `g(x)` and the bits
+    /// back.
+    pub fn from_rule(rule: &str) -> Option<TrivialRun> {
+        let like = rule.strip_prefix("f(x) rounds like ")?.split(':').next()?;
+        let bits = rule
+            .split("d <= 2^-")
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
+        let t = TrivialRun {
+            like: like.to_string(),
+            bits,
+        };
+        (t.rule() == rule).then_some(t)
+    }
+}
+
 /// What `f` is on an exact run, for people.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExactRun {
@@ -127,5 +148,21 @@ impl Runs {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+
+    #[test]
+    fn a_trivial_rule_reads_back() {
+        let t = TrivialRun {
+            like: "-0x1.8p-3".into(),
+            bits: 57,
+        };
+        assert_eq!(TrivialRun::from_rule(&t.rule()), Some(t));
+        assert_eq!(TrivialRun::from_rule(SkipReason::Underflow.rule()), None);
+        assert_eq!(TrivialRun::from_rule("f(x) rounds like x: garbage"), None);
     }
 }

@@ -585,6 +585,7 @@ async fn request_lease(
         formats,
         policy.ttl_seconds.min(policy.max_lease_seconds),
         policy.max_owner_share,
+        policy.max_pending_share,
         |unit_bits, speed, held, min_weight| {
             domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight, first)
         },

@@ -206,6 +206,11 @@ pub struct ServeArgs {
     /// one unit). Workers of trusted tokens are exempt.
     #[arg(long, env = "TMD_MAX_OWNER_SHARE", default_value_t = 0.25)]
     pub max_owner_share: f64,
+    /// Largest share (in (0, 1]) of a campaign's pending units that one lease takes, never
+    /// fewer than 32 units: a worker that looks fast on cheap units cannot take most of a
+    /// campaign at once, and the last units go out in small leases.
+    #[arg(long, env = "TMD_MAX_LEASE_PENDING_SHARE", default_value_t = 0.05)]
+    pub max_lease_pending_share: f64,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
@@ -260,6 +265,9 @@ impl ServeArgs {
         if !(self.max_owner_share > 0.0 && self.max_owner_share <= 1.0) {
             bail!("--max-owner-share must be in (0, 1]");
         }
+        if !(self.max_lease_pending_share > 0.0 && self.max_lease_pending_share <= 1.0) {
+            bail!("--max-lease-pending-share must be in (0, 1]");
+        }
         if self.max_lease_seconds < self.lease_ttl_seconds {
             bail!("--max-lease-seconds must be at least --lease-ttl-seconds");
         }
@@ -273,6 +281,7 @@ impl ServeArgs {
                 max_units_per_worker: self.max_units_per_worker,
                 max_held_seconds: self.max_held_seconds_per_worker.max(1),
                 max_owner_share: self.max_owner_share,
+                max_pending_share: self.max_lease_pending_share,
             },
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,

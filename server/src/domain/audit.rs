@@ -16,9 +16,14 @@
 //!   Poisson's, for safety) quarantines the owner's workers. A volunteer claiming 0 where 2
 //!   are expected (K = 44, units of 2^44) is caught after 73 units.
 //!
+//! A result whose counters admit more verified candidates than the cases it lists
+//! ([`counters_admit_omission`]) is implausible too, wherever it lies.
+//!
 //! Only ordinary binades are audited: where the engine's rules skip or clear arguments (poles,
 //! exact and trivial regions, asymptotes; `regions::skip::runs_are_pointwise`) the counts do
 //! not follow the model.
+
+use tmd_wire::UnitStats;
 
 /// Below this probability a result's count is implausible.
 pub const UNIT_ALPHA: f64 = 1e-6;
@@ -79,9 +84,39 @@ pub fn owner_improbable(observed: f64, expected: f64) -> Option<f64> {
     (z < -OWNER_Z).then_some(z)
 }
 
+/// Whether a result's own counters admit cases it does not list: every candidate MPFR did not
+/// reject (`candidates - false_positives`) is an HR-case or an exact case, so an honest engine
+/// lists at least that many (more where pieces are searched exhaustively, which count no
+/// candidates). A result that drops cases but keeps its counters is audited like an
+/// implausibly low count; one that also lowers its counters disagrees with its replicas'.
+pub fn counters_admit_omission(stats: &UnitStats, listed: usize) -> bool {
+    stats.false_positives > stats.candidates
+        || stats.candidates - stats.false_positives > listed as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_that_admit_dropped_cases_are_caught() {
+        let stats = |candidates, false_positives| UnitStats {
+            candidates,
+            false_positives,
+            ..UnitStats::default()
+        };
+        assert!(!counters_admit_omission(&stats(10, 7), 3));
+        assert!(
+            !counters_admit_omission(&stats(10, 7), 5),
+            "exhaustive pieces add cases"
+        );
+        assert!(counters_admit_omission(&stats(10, 7), 2));
+        assert!(
+            counters_admit_omission(&stats(3, 4), 10),
+            "more rejections than candidates"
+        );
+        assert!(!counters_admit_omission(&stats(0, 0), 0));
+    }
 
     #[test]
     fn poisson_tails_match_closed_forms() {

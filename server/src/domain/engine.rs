@@ -11,6 +11,7 @@ use tmd_kernels::numbers::format::Format;
 use tmd_kernels::oracle::verify::{verify_case_in, Kind, Verdict};
 use tmd_kernels::plan::whole::{split_whole, whole_domain};
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
+use tmd_kernels::regions::runs::TrivialRun;
 use tmd_kernels::regions::skip::runs_are_pointwise;
 use tmd_kernels::{Argument, Function, Precision};
 use tmd_wire::{ArgRange, HrCase, HrKind, SkippedRun, UnitSpec};
@@ -607,6 +608,80 @@ fn locate(fmt: Format, unit: &UnitSpec, x: &str) -> Option<(bool, i32, u64)> {
         && a.significand >= unit.first
         && u128::from(a.significand) < u128::from(unit.first) + u128::from(unit.count))
     .then_some((a.negative, a.exponent, a.significand))
+}
+
+/// Skipped runs listed in value order (a campaign's, unit by unit), merged where one ends on
+/// the number before the next begins with the same reason and rule: whole binades of
+/// underflow, overflow or a trivial region read as one run, with its argument count, as
+/// `search --whole` lists them. Trivial runs merge when they round like the same `g(x)`,
+/// keeping the fewest bits of the two. Runs of `fmt` only; a run whose ends do not parse
+/// stays as it is.
+pub fn merge_runs(fmt: Format, runs: Vec<SkippedRun>) -> Vec<SkippedRun> {
+    let arg = |x: &str| {
+        let v = parse_number(x, 256, Round::Nearest).ok()?;
+        Argument::from_float_in(&v, fmt)
+    };
+    let mut out: Vec<(SkippedRun, Option<Argument>)> = Vec::with_capacity(runs.len());
+    for run in runs {
+        let first = arg(&run.first);
+        let last = arg(&run.last);
+        if let Some((prev, prev_last)) = out.last_mut() {
+            let adjacent = match (prev_last.as_ref(), first.as_ref()) {
+                (Some(a), Some(b)) => next_in_value(fmt.precision, a, b),
+                _ => false,
+            };
+            if adjacent && prev.reason == run.reason {
+                if let Some(rule) = merged_rule(&prev.rule, &run.rule) {
+                    prev.rule = rule;
+                    prev.last = run.last;
+                    prev.count = prev.count.saturating_add(run.count);
+                    *prev_last = last;
+                    continue;
+                }
+            }
+        }
+        out.push((run, last));
+    }
+    out.into_iter().map(|(r, _)| r).collect()
+}
+
+/// The rule of two adjacent runs of one reason read as one, when they say the same thing.
+fn merged_rule(a: &str, b: &str) -> Option<String> {
+    if a == b {
+        return Some(a.to_string());
+    }
+    let (ta, tb) = (TrivialRun::from_rule(a)?, TrivialRun::from_rule(b)?);
+    (ta.like == tb.like).then(|| {
+        TrivialRun {
+            like: ta.like,
+            bits: ta.bits.min(tb.bits),
+        }
+        .rule()
+    })
+}
+
+/// Whether `b` is the number right after `a` in value order, both of precision `p` (a binade
+/// holds significands `[2^(p-1), 2^p)`, the lowest one its subnormals below; a negative
+/// number's significand grows towards -infinity). Not across zero.
+fn next_in_value(p: Precision, a: &Argument, b: &Argument) -> bool {
+    if a.negative != b.negative || a.significand == 0 || b.significand == 0 {
+        return false;
+    }
+    let bits = p.bits();
+    let (low, high) = (1u64 << (bits - 1), (1u128 << bits) - 1);
+    // Away from zero, in magnitude, from `from` to `to`.
+    let up = |from: &Argument, to: &Argument| {
+        (to.exponent == from.exponent
+            && u128::from(to.significand) == u128::from(from.significand) + 1)
+            || (to.exponent == from.exponent + 1
+                && u128::from(from.significand) == high
+                && to.significand == low)
+    };
+    if a.negative {
+        up(b, a)
+    } else {
+        up(a, b)
+    }
 }
 
 #[cfg(test)]

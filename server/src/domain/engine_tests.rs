@@ -539,3 +539,95 @@ fn cases_inside_skipped_runs_removed_or_late_are_refused() {
     let e = verify_result("exp", b32, 1, &exp_unit, &[hard], &[], &bounds).unwrap_err();
     assert!(matches!(e, Error::VerifyBudget(_)), "{e}");
 }
+
+#[test]
+fn adjacent_runs_of_one_reason_merge_across_units_and_binades() {
+    use tmd_kernels::oracle::verify::SkipReason;
+    let fmt = Format::named("binary32").unwrap();
+    let run = |first: &str, last: &str, count: u64, reason: &str, rule: String| SkippedRun {
+        first: first.into(),
+        last: last.into(),
+        count,
+        reason: reason.into(),
+        rule,
+    };
+    let trivial = |bits| {
+        TrivialRun {
+            like: "x".into(),
+            bits,
+        }
+        .rule()
+    };
+    let under = SkipReason::Underflow.rule().to_string();
+    let runs = vec![
+        // Two binades of one trivial region, then a gap, then a run of another reason.
+        run("0x1p-42", "0x1.fffffep-42", 1 << 23, "trivial", trivial(20)),
+        run("0x1p-41", "0x1.fffffep-41", 1 << 23, "trivial", trivial(19)),
+        run(
+            "0x1.000002p-40",
+            "0x1.fffffep-40",
+            (1 << 23) - 1,
+            "trivial",
+            trivial(18),
+        ),
+        run(
+            "0x1p-39",
+            "0x1.fffffep-39",
+            1 << 23,
+            "underflow",
+            under.clone(),
+        ),
+        // Negative numbers in value order: -2^-38 < ... < -2^-40.
+        run(
+            "-0x1.fffffep-39",
+            "-0x1p-39",
+            1 << 23,
+            "underflow",
+            under.clone(),
+        ),
+        run(
+            "-0x1.fffffep-40",
+            "-0x1p-40",
+            1 << 23,
+            "underflow",
+            under.clone(),
+        ),
+    ];
+    let mut sorted = runs.clone();
+    sorted.rotate_left(4);
+    let merged = merge_runs(fmt, sorted);
+    assert_eq!(merged.len(), 4, "{merged:#?}");
+    assert_eq!(
+        (
+            merged[0].first.as_str(),
+            merged[0].last.as_str(),
+            merged[0].count
+        ),
+        ("-0x1.fffffep-39", "-0x1p-40", 2 << 23)
+    );
+    assert_eq!(
+        (
+            merged[1].first.as_str(),
+            merged[1].last.as_str(),
+            merged[1].count
+        ),
+        ("0x1p-42", "0x1.fffffep-41", 2 << 23)
+    );
+    assert_eq!(merged[1].rule, trivial(19), "the fewest bits of the two");
+    assert_eq!(
+        merged[2].first, "0x1.000002p-40",
+        "a gap of one number is kept"
+    );
+    assert_eq!(merged[3].reason, "underflow");
+    // Different rules of one reason stay apart.
+    let other = TrivialRun {
+        like: "-x".into(),
+        bits: 20,
+    }
+    .rule();
+    let apart = vec![
+        run("0x1p-42", "0x1.fffffep-42", 1 << 23, "trivial", trivial(20)),
+        run("0x1p-41", "0x1.fffffep-41", 1 << 23, "trivial", other),
+    ];
+    assert_eq!(merge_runs(fmt, apart).len(), 2);
+}

@@ -36,6 +36,25 @@ pub struct LeasePolicy {
     /// or of one owner, may hold in their active leases together: ten identities of one
     /// volunteer cannot take a campaign from everyone else. Trusted (lab) workers are exempt.
     pub max_owner_share: f64,
+    /// Largest share of a campaign's pending units one lease takes (never fewer than
+    /// [`LEASE_CAP_FLOOR`]): a worker measured fast on cheap units cannot take most of a
+    /// campaign in one lease, and near the end the last units go out in small leases, so no
+    /// worker idles while another holds a backlog.
+    pub max_pending_share: f64,
+}
+
+/// The fewest units the pending-share cap ([`LeasePolicy::max_pending_share`]) leaves a lease:
+/// a fraction of a second of a GPU's work, so the end of a campaign is not a storm of claims.
+pub const LEASE_CAP_FLOOR: i64 = 32;
+
+/// The most units one lease may take of a campaign with `pending` units pending.
+pub fn pending_cap(pending: i64, share: f64) -> i64 {
+    let share = if share.is_finite() {
+        share.clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    ((pending.max(0) as f64 * share).ceil() as i64).max(LEASE_CAP_FLOOR)
 }
 
 impl Default for LeasePolicy {
@@ -51,6 +70,7 @@ impl Default for LeasePolicy {
             max_units_per_worker: 128,
             max_held_seconds: 600,
             max_owner_share: 0.25,
+            max_pending_share: 0.05,
         }
     }
 }
@@ -466,9 +486,25 @@ pub struct LeaseRow {
     pub fencing_token: i64,
     pub first_seq: i32,
     pub unit_count: i32,
+    /// The seqs of a lease that is not one contiguous run (sorted); `None`: the run
+    /// `[first_seq, first_seq + unit_count)`.
+    pub seqs: Option<Vec<i32>>,
     pub state: String,
     /// `expires_at <= now()` on the database clock.
     pub expired: bool,
+}
+
+impl LeaseRow {
+    /// Whether the unit at `seq` of the lease's campaign is one of its units.
+    pub fn holds_seq(&self, seq: i32) -> bool {
+        match &self.seqs {
+            Some(seqs) => seqs.binary_search(&seq).is_ok(),
+            None => {
+                seq >= self.first_seq
+                    && i64::from(seq) < i64::from(self.first_seq) + i64::from(self.unit_count)
+            }
+        }
+    }
 }
 
 /// A unit as the judge sees it.
@@ -526,13 +562,7 @@ pub fn judge_post(
         ));
     }
     let unit = match unit {
-        Some(u)
-            if u.campaign_id == lease.campaign_id
-                && u.seq >= lease.first_seq
-                && i64::from(u.seq) < i64::from(lease.first_seq) + i64::from(lease.unit_count) =>
-        {
-            u
-        }
+        Some(u) if u.campaign_id == lease.campaign_id && lease.holds_seq(u.seq) => u,
         _ => {
             return Err(Error::LeaseMismatch(
                 "the unit is not part of this lease".into(),

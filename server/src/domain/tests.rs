@@ -10,6 +10,7 @@ fn lease() -> LeaseRow {
         fencing_token: 100,
         first_seq: 3,
         unit_count: 2,
+        seqs: None,
         state: "active".into(),
         expired: false,
     }
@@ -534,4 +535,43 @@ fn an_unmeasured_worker_gets_a_few_rounds_of_its_units_in_flight() {
         lease_size(&p, 60, None, 30, held, first_lease_units(Some(8))),
         8 * FIRST_LEASE_ROUNDS
     );
+}
+
+#[test]
+fn a_lease_of_scattered_units_holds_exactly_its_seqs() {
+    let scattered = LeaseRow {
+        first_seq: 2,
+        unit_count: 3,
+        seqs: Some(vec![2, 4, 9]),
+        ..lease()
+    };
+    assert!(scattered.holds_seq(4) && scattered.holds_seq(9) && scattered.holds_seq(2));
+    assert!(!scattered.holds_seq(3) && !scattered.holds_seq(5) && !scattered.holds_seq(10));
+    let d = "a".repeat(64);
+    let u = UnitRow { seq: 4, ..unit() };
+    assert_eq!(
+        judge_post(1, 100, Some(&scattered), Some(&u), None, &d).unwrap(),
+        Judgement::Accept
+    );
+    let outside = UnitRow { seq: 3, ..unit() };
+    assert_eq!(
+        code(judge_post(
+            1,
+            100,
+            Some(&scattered),
+            Some(&outside),
+            None,
+            &d
+        )),
+        "lease_mismatch"
+    );
+}
+
+#[test]
+fn a_lease_takes_a_share_of_the_pending_units_never_below_the_floor() {
+    assert_eq!(pending_cap(58_640, 0.05), 2_932);
+    assert_eq!(pending_cap(100, 0.05), LEASE_CAP_FLOOR);
+    assert_eq!(pending_cap(0, 0.05), LEASE_CAP_FLOOR);
+    assert_eq!(pending_cap(1_000, 1.0), 1_000);
+    assert_eq!(pending_cap(1_000, f64::NAN), 1_000);
 }

@@ -471,6 +471,47 @@ fn majority<'a>(claims: &[&'a str], needed: u32, quorum: u32) -> Option<&'a str>
     done.then_some(winner)
 }
 
+/// How much a key is preferred as a unit's next replica, best first: a volunteer owner still
+/// under its share of the campaign, then a trusted one (its result settles the unit alone, but
+/// its time settles more units on fresh ones while volunteers can check each other), then a
+/// volunteer owner whose settled results already reached its share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReplicaPreference {
+    Volunteer,
+    Trusted,
+    OverShare,
+}
+
+/// Who computes a unit's next replica: among the `active` keys (an owner's, or a worker's, with
+/// its preference; a key listed more than once counts at its best), those not in `taken` (the
+/// keys of the unit's results), drawn uniformly among the most preferred with `roll` uniform in
+/// [0, 1). `None` when nobody is eligible.
+pub fn draw_replica(
+    active: &[(String, ReplicaPreference)],
+    taken: &[String],
+    roll: f64,
+) -> Option<String> {
+    let mut eligible: Vec<(&str, ReplicaPreference)> = Vec::new();
+    for (key, pref) in active {
+        if taken.contains(key) {
+            continue;
+        }
+        match eligible.iter_mut().find(|(k, _)| k == key) {
+            Some(e) => e.1 = e.1.min(*pref),
+            None => eligible.push((key, *pref)),
+        }
+    }
+    let best = eligible.iter().map(|e| e.1).min()?;
+    let mut pool: Vec<&str> = eligible
+        .iter()
+        .filter(|e| e.1 == best)
+        .map(|e| e.0)
+        .collect();
+    pool.sort_unstable();
+    let i = ((roll.clamp(0.0, 1.0) * pool.len() as f64) as usize).min(pool.len() - 1);
+    Some(pool[i].to_string())
+}
+
 /// The change a verdict's move makes to its worker's record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordDelta {

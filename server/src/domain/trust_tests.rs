@@ -628,6 +628,61 @@ fn the_bar_quarantines_forgers_liars_and_no_shows_but_not_honest_workers() {
         .contains("verification"));
 }
 
+#[test]
+fn replicas_are_drawn_among_other_owners_preferring_volunteers_under_their_share() {
+    use ReplicaPreference::{OverShare, Trusted, Volunteer};
+    let k = |s: &str| s.to_string();
+    let active = vec![
+        (k("o:a"), Volunteer),
+        (k("o:b"), Volunteer),
+        (k("o:b"), Volunteer),
+        (k("o:h"), Volunteer),
+        (k("o:lab"), Trusted),
+    ];
+    // The first replica's owner is never drawn; the other volunteers equally, however many
+    // workers; the lab's time goes to fresh units while volunteers can check each other.
+    let taken = vec![k("o:a")];
+    let mut seen = std::collections::BTreeMap::new();
+    for i in 0..1000 {
+        let key = draw_replica(&active, &taken, f64::from(i) / 1000.0).unwrap();
+        *seen.entry(key).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[&k("o:b")], 500);
+    // An owner over its share is drawn only when nobody else is eligible, the lab before it.
+    let over = vec![
+        (k("o:b"), OverShare),
+        (k("o:h"), Volunteer),
+        (k("o:lab"), Trusted),
+    ];
+    for i in 0..10 {
+        assert_eq!(
+            draw_replica(&over, &taken, f64::from(i) / 10.0),
+            Some(k("o:h"))
+        );
+        assert_eq!(
+            draw_replica(&over[..1], &taken, f64::from(i) / 10.0),
+            Some(k("o:b"))
+        );
+        let no_h = [over[0].clone(), over[2].clone()];
+        assert_eq!(
+            draw_replica(&no_h, &taken, f64::from(i) / 10.0),
+            Some(k("o:lab"))
+        );
+    }
+    // A key listed twice counts at its best.
+    let twice = vec![
+        (k("o:b"), OverShare),
+        (k("o:b"), Volunteer),
+        (k("o:lab"), Trusted),
+    ];
+    assert_eq!(draw_replica(&twice, &taken, 0.9), Some(k("o:b")));
+    // Nobody eligible: no reservation.
+    let all = [k("o:a"), k("o:b"), k("o:h"), k("o:lab")];
+    assert_eq!(draw_replica(&active, &all, 0.5), None);
+    assert_eq!(draw_replica(&[], &[], 0.99), None);
+}
+
 proptest! {
     /// A settled unit's winner is a strict majority of at least the quorum when results
     /// disagree, every loser is outvoted, and adding an agreeing result never unsettles it.

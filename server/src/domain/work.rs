@@ -263,11 +263,42 @@ pub struct Readings {
     /// The estimate's seconds per weighted argument (absent without an estimate).
     pub seconds_per_work: Option<f64>,
     pub backend: Option<String>,
+    /// The measured speeds (weighted arguments per second) of the workers holding the
+    /// campaign's leases now, added up, and how many they are.
+    pub active_speed: f64,
+    pub active_workers: u32,
+    /// Results' arguments per argument settled so far (replicas), at least 1; the expected
+    /// factor (the campaign's replication, or 1) before anything settled.
+    pub work_factor: f64,
 }
 
 /// The note a campaign without an estimate shows: its work is its arguments.
 pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate posted; \
      every argument weighs the same)";
+
+/// The ETA of `left` work and what it rests on: the measured speed of the workers holding
+/// leases now (their speeds added, over the replicas each settled argument takes), which sees a
+/// worker join or leave at once; else `rate`, the last hour's; else none. With a cost estimate
+/// the weights make one weighted argument cost the same anywhere, so the workers' speeds hold
+/// across binades; without one (`rough`) a speed measured on cheap binades says little about
+/// dear ones.
+pub fn eta_of(r: &Readings, left: f64, rate: f64) -> (Option<f64>, &'static str) {
+    if left <= 0.0 {
+        return (Some(0.0), "done");
+    }
+    let factor = if r.work_factor.is_finite() {
+        r.work_factor.max(1.0)
+    } else {
+        1.0
+    };
+    if r.active_workers > 0 && r.active_speed.is_finite() && r.active_speed > 0.0 {
+        return (Some(left * factor / r.active_speed), "active_workers");
+    }
+    match eta(left, rate) {
+        Some(e) => (Some(e), "last_hour"),
+        None => (None, "none"),
+    }
+}
 
 /// Progress by work: percent done, the rate over the window, the ETA of the pending and
 /// leased work (quarantined work waits on an admin), and the estimate's seconds.
@@ -286,6 +317,7 @@ pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
     } else {
         100.0
     };
+    let (eta_seconds, eta_basis) = eta_of(r, left, rate);
     let (basis, note) = match (&r.seconds_per_work, &r.backend) {
         (Some(_), backend) => (
             "estimate",
@@ -306,7 +338,9 @@ pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
         quarantined,
         percent_done,
         per_second_last_hour: rate,
-        eta_seconds: eta(left, rate),
+        eta_seconds,
+        eta_basis: eta_basis.into(),
+        rough: r.seconds_per_work.is_none(),
         estimated_seconds_total: r.seconds_per_work.map(|s| s * r.total),
         estimated_seconds_left: r.seconds_per_work.map(|s| s * left),
         backend: r.backend.clone(),
@@ -459,9 +493,52 @@ mod tests {
             base: Some((0.0, 10.0)),
             seconds_per_work: None,
             backend: None,
+            ..Readings::default()
         };
         let p = progress(&r);
         assert_eq!((p.leased, p.pending, p.quarantined), (0.0, 0.0, 0.0));
         assert_eq!(p.eta_seconds.unwrap_or(0.0), 0.0);
+    }
+
+    /// The ETA follows the workers holding leases now: a second GPU halves it at once, where
+    /// the last hour's rate would take an hour to see it; replicas multiply it; with nobody
+    /// holding a lease, the last hour's rate; without an estimate it is marked rough.
+    #[test]
+    fn the_eta_follows_the_workers_active_now() {
+        let mut r = Readings {
+            total: 1000.0,
+            done: 100.0,
+            pending: 900.0,
+            base: Some((0.0, 100.0)),
+            seconds_per_work: Some(1e-3),
+            active_speed: 3.0,
+            active_workers: 1,
+            work_factor: 1.0,
+            ..Readings::default()
+        };
+        let one = progress(&r);
+        assert_eq!(
+            (one.eta_seconds, one.eta_basis.as_str()),
+            (Some(300.0), "active_workers")
+        );
+        assert!(!one.rough);
+        r.active_speed = 6.0;
+        r.active_workers = 2;
+        assert_eq!(progress(&r).eta_seconds, Some(150.0));
+        r.work_factor = 2.0;
+        assert_eq!(progress(&r).eta_seconds, Some(300.0));
+        r.active_workers = 0;
+        r.active_speed = 0.0;
+        let idle = progress(&r);
+        assert_eq!(
+            (idle.eta_seconds, idle.eta_basis.as_str()),
+            (Some(900.0), "last_hour")
+        );
+        r.base = None;
+        assert_eq!(progress(&r).eta_seconds, None);
+        r.seconds_per_work = None;
+        assert!(progress(&r).rough);
+        r.pending = 0.0;
+        assert_eq!(progress(&r).eta_basis, "done");
     }
 }

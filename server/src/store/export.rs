@@ -2,6 +2,7 @@
 //! coverage per binade and the hardness histogram. Read-only queries over `&PgPool`, kept apart
 //! from [`crate::store`] so that the lease and result paths stay in one place.
 
+use crate::domain::engine;
 use crate::error::{Error, Result};
 use futures_util::stream::{BoxStream, StreamExt};
 use sqlx::PgPool;
@@ -49,8 +50,10 @@ const ARGUMENT_ORDER: &str = r#"
          THEN rpad(COALESCE(substring(x FROM '\.([0-9a-f]+)p'), ''), 16, '0') COLLATE "C" END DESC,
     id"#;
 
-/// A campaign's skipped runs by argument (all, or the first `limit`): few rows (a run covers
-/// many arguments), so read at once.
+/// A campaign's skipped runs in argument order, merged where adjacent with one reason and
+/// rule (`engine::merge_runs`: whole binades of underflow or of a trivial region are one
+/// run), at most `limit` of them. With a limit, at most [`MERGE_WINDOW`] stored runs are read
+/// (a progress page); without, all of them (an export).
 pub async fn skipped_runs(
     pool: &PgPool,
     campaign_id: i64,
@@ -64,12 +67,18 @@ pub async fn skipped_runs(
              ORDER BY {ARGUMENT_ORDER} LIMIT $2"
         )
     });
+    let (precision, format): (i32, Option<String>) =
+        sqlx::query_as("SELECT precision, format FROM campaigns WHERE id = $1")
+            .bind(campaign_id)
+            .fetch_optional(pool)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("no campaign {campaign_id}")))?;
     let rows: Vec<(String, String, i64, String, String)> = sqlx::query_as(&SQL)
         .bind(campaign_id)
-        .bind(limit)
+        .bind(limit.map(|_| MERGE_WINDOW))
         .fetch_all(pool)
         .await?;
-    Ok(rows
+    let runs = rows
         .into_iter()
         .map(|(first, last, count, reason, rule)| SkippedRun {
             first,
@@ -78,8 +87,19 @@ pub async fn skipped_runs(
             reason,
             rule,
         })
-        .collect())
+        .collect();
+    let mut runs = match engine::stored_format(precision.max(0) as u32, format.as_deref()) {
+        Ok(fmt) => engine::merge_runs(fmt, runs),
+        Err(_) => runs,
+    };
+    if let Some(limit) = limit {
+        runs.truncate(limit.max(0) as usize);
+    }
+    Ok(runs)
 }
+
+/// The stored runs a limited listing reads and merges.
+pub const MERGE_WINDOW: i64 = 20_000;
 
 /// A campaign's skipped arguments per reason.
 pub async fn skipped_summary(pool: &PgPool, campaign_id: i64) -> Result<Vec<SkippedSummary>> {

@@ -2,6 +2,8 @@
 //! expiry pass. Locks are taken lease first, then units (see the module above).
 
 use super::*;
+use crate::domain::trust::ReplicaPreference;
+
 /// Expires the leases past their expiry: their unfinished units go back to the pool, with one
 /// more attempt where the lease's worker (a trusted one) or owner (an untrusted one) had none on
 /// the unit yet, or to quarantine at `max_attempts`: one worker cannot quarantine a unit by
@@ -99,6 +101,8 @@ struct ActiveCampaign {
     units_total: i64,
     trust_all_workers: bool,
     min_weight: f64,
+    fresh_from: i32,
+    units_pending: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -113,23 +117,28 @@ struct ClaimedUnit {
     count: i64,
 }
 
-/// Leases a contiguous run of pending units of the active campaign with the highest priority
-/// that has any, of `size(unit_bits, speed, held)` units: the worker's measured speed and what
-/// it holds in its active leases are read here, from the database, so every coordinator
-/// sharing it sizes leases alike. `None` when there is no work, or when the worker holds its
-/// share already (`size` is 0). A quarantined or revoked worker is refused. A worker that did
-/// not declare `formats` (an older one, which would judge on an unbounded exponent) gets only
+/// Leases pending units of the active campaign with the highest priority that has any, of
+/// `size(unit_bits, speed, held)` units: the worker's measured speed and what it holds in its
+/// active leases are read here, from the database, so every coordinator sharing it sizes
+/// leases alike. `None` when there is no work, or when the worker holds its share already
+/// (`size` is 0). A quarantined or revoked worker is refused. A worker that did not declare
+/// `formats` (an older one, which would judge on an unbounded exponent) gets only
 /// bare-precision campaigns.
 ///
-/// Concurrent claims never share a unit: candidate rows are locked `FOR UPDATE SKIP LOCKED`,
-/// so a concurrent claim skips them and takes the next ones. Picking, keeping the contiguous
-/// prefix, creating the lease and marking its units is one statement, so one transaction.
+/// A lease takes, in this order: the units the coordinator reserved for the worker's next
+/// replicas ([`draw_replicas`]), units back from expired or released leases, and units never
+/// leased (in seq order from the campaign's `fresh_from`, or from a random place for a
+/// volunteer of a replicated campaign, so that where a unit lies says nothing of whether
+/// someone computed it). Concurrent claims never share a unit: candidate rows are locked
+/// `FOR UPDATE SKIP LOCKED`, so a concurrent claim skips them and takes the next ones.
+/// Picking, creating the lease and marking its units is one statement, so one transaction.
 pub async fn claim_lease(
     pool: &PgPool,
     worker_id: i64,
     formats: bool,
     ttl_seconds: u32,
     owner_share: f64,
+    pending_share: f64,
     size: impl Fn(u32, Option<f64>, domain::Held, f64) -> domain::work::LeaseSize,
 ) -> Result<Option<Lease>> {
     let standing = standing(pool, worker_id).await?;
@@ -139,7 +148,9 @@ pub async fn claim_lease(
     };
     let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
         "SELECT id, function, precision, format, min_bits, unit_bits, replication, \
-                distinct_owners, units_total, trust_all_workers, min_weight \
+                distinct_owners, units_total, trust_all_workers, min_weight, fresh_from, \
+                (SELECT COALESCE(sum(t.units_pending), 0)::int8 FROM campaign_tallies t \
+                 WHERE t.campaign_id = c.id) AS units_pending \
          FROM campaigns c \
          WHERE state = 'active' AND ($1 OR format IS NULL) AND {LAST_PENDING_SEQ} IS NOT NULL \
          ORDER BY priority DESC, id LIMIT 32"
@@ -153,6 +164,7 @@ pub async fn claim_lease(
         if want == 0 {
             return Ok(None);
         }
+        want = want.min(domain::pending_cap(c.units_pending, pending_share));
         // A campaign that trusts every worker has no volunteers to hold apart.
         if !standing.trusted && !c.trust_all_workers {
             want = want.min(owner_room(pool, worker_id, c.id, c.units_total, owner_share).await?);
@@ -160,7 +172,16 @@ pub async fn claim_lease(
                 continue;
             }
         }
-        let units = claim_run(pool, &c, worker_id, want, ttl_seconds, lease.work).await?;
+        let claim = Claim {
+            worker_id,
+            owner: &standing.owner,
+            trusted: standing.trusted,
+            want,
+            ttl_seconds,
+            work: lease.work,
+            owner_share,
+        };
+        let units = claim_run(pool, &c, &claim).await?;
         let Some(head) = units.first() else {
             continue;
         };
@@ -173,6 +194,7 @@ pub async fn claim_lease(
 #[derive(sqlx::FromRow)]
 struct Standing {
     trusted: bool,
+    owner: String,
     quarantined: bool,
     quarantine_reason: Option<String>,
     revoked: bool,
@@ -184,7 +206,8 @@ struct Standing {
 /// The worker's [`Standing`]; a quarantined, revoked or unknown worker is refused.
 async fn standing(pool: &PgPool, worker_id: i64) -> Result<Standing> {
     let standing: Option<Standing> = sqlx::query_as(
-        "SELECT w.trusted, w.quarantined_at IS NOT NULL AS quarantined, w.quarantine_reason, \
+        "SELECT w.trusted, w.owner, w.quarantined_at IS NOT NULL AS quarantined, \
+                w.quarantine_reason, \
                 w.revoked_at IS NOT NULL AS revoked, w.speed, h.n AS held_units, \
                 h.args AS held_arguments \
          FROM workers w, LATERAL ( \
@@ -217,46 +240,39 @@ async fn standing(pool: &PgPool, worker_id: i64) -> Result<Standing> {
     Ok(standing)
 }
 
-/// Claims for `worker_id` the next contiguous run of at most `want` pending units of campaign
-/// `c` (up to `work` weighted arguments), as a lease of `ttl_seconds`: its units in order,
-/// none when another claim took them first.
+/// A claim's worker and its budget.
+struct Claim<'a> {
+    worker_id: i64,
+    owner: &'a str,
+    trusted: bool,
+    /// Most units, and most work (weighted arguments) before the last unit.
+    want: i64,
+    work: f64,
+    ttl_seconds: u32,
+    /// The share of a campaign's units one owner's settled results may reach before its
+    /// replicas go to others first.
+    owner_share: f64,
+}
+
+/// Claims for `claim`'s worker at most `want` pending units of campaign `c` (up to `work`
+/// weighted arguments), as a lease of `ttl_seconds`: its units in seq order, none when
+/// another claim took them first. See [`claim_lease`] for the order units are taken in.
 async fn claim_run(
     pool: &PgPool,
     c: &ActiveCampaign,
-    worker_id: i64,
-    want: i64,
-    ttl_seconds: u32,
-    work: f64,
+    claim: &Claim<'_>,
 ) -> Result<Vec<ClaimedUnit>> {
-    // With replication, a worker must not get a unit it already computed: its replicas
-    // have to come from other workers (and other owners, where the campaign asks).
-    let replica_filter = match (c.replication > 1, c.distinct_owners) {
-        (false, _) => "",
-        (true, false) => {
-            "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3)"
-        }
-        (true, true) => {
-            "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.unit_id = units.id AND r.worker_id = $3) \
-             AND NOT EXISTS (SELECT 1 FROM results r JOIN workers w ON w.id = r.worker_id \
-                 WHERE r.unit_id = units.id AND NOT r.void \
-                   AND w.owner = (SELECT owner FROM workers WHERE id = $3))"
-        }
-    };
     // Claims of one campaign take turns (a transaction-scoped advisory lock, shared by
     // every coordinator on the database): two claims scanning the pending units at once
-    // would each lock every other row the other skipped, so each kept only a run of a few
-    // units and released the rest, leaving the pool in fragments that every later claim
-    // had to scan past (120 GPUs starting together got leases of tens of units, not
-    // thousands, and came back for more every second). One claim at a time takes the next
-    // contiguous run; `SKIP LOCKED` still steps over units a result or an expiry is
-    // holding. A claim is once a lease (about a minute per GPU), so the turns are short.
-    // Within one process the turns are taken before a connection is: claims waiting on
-    // the database's lock would hold the whole pool and starve the result posts.
+    // would each lock every other row the other skipped, so each kept only a few units and
+    // released the rest, leaving the pool in fragments. One claim at a time takes the next
+    // units; `SKIP LOCKED` still steps over units a result or an expiry is holding. Within
+    // one process the turns are taken before a connection is: claims waiting on the
+    // database's lock would hold the whole pool and starve the result posts.
     let _turn = CLAIM_TURN.lock().await;
     // Custom plans: the claim's best plan depends on its size (a one-unit calibration or
-    // 20,000 units), and a generic plan made without it ran a 20,000-unit claim on a
-    // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom (`psql`, alternated).
-    // A claim is once a minute per GPU: planning it each time costs nothing.
+    // thousands of units), and a generic plan made without it ran a 20,000-unit claim on a
+    // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom.
     let mut tx = pool
         .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
         .await?;
@@ -264,61 +280,203 @@ async fn claim_run(
         .bind(c.id)
         .execute(&mut *tx)
         .await?;
-    // `ahead` reads the next pending units without locking them, `within` keeps those
-    // the lease's work reaches (all of `ahead` when every weight is 1), `picked` locks
-    // them one by one by key (a lookup per unit whatever the plan: a generic plan made for
-    // a one-unit claim must not scan the table at the next claim of thousands).
-    // `run` keeps the rows whose seq is consecutive from the first: seq - row_number()
-    // is constant along a contiguous run. Locked rows not in it are released at the end
-    // of the statement.
-    let units: Vec<ClaimedUnit> = sqlx::query_as(&format!(
-        "WITH ahead AS ( \
-             SELECT units.id, units.seq, \
-                    units.count * COALESCE(k.weight, 1) AS work \
-             FROM units LEFT JOIN campaign_costs k ON k.campaign_id = units.campaign_id \
-                  AND k.negative = units.negative AND k.exponent = units.exponent \
-             WHERE units.campaign_id = $1 AND units.state = 'pending' {replica_filter} \
-             ORDER BY units.seq LIMIT $2), \
+    if c.replication > 1 {
+        draw_replicas(&mut tx, c, claim.owner_share).await?;
+    }
+    let keys = vec![
+        format!("o:{}", claim.owner),
+        format!("w{}", claim.worker_id),
+    ];
+    // A volunteer of a replicated campaign takes fresh units from a random place; everyone
+    // else from where the last claim in seq order stopped.
+    let scattered = c.replication > 1 && !claim.trusted && !c.trust_all_workers;
+    let start = if scattered {
+        rand::random::<u32>() as i64 % c.units_total.max(1)
+    } else {
+        i64::from(c.fresh_from)
+    };
+    // Each source reads its next units by key from its partial index; `ahead` lists them in
+    // the order they are taken (reserved, returned, fresh from `start`, then fresh before it
+    // for a scattered claim), `within` keeps those the lease's units and work reach, `picked`
+    // locks them one by one by key (a lookup per unit whatever the plan). Locked rows not
+    // kept are released at the end of the statement.
+    let units: Vec<ClaimedUnit> = sqlx::query_as(
+        "WITH reserved AS ( \
+             SELECT id, seq, 1 AS src FROM units \
+             WHERE campaign_id = $1 AND state = 'pending' AND reserved_for = ANY($6) \
+             ORDER BY seq LIMIT $2), \
+         returned AS ( \
+             SELECT id, seq, 2 AS src FROM units \
+             WHERE campaign_id = $1 AND state = 'pending' AND fence IS NOT NULL \
+               AND replicas_done = 0 AND reserved_for IS NULL \
+             ORDER BY seq LIMIT $2), \
+         fresh AS ( \
+             SELECT id, seq, 3 AS src FROM units \
+             WHERE campaign_id = $1 AND state = 'pending' AND fence IS NULL AND seq >= $7 \
+             ORDER BY seq LIMIT $2), \
+         wrapped AS ( \
+             SELECT id, seq, 4 AS src FROM units \
+             WHERE $8 AND campaign_id = $1 AND state = 'pending' AND fence IS NULL \
+               AND seq < $7 \
+             ORDER BY seq LIMIT $2), \
+         ahead AS ( \
+             SELECT a.id, a.seq, a.src, \
+                    u.count * COALESCE(k.weight, 1) AS work \
+             FROM (SELECT * FROM reserved UNION ALL SELECT * FROM returned \
+                   UNION ALL SELECT * FROM fresh UNION ALL SELECT * FROM wrapped) a \
+             JOIN units u ON u.id = a.id \
+             LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
+                  AND k.negative = u.negative AND k.exponent = u.exponent), \
          within AS ( \
-             SELECT id FROM ( \
-                 SELECT id, sum(work) OVER (ORDER BY seq) - work AS before FROM ahead) t \
-             WHERE before < $5), \
+             SELECT id, src FROM ( \
+                 SELECT id, src, \
+                        sum(work) OVER (ORDER BY src, seq) - work AS before, \
+                        row_number() OVER (ORDER BY src, seq) AS n \
+                 FROM ahead) t \
+             WHERE before < $5 AND n <= $2), \
          picked AS ( \
-             SELECT p.id, p.seq FROM within, LATERAL ( \
+             SELECT p.id, p.seq, within.src FROM within, LATERAL ( \
                  SELECT id, seq FROM units \
                  WHERE units.id = within.id AND units.state = 'pending' \
                  FOR UPDATE SKIP LOCKED) p), \
-         run AS ( \
-             SELECT id, seq FROM ( \
-                 SELECT id, seq, seq - row_number() OVER (ORDER BY seq) AS g FROM picked) t \
-             WHERE g = (SELECT min(seq) - 1 FROM picked)), \
          l AS ( \
-             INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, expires_at) \
-             SELECT $3, $1, min(seq), count(*), now() + make_interval(secs => $4::float8) \
-             FROM run HAVING count(*) > 0 \
+             INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, seqs, \
+                                 expires_at) \
+             SELECT $3, $1, min(seq), count(*), \
+                    CASE WHEN max(seq) - min(seq) + 1 = count(*) THEN NULL \
+                         ELSE array_agg(seq ORDER BY seq) END, \
+                    now() + make_interval(secs => $4::float8) \
+             FROM picked HAVING count(*) > 0 \
              RETURNING id, fencing_token, expires_at), \
          u AS ( \
-             UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token \
-             FROM l, run WHERE units.id = run.id \
+             UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token, \
+                 reserved_for = NULL, reserved_at = NULL \
+             FROM l, picked WHERE units.id = picked.id \
              RETURNING units.id, units.seq, units.negative, units.exponent, \
                        units.first::text AS first, units.count), \
          w AS ( \
              UPDATE workers SET leases_total = leases_total + 1, \
-                 units_leased = units_leased + (SELECT count(*) FROM run) \
-             FROM l WHERE workers.id = $3) \
+                 units_leased = units_leased + (SELECT count(*) FROM picked) \
+             FROM l WHERE workers.id = $3), \
+         cursor AS ( \
+             UPDATE campaigns SET fresh_from = GREATEST(fresh_from, \
+                 (SELECT max(seq) + 1 FROM picked WHERE src = 3)) \
+             WHERE id = $1 AND NOT $8 AND EXISTS (SELECT 1 FROM picked WHERE src = 3)) \
          SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
                 u.id, u.negative, u.exponent, u.first, u.count \
-         FROM l, u ORDER BY u.seq"
-    ))
+         FROM l, u ORDER BY u.seq",
+    )
     .bind(c.id)
-    .bind(want)
-    .bind(worker_id)
-    .bind(f64::from(ttl_seconds))
-    .bind(work)
+    .bind(claim.want)
+    .bind(claim.worker_id)
+    .bind(f64::from(claim.ttl_seconds))
+    .bind(claim.work)
+    .bind(&keys)
+    .bind(start as i32)
+    .bind(scattered)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(units)
+}
+
+/// How long a worker counts as active after its last request: replicas are reserved only for
+/// owners with a worker active, and a reservation whose owner has none any more is drawn again.
+pub const ACTIVE_SECONDS: u32 = 600;
+
+/// Chooses who computes the next replica of campaign `c`'s units that await one (a live
+/// result, not settled, no reservation): for each, an owner (or worker, where the campaign does
+/// not ask for distinct owners) drawn uniformly among those with a worker active now and no
+/// result for the unit, preferring volunteers whose settled results are below `share` of the
+/// campaign's units, then trusted owners ([`ReplicaPreference`]). The unit is then leased only to that owner's workers. The next claimant
+/// in seq order no longer gets a replica because it asked first, and ten identities of one
+/// owner are drawn as one: colluders cannot choose their partner's units.
+async fn draw_replicas(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    c: &ActiveCampaign,
+    share: f64,
+) -> Result<()> {
+    let waiting: Vec<(i64, Vec<String>)> = sqlx::query_as(
+        "SELECT u.id, array_agg(DISTINCT CASE WHEN $2 THEN 'o:' || w.owner ELSE 'w' || w.id END) \
+         FROM (SELECT id FROM units \
+               WHERE campaign_id = $1 AND state = 'pending' AND replicas_done > 0 \
+                 AND reserved_for IS NULL \
+               ORDER BY id LIMIT 1000) u \
+         JOIN results r ON r.unit_id = u.id JOIN workers w ON w.id = r.worker_id \
+         GROUP BY u.id",
+    )
+    .bind(c.id)
+    .bind(c.distinct_owners)
+    .fetch_all(&mut **tx)
+    .await?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let cap = ((c.units_total as f64 * share).floor() as i64).max(1);
+    let active: Vec<(String, bool, bool)> = sqlx::query_as(
+        "SELECT DISTINCT CASE WHEN $1 THEN 'o:' || w.owner ELSE 'w' || w.id END AS key, \
+                w.trusted, \
+                COALESCE((SELECT sum(settled) FROM owner_tallies o \
+                          WHERE o.campaign_id = $2 AND o.owner = w.owner), 0) >= $3 AS over \
+         FROM workers w LEFT JOIN enrollment_tokens t ON t.id = w.enrollment_token_id \
+         WHERE w.last_seen > now() - make_interval(secs => $4::float8) \
+           AND w.quarantined_at IS NULL AND w.revoked_at IS NULL AND t.suspended_at IS NULL",
+    )
+    .bind(c.distinct_owners)
+    .bind(c.id)
+    .bind(cap)
+    .bind(f64::from(ACTIVE_SECONDS))
+    .fetch_all(&mut **tx)
+    .await?;
+    let active: Vec<(String, ReplicaPreference)> = active
+        .into_iter()
+        .map(|(key, trusted, over)| {
+            let pref = match (trusted, over) {
+                (true, _) => ReplicaPreference::Trusted,
+                (false, false) => ReplicaPreference::Volunteer,
+                (false, true) => ReplicaPreference::OverShare,
+            };
+            (key, pref)
+        })
+        .collect();
+    let (mut ids, mut keys) = (Vec::new(), Vec::new());
+    for (unit, taken) in waiting {
+        if let Some(key) = domain::trust::draw_replica(&active, &taken, rand::random()) {
+            ids.push(unit);
+            keys.push(key);
+        }
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE units u SET reserved_for = t.k, reserved_at = now() \
+         FROM UNNEST($1::int8[], $2::text[]) AS t(id, k) \
+         WHERE u.id = t.id AND u.id = ANY($1) AND u.state = 'pending' AND u.reserved_for IS NULL",
+    )
+    .bind(&ids)
+    .bind(&keys)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Frees the reservations whose owner (or worker) has no worker active any more: the sweeper's
+/// pass, after which the next claim draws them again. Returns how many.
+pub async fn free_stale_reservations(pool: &PgPool) -> Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE units u SET reserved_for = NULL, reserved_at = NULL \
+         WHERE u.state = 'pending' AND u.reserved_for IS NOT NULL \
+           AND NOT EXISTS ( \
+               SELECT 1 FROM workers w \
+               WHERE w.last_seen > now() - make_interval(secs => $1::float8) \
+                 AND w.quarantined_at IS NULL AND w.revoked_at IS NULL \
+                 AND ('o:' || w.owner = u.reserved_for OR 'w' || w.id = u.reserved_for))",
+    )
+    .bind(f64::from(ACTIVE_SECONDS))
+    .execute(pool)
+    .await?
+    .rows_affected())
 }
 
 /// The lease of the claimed `units` of campaign `c` (`head` the first of them).
@@ -410,7 +568,7 @@ pub async fn units_outstanding(pool: &PgPool, formats: bool) -> Result<i64> {
 }
 
 pub(crate) const LEASE_COLUMNS: &str =
-    "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, \
+    "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, seqs, \
      state, expires_at <= now() AS expired";
 
 async fn fetch_lease<'e, E: sqlx::PgExecutor<'e>>(

@@ -142,6 +142,8 @@ struct UnitForResult {
     /// audit's expectation.
     min_bits: i32,
     cases_per_argument: Option<f64>,
+    /// The operator trusts every worker of the campaign: no count audit.
+    trust_all_workers: bool,
 }
 
 /// A lease locked for recording, with its age on the database clock.
@@ -361,7 +363,7 @@ async fn lock_leases_and_units(
         "SELECT u.id, u.campaign_id, u.seq, u.state, u.lease_id, u.fence, u.count, u.negative, \
                 u.exponent, u.first::text AS first, c.replication, c.adaptive, c.audit_rate, \
                 c.trust_after, u.replicas_needed, u.proven, COALESCE(k.weight, 1) AS weight, \
-                c.min_bits, k.cases_per_argument \
+                c.min_bits, k.cases_per_argument, c.trust_all_workers \
          FROM units u JOIN campaigns c ON c.id = u.campaign_id \
          LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
               AND k.negative = u.negative AND k.exponent = u.exponent \
@@ -510,11 +512,17 @@ impl<'p> Columns<'p> {
                 &p.result.exact_cases,
                 p.skipped,
             ));
-            let lambda = p.judged.map(|judged| {
+            // A campaign that trusts every worker audits none (the operator's own farm).
+            let lambda = p.judged.filter(|_| !row.trust_all_workers).map(|judged| {
                 audit::expected_cases(judged, row.min_bits.max(1) as u32, row.cases_per_argument)
             });
-            implausible
-                .push(lambda.is_some_and(|l| audit::implausibly_low(p.verified.len() as u64, l)));
+            let listed = p.verified.len() + p.result.exact_cases.len();
+            let admits =
+                !row.trust_all_workers && audit::counters_admit_omission(&p.result.stats, listed);
+            implausible.push(
+                admits
+                    || lambda.is_some_and(|l| audit::implausibly_low(p.verified.len() as u64, l)),
+            );
             expected.push(lambda);
         }
         let case_xs: Vec<Json<Vec<&str>>> = accepted

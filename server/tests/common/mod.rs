@@ -10,6 +10,8 @@ use tmd_server::cli::bench::WorkerClient;
 use tmd_server::{Config, Server};
 use tmd_test_support::TestDb;
 
+// An honest engine's view of a unit, for tests that play workers.
+pub mod engine;
 // The seeded campaign of the dashboard and export tests.
 pub mod seed;
 
