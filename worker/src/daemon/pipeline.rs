@@ -308,12 +308,12 @@ impl<'p, C: Coordinator> Loop<'p, C> {
     /// in hand runs low. `false` once the daemon stopped and nothing is left in flight.
     fn turn(&mut self) -> bool {
         let now = Instant::now();
-        if self.leases.running() > 0 {
+        let in_flight = self.leases.running();
+        if in_flight > 0 {
             self.p.shared.add_busy(now - self.last_tick);
         }
         self.last_tick = now;
         let hurry = self.stop.is_some() || self.unit_secs.is_none();
-        let in_flight = self.leases.running();
         self.spool.start_if_ready(in_flight, self.p.slots, hurry);
         while let Some(r) = self.closing.try_join_next() {
             closed(r);
