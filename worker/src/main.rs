@@ -1,13 +1,10 @@
 //! `tmd-worker`: local searches, benchmarks and single-argument evaluation with the engine.
 
-mod backoff;
-mod client;
+#![forbid(unsafe_code)]
+
 mod daemon;
-mod journal;
 mod local;
-mod misbehave;
 mod state;
-mod tally;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

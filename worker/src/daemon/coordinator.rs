@@ -1,7 +1,7 @@
 //! What the daemon asks of the coordinator, as a trait: the HTTP client in a real run, an
 //! in-memory coordinator in the pipeline's tests.
 
-use crate::client::{Client, ClientError};
+use super::client::{Client, ClientError};
 use std::future::Future;
 use tmd_wire::{
     HeartbeatResponse, LeaseResponse, ReleaseLease, ReleaseResponse, ResultAccepted, ResultBatch,

@@ -6,7 +6,7 @@
 //! go back to the loop through a channel; the loop writes them to the spool.
 
 use super::engine::{compute_unit, engine_unit, to_wire, SharedBackend, UnitFailure};
-use crate::misbehave::{self, Misbehave};
+use super::misbehave::{self, Misbehave};
 use crate::state::SpoolEntry;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Results computed but not yet spooled, per slot, before no job takes a new unit: bounds what
 /// a slow disk lets pile up in memory, and what a crash loses. Twice a spool group's size
-/// (`pipeline::SPOOL_GROUP_PER_SLOT`): one group fills while the one before it syncs.
+/// (`spool::SPOOL_GROUP_PER_SLOT`): one group fills while the one before it syncs.
 pub const SPOOLING_PER_SLOT: usize = 8;
 
 /// A unit to compute, with what its lease says about it.

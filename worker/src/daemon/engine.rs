@@ -305,7 +305,7 @@ pub fn to_wire(
 }
 
 #[cfg(test)]
-mod retry_tests {
+mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
     use tmd_kernels::search::existence::Test;

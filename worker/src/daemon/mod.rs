@@ -7,25 +7,33 @@
 //! units in flight and releases the rest of the leases, a second one exits at once (the
 //! leases then expire on the server).
 
+mod backoff;
+mod client;
 mod coordinator;
 mod dispatch;
 mod engine;
 #[cfg(test)]
 mod fixtures;
+mod held;
+mod lease;
+mod misbehave;
 mod pipeline;
 mod post;
 mod settings;
+mod spool;
 #[cfg(test)]
 mod tests;
 
-use crate::backoff::Backoff;
-use crate::client::{Client, ClientError};
-use crate::state::{Credentials, StateDir, StateError};
+use crate::state::{Credentials, LeaseState, StateDir, StateError};
 use anyhow::{bail, Context, Result};
+use backoff::Backoff;
+use client::{Client, ClientError};
+use held::Held;
 use pipeline::Pipeline;
 pub use pipeline::{DeviceLost, DEVICE_LOST_EXIT};
-use post::{Held, Poster};
+use post::{PostWatch, Poster};
 pub use settings::{RunArgs, Settings};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -195,17 +203,7 @@ async fn daemon(settings: Settings) -> Result<()> {
     let held = Arc::new(Held::new(state));
     let poster = Poster::start(client.clone(), held.clone());
     let watch = poster.watch();
-    // The leases of an earlier run are taken in hand before its spooled results are posted:
-    // an accepted result then enters its lease's `done` set before it leaves the spool.
-    let mut resumed = held.state.leases()?;
-    for ls in &mut resumed {
-        let spooled = held.state.spooled_units(ls.lease.lease_id)?;
-        ls.done.extend(spooled);
-        held.insert(ls.clone())?;
-    }
-    for e in held.state.spool()? {
-        poster.submit(e).await;
-    }
+    let resumed = resume(&held, &poster).await?;
     let slots = settings
         .units_in_flight
         .unwrap_or_else(rayon::current_num_threads)
@@ -225,22 +223,16 @@ async fn daemon(settings: Settings) -> Result<()> {
         slots,
     };
     let outcome = pipeline.run(resumed, opening).await;
-    let (requests, posted) = watch.counts();
     // Said after the run, never instead of its outcome: a state directory that failed is the
     // pipeline's error to report, not this count's.
-    match held.state.spool() {
-        Ok(spool) => {
-            let accepted = watch.unrecorded().min(spool.len() as u64);
-            let waiting = spool.len() as u64 - accepted;
-            if waiting > 0 {
-                warn!(results = waiting, state_dir = %held.state.root().display(), "results the server has not accepted yet stay in the spool and are posted at the next start");
-            }
-            if accepted > 0 {
-                warn!(results = accepted, state_dir = %held.state.root().display(), "results the server accepted stay in the spool (their units could not be written down as done); the next start posts them again and they are answered replayed");
-            }
-        }
-        Err(e) => warn!(error = %e, "cannot read the spool"),
-    }
+    report_spool(&held, &watch);
+    report_stopped(&shared, &watch);
+    outcome
+}
+
+/// The run's account: units computed, results posted and how busy the engine was.
+fn report_stopped(shared: &Shared, watch: &PostWatch) {
+    let (requests, posted) = watch.counts();
     info!(
         units = shared.units_done.load(Ordering::SeqCst),
         results_posted = posted,
@@ -253,7 +245,41 @@ async fn daemon(settings: Settings) -> Result<()> {
         uptime_s = format!("{:.1}", shared.started.elapsed().as_secs_f64()),
         "tmd-worker stopped"
     );
-    outcome
+}
+
+/// Takes the leases of an earlier run in hand before its spooled results are queued for the
+/// poster: an accepted result then enters its lease's `done` set before it leaves the spool.
+async fn resume(held: &Held, poster: &Poster) -> Result<Vec<LeaseState>> {
+    let mut resumed = held.state.leases()?;
+    for ls in &mut resumed {
+        let spooled = held.state.spooled_units(ls.lease.lease_id)?;
+        ls.done.extend(spooled);
+        held.insert(ls.clone())?;
+    }
+    for e in held.state.spool()? {
+        poster.submit(e).await;
+    }
+    Ok(resumed)
+}
+
+/// Says what stays in the spool at the end: results not accepted yet, and results accepted
+/// whose units could not be written down as done.
+fn report_spool(held: &Held, watch: &PostWatch) {
+    let spool = match held.state.spool() {
+        Ok(spool) => spool,
+        Err(e) => {
+            warn!(error = %e, "cannot read the spool");
+            return;
+        }
+    };
+    let accepted = watch.unrecorded().min(spool.len() as u64);
+    let waiting = spool.len() as u64 - accepted;
+    if waiting > 0 {
+        warn!(results = waiting, state_dir = %held.state.root().display(), "results the server has not accepted yet stay in the spool and are posted at the next start");
+    }
+    if accepted > 0 {
+        warn!(results = accepted, state_dir = %held.state.root().display(), "results the server accepted stay in the spool (their units could not be written down as done); the next start posts them again and they are answered replayed");
+    }
 }
 
 /// The client with this worker's own token: from the state directory, or by registering with
@@ -289,36 +315,36 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
         }
         warn!(old = %c.server, new = %settings.server, "the server does not know this worker; registering again");
     }
+    register(settings, state, &anonymous, shared).await
+}
+
+/// Registers with the enrollment token and keeps the worker's own token. `None` when asked to
+/// stop while waiting for the server.
+async fn register(
+    settings: &Settings,
+    state: &StateDir,
+    anonymous: &Client,
+    shared: &Shared,
+) -> Result<Option<Client>> {
     let Some(enrollment) = settings.enrollment_token.as_deref() else {
         bail!("this worker is not registered yet: pass --token with an enrollment token from the admin (`tmd-server token create`)");
     };
-    let mut backoff = Backoff::new();
-    loop {
-        match anonymous.register(enrollment, &settings.name).await {
-            Ok(reg) => {
-                state.save_credentials(&Credentials {
-                    server: settings.server.clone(),
-                    worker_id: reg.worker_id,
-                    token: reg.token.clone(),
-                })?;
-                info!(worker.id = reg.worker_id, "registered");
-                return Ok(Some(anonymous.with_token(reg.token)));
-            }
-            Err(ClientError::Unavailable {
-                message,
-                retry_after,
-            }) => {
-                let wait = backoff.next(retry_after);
-                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable; waiting to register");
-                shared.sleep(wait).await;
-                if shared.finishing() {
-                    return Ok(None);
-                }
-            }
-            Err(ClientError::Misconfigured(m)) => bail!("cannot register: {m}"),
-            Err(e) => bail!("registration refused: {e}"),
-        }
-    }
+    let answer = until_answered(shared, "register", || {
+        anonymous.register(enrollment, &settings.name)
+    });
+    let reg = match answer.await {
+        None => return Ok(None),
+        Some(Ok(reg)) => reg,
+        Some(Err(ClientError::Misconfigured(m))) => bail!("cannot register: {m}"),
+        Some(Err(e)) => bail!("registration refused: {e}"),
+    };
+    state.save_credentials(&Credentials {
+        server: settings.server.clone(),
+        worker_id: reg.worker_id,
+        token: reg.token.clone(),
+    })?;
+    info!(worker.id = reg.worker_id, "registered");
+    Ok(Some(anonymous.with_token(reg.token)))
 }
 
 /// Whether the server of `anonymous` knows the worker of credentials `c` (made at another
@@ -327,22 +353,38 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
 /// SHA-256 only: until the server shows it knows this worker, it may be any server (a typo,
 /// or a hostile one), and the token would let it post results as this worker.
 async fn known_at(anonymous: &Client, c: &Credentials, shared: &Shared) -> Result<Option<bool>> {
+    let answer = until_answered(shared, "ask whether it knows this worker", || {
+        anonymous.identify_token(&c.token)
+    });
+    match answer.await {
+        None => Ok(None),
+        Some(Ok(me)) => Ok(Some(me.is_some_and(|me| me.worker_id == c.worker_id))),
+        Some(Err(e)) => bail!("cannot ask {} whether it knows this worker: {e}", c.server),
+    }
+}
+
+/// Asks the server until it answers, waiting while it is unavailable (the log says what for):
+/// `None` when asked to stop meanwhile.
+async fn until_answered<T, F: Future<Output = Result<T, ClientError>>>(
+    shared: &Shared,
+    waiting_to: &str,
+    mut ask: impl FnMut() -> F,
+) -> Option<Result<T, ClientError>> {
     let mut backoff = Backoff::new();
     loop {
-        match anonymous.identify_token(&c.token).await {
-            Ok(me) => return Ok(Some(me.is_some_and(|me| me.worker_id == c.worker_id))),
+        match ask().await {
             Err(ClientError::Unavailable {
                 message,
                 retry_after,
             }) => {
                 let wait = backoff.next(retry_after);
-                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable; waiting to ask whether it knows this worker");
+                warn!(%message, retry_in_ms = wait.as_millis() as u64, "server unavailable; waiting to {waiting_to}");
                 shared.sleep(wait).await;
                 if shared.finishing() {
-                    return Ok(None);
+                    return None;
                 }
             }
-            Err(e) => bail!("cannot ask {} whether it knows this worker: {e}", c.server),
+            answer => return Some(answer),
         }
     }
 }

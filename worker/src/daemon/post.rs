@@ -9,17 +9,19 @@
 //! `retry`, an unreachable server, an unknown token or a quarantine keep it, spooled and
 //! queued, for a later batch. A coordinator without the batch route (404) gets single posts.
 
+mod round;
+
+use super::backoff::Backoff;
 use super::coordinator::Coordinator;
-use crate::backoff::Backoff;
-use crate::client::ClientError;
-use crate::state::{LeaseState, SpoolEntry, StateDir, StateError};
-use std::collections::{BTreeMap, HashMap};
+use super::held::Held;
+use crate::state::SpoolEntry;
+use round::{post_round, Route, Verdict};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tmd_wire::{codes, BatchedResult, ResultBatch, UnitOutcomeStatus};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
-use tracing::{debug, error, info, warn};
+use tracing::{error, warn};
 
 /// Most units in one request (the server takes up to 1000).
 pub const BATCH_MAX: usize = 256;
@@ -28,80 +30,6 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Results queued in memory before computing waits for the poster: the spool holds them all
 /// anyway, this only bounds what a slow server lets pile up between two requests.
 const QUEUE: usize = 4 * BATCH_MAX;
-
-/// The leases in hand, shared by the computation and the poster: a unit enters its lease's
-/// `done` set (on disk) before its accepted result leaves the spool.
-pub struct Held {
-    pub state: Arc<StateDir>,
-    leases: Mutex<HashMap<i64, LeaseState>>,
-}
-
-impl Held {
-    pub fn new(state: StateDir) -> Held {
-        Held {
-            state: Arc::new(state),
-            leases: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, LeaseState>> {
-        self.leases.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Takes a lease in hand (and writes it down).
-    pub fn insert(&self, ls: LeaseState) -> Result<(), StateError> {
-        self.state.save_lease(&ls)?;
-        self.map().insert(ls.lease.lease_id, ls);
-        Ok(())
-    }
-
-    /// Forgets a lease (finished, released or lost).
-    pub fn remove(&self, lease_id: i64) -> Result<(), StateError> {
-        self.map().remove(&lease_id);
-        self.state.clear_lease(lease_id)
-    }
-
-    /// Writes the units down as finished in their leases still in hand; `false` if a lease
-    /// file could not be written (the results then stay spooled).
-    fn mark_done(&self, units: &[(i64, i64)]) -> bool {
-        let mut by_lease: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-        for &(l, u) in units {
-            by_lease.entry(l).or_default().push(u);
-        }
-        let mut map = self.map();
-        let mut ok = true;
-        for (l, us) in by_lease {
-            if let Some(ls) = map.get_mut(&l) {
-                ls.done.extend(us);
-                if let Err(e) = self.state.save_lease(ls) {
-                    error!(error = %e, lease.id = l, "cannot write the lease's finished units");
-                    ok = false;
-                }
-            }
-        }
-        ok
-    }
-}
-
-/// What became of one posted result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Verdict {
-    Accepted,
-    /// Not taken now (server unreachable or busy, token unknown, quarantine): kept.
-    Later,
-    /// Never to be taken (the unit went to another lease, ...): dropped.
-    Refused(String),
-    /// The result itself is unacceptable (400, 413): dropped, its unit released as failed.
-    Unacceptable(String),
-}
-
-fn verdict_of_code(code: &str) -> Verdict {
-    match code {
-        codes::UNAUTHORIZED | codes::WORKER_QUARANTINED => Verdict::Later,
-        codes::BAD_REQUEST | codes::PAYLOAD_TOO_LARGE => Verdict::Unacceptable(code.into()),
-        _ => Verdict::Refused(code.into()),
-    }
-}
 
 /// What the lease ends wait on: results not yet settled per lease, and the units whose
 /// results were unacceptable.
@@ -250,131 +178,64 @@ impl Poster {
     }
 }
 
+/// The poster's state between two requests.
+struct PostLoop<C: Coordinator> {
+    coord: C,
+    held: Arc<Held>,
+    inner: Arc<Inner>,
+    /// Results queued and not settled yet, oldest first.
+    pending: Vec<SpoolEntry>,
+    /// When the oldest of `pending` started waiting.
+    oldest: Instant,
+    /// Whether the daemon may still queue results.
+    open: bool,
+    /// A lease's end or a lease request asked for the results now.
+    urgent: bool,
+    /// No request before this: the server did not take the last one.
+    not_before: Option<Instant>,
+    backoff: Backoff,
+    route: Route,
+}
+
 async fn post_loop<C: Coordinator>(
     coord: C,
     held: Arc<Held>,
     mut rx: mpsc::Receiver<SpoolEntry>,
     inner: Arc<Inner>,
 ) {
-    let mut pending: Vec<SpoolEntry> = Vec::new();
-    let mut oldest = Instant::now();
-    let mut open = true;
-    let mut urgent = false;
-    let mut not_before: Option<Instant> = None;
-    let mut backoff = Backoff::new();
-    let mut single = false;
-    let mut batch_max = BATCH_MAX;
+    let mut l = PostLoop {
+        coord,
+        held,
+        inner,
+        pending: Vec::new(),
+        oldest: Instant::now(),
+        open: true,
+        urgent: false,
+        not_before: None,
+        backoff: Backoff::new(),
+        route: Route::default(),
+    };
     loop {
         while let Ok(e) = rx.try_recv() {
-            if pending.is_empty() {
-                oldest = Instant::now();
-            }
-            pending.push(e);
+            l.queue(e);
         }
-        if !open && pending.is_empty() {
+        if !l.open && l.pending.is_empty() {
             return;
         }
         let now = Instant::now();
-        let due = (!pending.is_empty()).then(|| {
-            let want = if urgent || !open || pending.len() >= batch_max {
-                now
-            } else {
-                oldest + FLUSH_EVERY
-            };
-            not_before.map_or(want, |n| want.max(n))
-        });
+        let due = l.due(now);
         if due.is_some_and(|d| d <= now) {
-            urgent = false;
-            let n = pending.len().min(batch_max);
-            let chunk: Vec<SpoolEntry> = pending[..n].to_vec();
-            let round = post_round(&coord, &chunk, &mut single, &mut batch_max).await;
-            if let Some(why) = &round.quarantined {
-                *inner.quarantined.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
-            }
-            let mut kept = Vec::new();
-            let mut failed = false;
-            let mut settled: Vec<(i64, i64)> = Vec::new();
-            let mut unacceptable: Vec<(i64, i64)> = Vec::new();
-            for (e, v) in chunk.into_iter().zip(round.verdicts) {
-                match v {
-                    Verdict::Later => {
-                        failed = true;
-                        kept.push(e);
-                    }
-                    Verdict::Accepted => settled.push((e.lease_id, e.unit_id)),
-                    Verdict::Refused(code) => {
-                        warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, "result refused; dropping it");
-                        settled.push((e.lease_id, e.unit_id));
-                    }
-                    Verdict::Unacceptable(code) => {
-                        warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, "result refused as unacceptable; its unit is given back as failed");
-                        settled.push((e.lease_id, e.unit_id));
-                        unacceptable.push((e.lease_id, e.unit_id));
-                    }
-                }
-            }
-            // Written down as finished first, then out of the spool: a crash in between
-            // posts them again and gets `replayed`. Where the state directory cannot be
-            // written (deleted, disk full) they stay in the spool, but the server has them:
-            // they are settled all the same, not posted again and again, and a next start
-            // that finds them gets `replayed`.
-            let recorded = held.mark_done(&settled);
-            if recorded {
-                for &(l, u) in &settled {
-                    if let Err(err) = held.state.spool_remove(l, u) {
-                        error!(error = %err, "cannot remove a posted result from the spool");
-                    }
-                }
-            }
-            let gone = settled;
-            {
-                let mut book = inner.book();
-                book.requests += round.requests;
-                book.posted += gone.len() as u64;
-                if !recorded {
-                    book.unrecorded += gone.len() as u64;
-                }
-                for &(l, _) in &gone {
-                    if let Some(n) = book.unsettled.get_mut(&l) {
-                        *n = n.saturating_sub(1);
-                        if *n == 0 {
-                            book.unsettled.remove(&l);
-                        }
-                    }
-                }
-                for &(l, u) in &unacceptable {
-                    book.unacceptable.entry(l).or_default().push(u);
-                }
-            }
-            inner.settled.notify_waiters();
-            let gone: std::collections::HashSet<(i64, i64)> = gone.into_iter().collect();
-            pending.retain(|e| !gone.contains(&(e.lease_id, e.unit_id)));
-            // What is left waited already: at most another interval.
-            oldest = Instant::now();
-            if failed {
-                if !open {
-                    // Stopping, and the server does not take them now: they stay spooled
-                    // and are posted at the next start.
-                    return;
-                }
-                not_before = Some(Instant::now() + backoff.next(round.hint));
-            } else {
-                backoff.reset();
-                not_before = None;
+            if !l.post_next().await {
+                return;
             }
             continue;
         }
         tokio::select! {
-            m = rx.recv(), if open => match m {
-                Some(e) => {
-                    if pending.is_empty() {
-                        oldest = Instant::now();
-                    }
-                    pending.push(e);
-                }
-                None => open = false,
+            m = rx.recv(), if l.open => match m {
+                Some(e) => l.queue(e),
+                None => l.open = false,
             },
-            _ = inner.flush.notified() => urgent = true,
+            _ = l.inner.flush.notified() => l.urgent = true,
             _ = sleep_until_some(due) => {}
         }
     }
@@ -387,190 +248,133 @@ async fn sleep_until_some(due: Option<Instant>) {
     }
 }
 
-struct Round {
-    verdicts: Vec<Verdict>,
-    requests: u64,
-    hint: Option<Duration>,
-    /// The coordinator's message where it refused a post because the worker is quarantined.
-    quarantined: Option<String>,
+/// A round's results sorted by what becomes of them.
+#[derive(Default)]
+struct Sorted {
+    /// Taken, or refused for good: out of the queue (and, once written down, of the spool).
+    settled: Vec<(i64, i64)>,
+    /// Settled, and their units to be released as failed.
+    unacceptable: Vec<(i64, i64)>,
+    /// Some were not taken now: they stay queued, and the next request waits.
+    later: bool,
 }
 
-/// Posts `chunk` (one request, or one per unit where the server has no batch route or
-/// refuses the batch as a whole) and says what became of each unit, in order.
-async fn post_round<C: Coordinator>(
-    coord: &C,
-    chunk: &[SpoolEntry],
-    single: &mut bool,
-    batch_max: &mut usize,
-) -> Round {
-    if !*single {
-        let batch = ResultBatch {
-            results: chunk
-                .iter()
-                .map(|e| BatchedResult {
-                    lease_id: e.lease_id,
-                    unit_id: e.unit_id,
-                    result: e.result.clone(),
-                })
-                .collect(),
-        };
-        match coord.post_results(&batch).await {
-            Ok(resp) => {
-                let by_unit: HashMap<(i64, i64), _> = resp
-                    .outcomes
-                    .iter()
-                    .map(|o| ((o.lease_id, o.unit_id), o))
-                    .collect();
-                let (mut accepted, mut replayed, mut other) = (0, 0, 0);
-                let quarantined = resp
-                    .outcomes
-                    .iter()
-                    .filter_map(|o| o.error.as_ref())
-                    .find(|e| e.code == codes::WORKER_QUARANTINED)
-                    .map(|e| e.message.clone());
-                let verdicts = chunk
-                    .iter()
-                    .map(|e| match by_unit.get(&(e.lease_id, e.unit_id)) {
-                        Some(o) => match o.status {
-                            UnitOutcomeStatus::Accepted => {
-                                accepted += 1;
-                                debug!(unit.id = e.unit_id, hr_cases = ?o.hr_cases, "result accepted");
-                                Verdict::Accepted
-                            }
-                            UnitOutcomeStatus::Replayed => {
-                                replayed += 1;
-                                Verdict::Accepted
-                            }
-                            UnitOutcomeStatus::Refused => {
-                                other += 1;
-                                let code = o.error.as_ref().map_or("", |e| e.code.as_str());
-                                verdict_of_code(code)
-                            }
-                            UnitOutcomeStatus::Retry => {
-                                other += 1;
-                                Verdict::Later
-                            }
-                        },
-                        // An answer without this unit: keep it, a later batch asks again.
-                        None => Verdict::Later,
-                    })
-                    .collect();
-                info!(
-                    units = chunk.len(),
-                    accepted, replayed, other, "results posted"
-                );
-                return Round {
-                    verdicts,
-                    requests: 1,
-                    hint: None,
-                    quarantined,
-                };
-            }
-            Err(ClientError::Refused { status: 404, .. }) => {
-                warn!("the coordinator has no batch route (an older tmd-server); posting one result per request");
-                *single = true;
-            }
-            Err(ClientError::Refused { code, .. })
-                if code == codes::PAYLOAD_TOO_LARGE && chunk.len() > 1 =>
-            {
-                *batch_max = (chunk.len() / 2).max(1);
-                warn!(
-                    batch_max = *batch_max,
-                    "a batch of results was too large for the server; sending smaller ones"
-                );
-                return Round {
-                    verdicts: vec![Verdict::Later; chunk.len()],
-                    requests: 1,
-                    hint: Some(Duration::from_millis(100)),
-                    quarantined: None,
-                };
-            }
-            Err(e)
-                if e.code()
-                    .is_some_and(|c| verdict_of_code(c) == Verdict::Later) =>
-            {
-                error!(error = %e, "results not taken now; they stay in the spool");
-                let mut round = later(chunk.len(), None);
-                if e.code() == Some(codes::WORKER_QUARANTINED) {
-                    round.quarantined = Some(e.to_string());
+impl Sorted {
+    fn of(chunk: Vec<SpoolEntry>, verdicts: Vec<Verdict>) -> Sorted {
+        let mut s = Sorted::default();
+        for (e, v) in chunk.into_iter().zip(verdicts) {
+            let key = (e.lease_id, e.unit_id);
+            match v {
+                Verdict::Later => s.later = true,
+                Verdict::Accepted => s.settled.push(key),
+                Verdict::Refused(code) => {
+                    warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, "result refused; dropping it");
+                    s.settled.push(key);
                 }
-                return round;
-            }
-            Err(ClientError::Refused { code, message, .. }) => {
-                // Refused as a whole: each unit posted alone gets its own answer.
-                warn!(%code, %message, "the batch was refused as a whole; posting its units one by one");
-            }
-            Err(ClientError::Unavailable {
-                message,
-                retry_after,
-            }) => {
-                warn!(%message, results = chunk.len(), "server unavailable; the results stay in the spool");
-                return later(chunk.len(), retry_after);
-            }
-            Err(e) => {
-                error!(error = %e, results = chunk.len(), "results not posted; they stay in the spool");
-                return later(chunk.len(), None);
+                Verdict::Unacceptable(code) => {
+                    warn!(unit.id = e.unit_id, lease.id = e.lease_id, %code, "result refused as unacceptable; its unit is given back as failed");
+                    s.settled.push(key);
+                    s.unacceptable.push(key);
+                }
             }
         }
-    }
-    let mut verdicts = Vec::with_capacity(chunk.len());
-    let mut hint = None;
-    let mut quarantined = None;
-    for e in chunk {
-        let v = match coord.post_result(e.lease_id, e.unit_id, &e.result).await {
-            Ok(acc) => {
-                info!(
-                    unit.id = e.unit_id,
-                    lease.id = e.lease_id,
-                    hr_cases = acc.hr_cases,
-                    "result accepted"
-                );
-                Verdict::Accepted
-            }
-            Err(ClientError::Unavailable {
-                message,
-                retry_after,
-            }) => {
-                warn!(%message, unit.id = e.unit_id, "server unavailable; the result stays in the spool");
-                hint = retry_after;
-                Verdict::Later
-            }
-            Err(ClientError::Refused { code, message, .. }) => {
-                let v = verdict_of_code(&code);
-                if v == Verdict::Later {
-                    error!(%code, %message, "the result stays in the spool");
-                }
-                if code == codes::WORKER_QUARANTINED {
-                    quarantined = Some(message);
-                }
-                v
-            }
-            Err(err) => {
-                error!(error = %err, unit.id = e.unit_id, "the result stays in the spool");
-                Verdict::Later
-            }
-        };
-        let stop = v == Verdict::Later;
-        verdicts.push(v);
-        if stop {
-            // The server is away: the rest waits too, without a request each.
-            verdicts.resize(chunk.len(), Verdict::Later);
-            break;
-        }
-    }
-    Round {
-        requests: verdicts.len() as u64,
-        verdicts,
-        hint,
-        quarantined,
+        s
     }
 }
 
-fn later(n: usize, hint: Option<Duration>) -> Round {
-    Round {
-        verdicts: vec![Verdict::Later; n],
-        requests: 1,
-        hint,
-        quarantined: None,
+impl<C: Coordinator> PostLoop<C> {
+    fn queue(&mut self, e: SpoolEntry) {
+        if self.pending.is_empty() {
+            self.oldest = Instant::now();
+        }
+        self.pending.push(e);
+    }
+
+    /// When the next request goes: at once for a full batch, an urgent one or at the close,
+    /// else a flush interval after the oldest result, and never before `not_before`.
+    fn due(&self, now: Instant) -> Option<Instant> {
+        (!self.pending.is_empty()).then(|| {
+            let want = if self.urgent || !self.open || self.pending.len() >= self.route.batch_max {
+                now
+            } else {
+                self.oldest + FLUSH_EVERY
+            };
+            self.not_before.map_or(want, |n| want.max(n))
+        })
+    }
+
+    /// Posts the oldest results and settles what the server took or refused for good;
+    /// `false` when the poster stops (closed, and the server did not take them now: they
+    /// stay spooled and are posted at the next start).
+    async fn post_next(&mut self) -> bool {
+        self.urgent = false;
+        let n = self.pending.len().min(self.route.batch_max);
+        let chunk: Vec<SpoolEntry> = self.pending[..n].to_vec();
+        let round = post_round(&self.coord, &chunk, &mut self.route).await;
+        if let Some(why) = round.quarantined {
+            *self
+                .inner
+                .quarantined
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(why);
+        }
+        let sorted = Sorted::of(chunk, round.verdicts);
+        let recorded = forget(&self.held, &sorted.settled);
+        self.inner.book().account(round.requests, &sorted, recorded);
+        self.inner.settled.notify_waiters();
+        let gone: HashSet<(i64, i64)> = sorted.settled.into_iter().collect();
+        self.pending
+            .retain(|e| !gone.contains(&(e.lease_id, e.unit_id)));
+        // What is left waited already: at most another interval.
+        self.oldest = Instant::now();
+        if !sorted.later {
+            self.backoff.reset();
+            self.not_before = None;
+        } else if self.open {
+            self.not_before = Some(Instant::now() + self.backoff.next(round.hint));
+        } else {
+            return false;
+        }
+        true
+    }
+}
+
+/// Writes the settled units down as finished first, then takes them out of the spool: a crash
+/// in between posts them again and gets `replayed`. Where the state directory cannot be
+/// written (deleted, disk full) they stay in the spool, but the server has them: they are
+/// settled all the same, not posted again and again, and a next start that finds them gets
+/// `replayed`. `false` in that case.
+fn forget(held: &Held, settled: &[(i64, i64)]) -> bool {
+    let recorded = held.mark_done(settled);
+    if recorded {
+        for &(l, u) in settled {
+            if let Err(err) = held.state.spool_remove(l, u) {
+                error!(error = %err, "cannot remove a posted result from the spool");
+            }
+        }
+    }
+    recorded
+}
+
+impl Book {
+    /// Counts a round: its requests, its settled results (`recorded` if their units were
+    /// written down as done) and the units whose results were unacceptable.
+    fn account(&mut self, requests: u64, sorted: &Sorted, recorded: bool) {
+        self.requests += requests;
+        self.posted += sorted.settled.len() as u64;
+        if !recorded {
+            self.unrecorded += sorted.settled.len() as u64;
+        }
+        for &(l, _) in &sorted.settled {
+            if let Some(n) = self.unsettled.get_mut(&l) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.unsettled.remove(&l);
+                }
+            }
+        }
+        for &(l, u) in &sorted.unacceptable {
+            self.unacceptable.entry(l).or_default().push(u);
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! The daemon's settings: flags, their environment variables and the TOML configuration file,
 //! in that order of precedence.
 
+use super::misbehave::Misbehave;
 use crate::local::BackendArg;
-use crate::misbehave::Misbehave;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;

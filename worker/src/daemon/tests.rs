@@ -5,13 +5,14 @@
 //! asked for while the back end starts, and a back end that does not start or loses its
 //! device giving every unit in hand back.
 
+use super::client::ClientError;
 use super::coordinator::Coordinator;
 use super::engine::SharedBackend;
 use super::fixtures;
+use super::held::Held;
 use super::pipeline::{DeviceLost, Opening, Pipeline};
-use super::post::{Held, Poster};
+use super::post::Poster;
 use super::{EngineRefused, Quarantined, RunArgs, Settings, Shared};
-use crate::client::ClientError;
 use crate::state::StateDir;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

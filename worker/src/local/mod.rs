@@ -3,22 +3,24 @@
 
 mod bench;
 mod estimate;
+mod journal;
 mod plan;
+mod tally;
 pub use bench::{bench, BenchArgs};
 pub use estimate::{estimate, EstimateArgs};
 
-use crate::journal::{self, Journal};
 use crate::state::replace_file;
-use crate::tally::Tally;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use journal::Journal;
 use rayon::prelude::*;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tally::Tally;
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::numbers::format::{float_to_hex, parse_number};

@@ -14,7 +14,7 @@
 //! the cases plus a few bytes per run of units, and each byte is rewritten a bounded number
 //! of times.
 
-use crate::tally::{Tally, TallyRecord};
+use super::tally::{Tally, TallyRecord};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
