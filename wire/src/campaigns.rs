@@ -302,12 +302,12 @@ pub struct WorkProgress {
     /// Weighted arguments done per second over the last hour (or the campaign's life, when
     /// younger).
     pub per_second_last_hour: f64,
-    /// Seconds to finish the pending and leased work: at the measured speed of the workers
-    /// holding leases now, or else at the last hour's rate; absent without either.
+    /// Seconds to finish the pending and leased work at the rate of the last few minutes, or
+    /// else the last hour's; absent without either.
     #[serde(default)]
     pub eta_seconds: Option<f64>,
-    /// What the ETA rests on: `active_workers` (their measured speeds), `last_hour` (the rate
-    /// of the last hour: nobody holds a lease now), `done`, or `none`.
+    /// What the ETA rests on: `recent` (the rate of the last few minutes), `last_hour`
+    /// (nothing finished recently), `done`, or `none`.
     #[serde(default)]
     pub eta_basis: String,
     /// No cost estimate is posted: a worker's speed on one binade says little of another's, so

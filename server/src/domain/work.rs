@@ -263,38 +263,37 @@ pub struct Readings {
     /// The estimate's seconds per weighted argument (absent without an estimate).
     pub seconds_per_work: Option<f64>,
     pub backend: Option<String>,
-    /// The measured speeds (weighted arguments per second) of the workers holding the
-    /// campaign's leases now, added up, and how many they are.
-    pub active_speed: f64,
-    pub active_workers: u32,
-    /// Results' arguments per argument settled so far (replicas), at least 1; the expected
-    /// factor (the campaign's replication, or 1) before anything settled.
-    pub work_factor: f64,
+    /// The done work at the start of the recent window ([`RECENT_SECONDS`]), and the
+    /// window's seconds.
+    pub recent: Option<(f64, f64)>,
 }
+
+/// The window of the rate the ETA rests on, in seconds: long enough to hold one of the
+/// snapshots taken 50-60 s apart, short enough to see a GPU join or die within two minutes.
+/// On whole exp on two GPUs it read the time left better than the campaign's whole life or
+/// the workers' summed speeds (BENCHMARKS.md, the farm's table); what error is left comes from
+/// the estimate's weights per binade.
+pub const RECENT_SECONDS: f64 = 90.0;
 
 /// The note a campaign without an estimate shows: its work is its arguments.
 pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate posted; \
      every argument weighs the same)";
 
-/// The ETA of `left` work and what it rests on: the measured speed of the workers holding
-/// leases now (their speeds added, over the replicas each settled argument takes), which sees a
-/// worker join or leave at once; else `rate`, the last hour's; else none. With a cost estimate
-/// the weights make one weighted argument cost the same anywhere, so the workers' speeds hold
-/// across binades; without one (`rough`) a speed measured on cheap binades says little about
-/// dear ones.
-pub fn eta_of(r: &Readings, left: f64, rate: f64) -> (Option<f64>, &'static str) {
+/// The ETA of `left` work and what it rests on: the rate over the recent window
+/// ([`RECENT_SECONDS`]), which sees a worker join or leave within minutes; else the last
+/// hour's; else none. Without a cost estimate (`rough`) the weights are arguments, and a
+/// rate measured on cheap binades says little of dear ones.
+pub fn eta_of(r: &Readings, left: f64, rate_hour: f64) -> (Option<f64>, &'static str) {
     if left <= 0.0 {
         return (Some(0.0), "done");
     }
-    let factor = if r.work_factor.is_finite() {
-        r.work_factor.max(1.0)
-    } else {
-        1.0
-    };
-    if r.active_workers > 0 && r.active_speed.is_finite() && r.active_speed > 0.0 {
-        return (Some(left * factor / r.active_speed), "active_workers");
+    let recent = r
+        .recent
+        .map_or(0.0, |(then, secs)| rate(r.done, then, secs));
+    if let Some(e) = eta(left, recent) {
+        return (Some(e), "recent");
     }
-    match eta(left, rate) {
+    match eta(left, rate_hour) {
         Some(e) => (Some(e), "last_hour"),
         None => (None, "none"),
     }
@@ -500,40 +499,35 @@ mod tests {
         assert_eq!(p.eta_seconds.unwrap_or(0.0), 0.0);
     }
 
-    /// The ETA follows the workers holding leases now: a second GPU halves it at once, where
-    /// the last hour's rate would take an hour to see it; replicas multiply it; with nobody
-    /// holding a lease, the last hour's rate; without an estimate it is marked rough.
+    /// The ETA follows the recent rate: a second GPU doubles it within minutes, where the
+    /// last hour's rate would take an hour to see it; with nothing done recently, the last
+    /// hour's; without an estimate it is marked rough.
     #[test]
-    fn the_eta_follows_the_workers_active_now() {
+    fn the_eta_follows_the_recent_rate() {
         let mut r = Readings {
             total: 1000.0,
             done: 100.0,
             pending: 900.0,
             base: Some((0.0, 100.0)),
             seconds_per_work: Some(1e-3),
-            active_speed: 3.0,
-            active_workers: 1,
-            work_factor: 1.0,
+            recent: Some((70.0, 10.0)),
             ..Readings::default()
         };
         let one = progress(&r);
         assert_eq!(
             (one.eta_seconds, one.eta_basis.as_str()),
-            (Some(300.0), "active_workers")
+            (Some(300.0), "recent")
         );
         assert!(!one.rough);
-        r.active_speed = 6.0;
-        r.active_workers = 2;
+        r.recent = Some((40.0, 10.0));
         assert_eq!(progress(&r).eta_seconds, Some(150.0));
-        r.work_factor = 2.0;
-        assert_eq!(progress(&r).eta_seconds, Some(300.0));
-        r.active_workers = 0;
-        r.active_speed = 0.0;
+        r.recent = Some((100.0, 60.0));
         let idle = progress(&r);
         assert_eq!(
             (idle.eta_seconds, idle.eta_basis.as_str()),
             (Some(900.0), "last_hour")
         );
+        r.recent = None;
         r.base = None;
         assert_eq!(progress(&r).eta_seconds, None);
         r.seconds_per_work = None;

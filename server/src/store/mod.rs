@@ -404,22 +404,6 @@ fn parse_u128(s: &str) -> u128 {
     s.parse().unwrap_or(0)
 }
 
-/// The measured speeds of the workers that hold an active lease of campaign `id` and were
-/// heard from in the last two minutes (a killed worker's lease outlives it), added up, and how
-/// many they are.
-async fn active_speed(pool: &PgPool, id: i64) -> Result<(f64, u32)> {
-    let (speed, n): (Option<f64>, i64) = sqlx::query_as(
-        "SELECT sum(w.speed), count(*) FROM workers w \
-         WHERE w.id IN (SELECT worker_id FROM leases WHERE campaign_id = $1 AND state = 'active') \
-           AND w.speed > 0 AND w.last_seen > now() - interval '2 minutes' \
-           AND w.quarantined_at IS NULL",
-    )
-    .bind(id)
-    .fetch_one(pool)
-    .await?;
-    Ok((speed.unwrap_or(0.0), n.clamp(0, i64::from(u32::MAX)) as u32))
-}
-
 /// Progress of a campaign: counts per state, work, rate over the last hour, ETA, hardest
 /// cases. Reads the maintained counters (`tallies`), one rate snapshot and a few indexed rows,
 /// never the campaign's units: its cost does not grow with the campaign.
@@ -449,14 +433,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         count(t.units_quarantined, &t.args_quarantined),
     );
     let done_args = parse_u128(&t.args_done);
-    let (active_speed, active_workers) = active_speed(pool, id).await?;
-    let work_factor = if t.work_done > 0.0 && done_args > 0 {
-        parse_u128(&t.results_arguments) as f64 / done_args as f64
-    } else if campaign.trust_all_workers {
-        1.0
-    } else {
-        f64::from(campaign.replication)
-    };
+    let recent = tallies::base_within(pool, id, domain::work::RECENT_SECONDS).await?;
     let work = domain::work::progress(&domain::work::Readings {
         total: t.work_pending + t.work_leased + t.work_done + t.work_quarantined,
         done: t.work_done,
@@ -466,9 +443,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         base: base.map(|(w, _, secs)| (w, secs)),
         seconds_per_work: info.seconds_per_work,
         backend: info.backend,
-        active_speed,
-        active_workers,
-        work_factor,
+        recent: recent.map(|(w, _, secs)| (w, secs)),
     });
     let rate = base.map_or(0.0, |(_, args, secs)| {
         domain::work::rate(done_args as f64, args, secs)

@@ -261,20 +261,32 @@ pub async fn rate_base<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: i64,
 ) -> Result<Option<(f64, f64, f64)>> {
+    base_within(ex, id, 3600.0).await
+}
+
+/// [`rate_base`] over the last `seconds` instead of the last hour (snapshots come about a
+/// minute apart, so a window of a few minutes holds one or more).
+pub async fn base_within<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    id: i64,
+    seconds: f64,
+) -> Result<Option<(f64, f64, f64)>> {
     let row: Option<(Option<f64>, Option<f64>, Option<f64>)> = sqlx::query_as(
-        "SELECT CASE WHEN c.created_at > now() - interval '1 hour' THEN 0 ELSE s.work_done::float8 END, \
-                CASE WHEN c.created_at > now() - interval '1 hour' THEN 0 \
+        "SELECT CASE WHEN c.created_at > now() - make_interval(secs => $2) THEN 0 \
+                     ELSE s.work_done::float8 END, \
+                CASE WHEN c.created_at > now() - make_interval(secs => $2) THEN 0 \
                      ELSE s.args_done::float8 END, \
-                CASE WHEN c.created_at > now() - interval '1 hour' \
+                CASE WHEN c.created_at > now() - make_interval(secs => $2) \
                      THEN extract(epoch FROM now() - c.created_at)::float8 \
                      ELSE extract(epoch FROM now() - s.taken_at)::float8 END \
          FROM campaigns c LEFT JOIN LATERAL ( \
              SELECT taken_at, work_done, args_done FROM campaign_snapshots \
-             WHERE campaign_id = c.id AND taken_at >= now() - interval '1 hour' \
+             WHERE campaign_id = c.id AND taken_at >= now() - make_interval(secs => $2) \
              ORDER BY taken_at LIMIT 1) s ON true \
          WHERE c.id = $1",
     )
     .bind(id)
+    .bind(seconds)
     .fetch_optional(ex)
     .await?;
     Ok(match row {
