@@ -3,7 +3,7 @@
 //!
 //! Layers: [`api`] (thin handlers) → [`domain`] (rules, no I/O; `domain::engine` the only
 //! caller of `tmd-kernels`) and [`store`] (all SQL); [`views`] serve people (dashboard,
-//! exports); [`cli`] is the command line and its benchmarks.
+//! exports); [`cli`] is the command line; [`bench`] the benchmarks, clients of the HTTP API.
 
 #![forbid(unsafe_code)]
 
@@ -17,8 +17,9 @@ macro_rules! outln {
 }
 
 // Grouped by role: the HTTP surface, the rules without I/O, storage, views for people, and the
-// command line (with the benchmarks).
+// command line, and the benchmarks.
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod domain;
 pub mod error;

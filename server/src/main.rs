@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::io::Write;
 use std::process::ExitCode;
 use tmd_server::cli::{self, Cli, Command};
-use tmd_server::{cli::bench, store, Server};
+use tmd_server::{bench, store, Server};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]

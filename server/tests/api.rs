@@ -7,7 +7,7 @@ use common::{assert_refused, code_of, work_through, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 
 fn exp32(from: &str, to: &str) -> Value {
     json!({"function": "exp", "format": "binary32", "min_bits": 12,
@@ -612,7 +612,7 @@ async fn enrollment_tokens_and_worker_registration() {
     assert_eq!(list[0]["name"], "gpu-01");
     assert_eq!(list[0]["units_done"], 0);
     assert_eq!(list[0]["last_seen"], Value::Null);
-    let worker = tmd_server::cli::bench::WorkerClient::new(
+    let worker = tmd_server::bench::WorkerClient::new(
         &app.base,
         w["token"].as_str().unwrap(),
         app.http.clone(),

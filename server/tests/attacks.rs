@@ -13,7 +13,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tmd_kernels::Function;
-use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_server::bench::{empty_result, WorkerClient};
 use tmd_server::{Config, LeasePolicy};
 use tmd_wire::{HrCase, HrKind, Lease, UnitResult, UnitSpec};
 

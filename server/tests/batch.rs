@@ -7,7 +7,7 @@ mod common;
 use common::{code_of, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_server::bench::{empty_result, WorkerClient};
 use tmd_wire::{BatchedResult, Lease, UnitOutcome, UnitOutcomeStatus};
 
 /// One batched result per unit of `lease`, without HR-cases.

@@ -315,7 +315,7 @@ async fn several_functions_queue_campaigns_that_run_in_order() {
     while let Some(l) = w.lease(Some(1)).await.unwrap().lease {
         order.push(l.task.campaign_id);
         for u in &l.units {
-            let r = tmd_server::cli::bench::empty_result(l.fencing_token, u.unit_id, 0.01);
+            let r = tmd_server::bench::empty_result(l.fencing_token, u.unit_id, 0.01);
             w.post(l.lease_id, u.unit_id, &r).await.unwrap();
         }
     }

@@ -12,7 +12,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use std::collections::HashMap;
 use tmd_kernels::Function;
-use tmd_server::cli::bench::WorkerClient;
+use tmd_server::bench::WorkerClient;
 use tmd_wire::{HrCase, UnitSpec};
 
 /// A player of the game: an identity of a colluding owner, or an honest volunteer.

@@ -10,7 +10,7 @@ use common::{assert_refused, tmd, work_through, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 use tmd_wire::{ExportedHrCase, HrKind};
 
 async fn get(app: &TestApp, path: &str) -> reqwest::Response {

@@ -7,7 +7,7 @@ mod common;
 use common::TestApp;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 
 /// A lease request as a worker from before named formats sends it: no features header (and
 /// this build's engine version, which the server requires).

@@ -7,7 +7,7 @@ use common::{code_of, config, seed, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 use tmd_server::{Config, LeasePolicy};
 
 /// exp in binary32 on [1, 1 + units * 16 ulps), units of 16 arguments.

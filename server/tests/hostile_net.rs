@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tmd_server::api::guard::RateLimit;
-use tmd_server::cli::bench::WorkerClient;
+use tmd_server::bench::WorkerClient;
 use tmd_server::listen::ConnLimits;
 use tmd_server::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

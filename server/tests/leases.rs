@@ -7,7 +7,7 @@ use common::{code_of, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use std::time::Duration;
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 use tmd_server::{Config, LeasePolicy};
 
 fn short_leases(max_attempts: u32) -> Config {

@@ -6,7 +6,7 @@ mod common;
 
 use common::TestApp;
 use reqwest::{Method, StatusCode};
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 
 #[tokio::test]
 async fn outstanding_units_count_leased_work_and_skip_paused_campaigns() {

@@ -7,7 +7,7 @@ use common::{assert_refused, code_of, config, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_server::bench::{empty_result, WorkerClient};
 use tmd_server::domain::trust::QuarantineBar;
 use tmd_server::{Config, LeasePolicy};
 

@@ -10,7 +10,7 @@ use common::seed::hard_cases;
 use common::{code_of, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_server::bench::{empty_result, WorkerClient};
 use tmd_wire::{HrCase, Lease};
 
 /// exp in binary32 at 8 bits, units of 1024 arguments from 1 (a dozen HR-cases each), with

@@ -9,7 +9,7 @@ use common::{TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use sqlx::PgPool;
-use tmd_server::cli::bench::{empty_result, WorkerClient};
+use tmd_server::bench::{empty_result, WorkerClient};
 use tmd_wire::BatchedResult;
 
 /// A small deterministic generator (xorshift64*), so a failure replays.

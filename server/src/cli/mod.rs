@@ -2,9 +2,6 @@
 //! to a running server over its HTTP API with the admin token, and `bench`.
 
 mod admin;
-pub mod bench;
-pub mod bench_farm;
-pub mod bench_scale;
 pub mod follow;
 
 pub use admin::*;
@@ -69,7 +66,7 @@ pub enum Command {
     /// Prints the OpenAPI document (the one served at /api/openapi.json).
     Openapi,
     /// Load benchmark: starts a server on a fresh database and runs simulated workers.
-    Bench(crate::cli::bench::BenchArgs),
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Where the database is.

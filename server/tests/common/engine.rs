@@ -4,7 +4,7 @@
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::oracle::verify::{classify_in, Verdict};
 use tmd_kernels::Function;
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 use tmd_wire::{HrCase, HrKind, Lease, SkippedRun, UnitResult, UnitSpec};
 
 /// The engine's own spelling of a unit.

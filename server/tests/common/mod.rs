@@ -6,7 +6,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tmd_server::cli::bench::WorkerClient;
+use tmd_server::bench::WorkerClient;
 use tmd_server::{Config, Server};
 use tmd_test_support::TestDb;
 
@@ -254,7 +254,7 @@ pub async fn work_through(w: &WorkerClient) -> usize {
             w.post(
                 lease.lease_id,
                 u.unit_id,
-                &tmd_server::cli::bench::empty_result(lease.fencing_token, u.unit_id, 0.5),
+                &tmd_server::bench::empty_result(lease.fencing_token, u.unit_id, 0.5),
             )
             .await
             .unwrap();
@@ -292,7 +292,7 @@ pub(crate) use assert_refused;
 pub fn code_of<T: std::fmt::Debug>(r: anyhow::Result<T>) -> String {
     match r {
         Ok(v) => panic!("expected a refusal, got {v:?}"),
-        Err(e) => match e.downcast_ref::<tmd_server::cli::bench::Refused>() {
+        Err(e) => match e.downcast_ref::<tmd_server::bench::Refused>() {
             Some(refused) => refused.error.code.clone(),
             None => panic!("not a refusal: {e:#}"),
         },

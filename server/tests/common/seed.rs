@@ -8,7 +8,7 @@ use serde_json::json;
 use tmd_kernels::oracle::verify::{classify, Verdict};
 use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::{Function, Precision};
-use tmd_server::cli::bench::empty_result;
+use tmd_server::bench::empty_result;
 use tmd_wire::{HrCase, HrKind};
 
 /// What was seeded.

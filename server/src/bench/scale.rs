@@ -5,7 +5,7 @@
 //! campaign's progress, a coverage page, `/metrics`. It prints the creation time, the process's
 //! peak memory, the tables' sizes and each request's latency (p50/p99) and response size.
 
-use crate::cli::bench::{
+use super::client::{
     empty_result, exp_campaign, percentile, register, with_bench_database, BenchDatabase,
     WorkerClient,
 };

@@ -17,7 +17,7 @@
 //! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
 //! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
 
-use crate::cli::bench::{self, empty_result, register, BenchDatabase, Refused, WorkerClient};
+use super::client::{self as bench, empty_result, register, BenchDatabase, Refused, WorkerClient};
 use anyhow::{bail, Context};
 use clap::Args;
 use sqlx::{Connection, PgConnection};
