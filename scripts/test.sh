@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test command of the README: prerequisites, then every test of the workspace.
+# The test command of the README: prerequisites, then the tests of the workspace, all but the
+# few long ones (the README's main job, the API fuzz run, brute forces over whole formats).
+# `--long` runs those instead (CI runs both: .ci/run). Other arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,4 +14,9 @@ fi
 # The whole-system tests run the real binaries: cargo test builds a binary only for packages
 # with integration tests, so build them all first.
 cargo build --workspace --release --bins
-cargo test --workspace --release "$@"
+if [ "${1:-}" = "--long" ]; then
+  shift
+  cargo test --workspace --release "$@" -- --ignored
+else
+  cargo test --workspace --release "$@"
+fi

@@ -216,6 +216,7 @@ fn on_every_core<T: Sync>(cases: &[T], check: impl Fn(&T) + Sync) {
 }
 
 #[test]
+#[ignore = "long: run by `bash scripts/test.sh --long`"]
 fn far_regions_every_argument_binary16() {
     let all = ("-0x1.ffcp+15", "0x1.ffcp+15");
     let cases = [
@@ -234,6 +235,7 @@ fn far_regions_every_argument_binary16() {
 }
 
 #[test]
+#[ignore = "long: run by `bash scripts/test.sh --long`"]
 fn far_regions_every_argument_bfloat16() {
     let all = ("-0x1.fep+127", "0x1.fep+127");
     let cases = [
@@ -255,6 +257,7 @@ fn far_regions_every_argument_bfloat16() {
 /// expm1) and far (tanh, erf, erfc, expm1): a trivial run, clear pieces beyond it, nothing
 /// walked argument by argument, against the brute force.
 #[test]
+#[ignore = "long: run by `bash scripts/test.sh --long`"]
 fn bands_beyond_trivial_regions_binary32() {
     use Function::*;
     for (f, from, to) in [

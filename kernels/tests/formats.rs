@@ -128,6 +128,7 @@ fn compare_in(
 }
 
 #[test]
+#[ignore = "long: run by `bash scripts/test.sh --long`"]
 fn binary16_every_argument() {
     let all = ("-0x1.ffcp+15", "0x1.ffcp+15");
     for f in [

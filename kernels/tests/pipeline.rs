@@ -292,6 +292,7 @@ fn screened_domains_rise_against_brute_force() {
 /// (`rise_pays`) and for the quadratic screen (the default: it takes the pieces whose line
 /// stays below 11, flat or not, §16).
 #[test]
+#[ignore = "long: run by `bash scripts/test.sh --long`"]
 fn flat_regions_rise_against_brute_force() {
     let cases = [
         (Function::Exp, 20, "0x1p-4", "0x1p-3", 15, 16),

@@ -37,6 +37,7 @@ fn printed_cases(stdout: &str) -> (BTreeSet<(String, i64, String)>, Option<usize
 }
 
 #[test]
+#[ignore = "long: run by `bash scripts/test.sh --long`"]
 fn the_readme_main_job_finishes_and_prints_the_local_searchs_hr_cases() {
     let dir = scratch("main-job");
     let db = format!("tmd_main_job_{}", std::process::id());
