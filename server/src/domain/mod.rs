@@ -539,17 +539,14 @@ pub enum Judgement {
     Replay { result_id: i64, hr_cases: u32 },
 }
 
-/// Decides whether `worker` may record a result with `digest` for `unit` under `lease`.
-/// The order of the checks is the contract: a retry of an accepted post is recognised
-/// before the lease's later fate (finished, expired) can refuse it.
-pub fn judge_post(
+/// The fencing rule: `lease` exists, is `worker_id`'s, and `fencing_token` is its token (a
+/// worker that lost the lease to expiry holds an older one). Every lease operation, posts
+/// included, starts here.
+pub fn lease_holder(
+    lease: Option<&LeaseRow>,
     worker_id: i64,
     fencing_token: i64,
-    lease: Option<&LeaseRow>,
-    unit: Option<&UnitRow>,
-    prior: Option<&PriorResult>,
-    digest: &str,
-) -> Result<Judgement> {
+) -> Result<&LeaseRow> {
     let lease = lease.ok_or_else(|| Error::NotFound("no such lease".into()))?;
     if lease.worker_id != worker_id {
         return Err(Error::Forbidden(
@@ -561,6 +558,21 @@ pub fn judge_post(
             "the fencing token is not this lease's".into(),
         ));
     }
+    Ok(lease)
+}
+
+/// Decides whether `worker` may record a result with `digest` for `unit` under `lease`.
+/// The order of the checks is the contract: a retry of an accepted post is recognised
+/// before the lease's later fate (finished, expired) can refuse it.
+pub fn judge_post(
+    worker_id: i64,
+    fencing_token: i64,
+    lease: Option<&LeaseRow>,
+    unit: Option<&UnitRow>,
+    prior: Option<&PriorResult>,
+    digest: &str,
+) -> Result<Judgement> {
+    let lease = lease_holder(lease, worker_id, fencing_token)?;
     let unit = match unit {
         Some(u) if u.campaign_id == lease.campaign_id && lease.holds_seq(u.seq) => u,
         _ => {

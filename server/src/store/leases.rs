@@ -587,17 +587,7 @@ async fn fetch_lease<'e, E: sqlx::PgExecutor<'e>>(
 
 /// Why a lease operation other than a post cannot proceed.
 fn lease_refusal(lease: Option<&LeaseRow>, worker_id: i64, fencing_token: i64) -> Result<()> {
-    let lease = lease.ok_or_else(|| Error::NotFound("no such lease".into()))?;
-    if lease.worker_id != worker_id {
-        return Err(Error::Forbidden(
-            "the lease belongs to another worker".into(),
-        ));
-    }
-    if lease.fencing_token != fencing_token {
-        return Err(Error::StaleToken(
-            "the fencing token is not this lease's".into(),
-        ));
-    }
+    let lease = domain::lease_holder(lease, worker_id, fencing_token)?;
     if lease.state != "active" || lease.expired {
         return Err(Error::LeaseExpired(format!(
             "the lease is {}; ask for new work",
