@@ -41,6 +41,58 @@ async fn operations_endpoints_and_unknown_routes() {
     assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/campaigns\",status=\"201\"} 1"), "{text}");
 }
 
+/// A cancelled campaign's units are not pending; each campaign and each worker has its own
+/// series, labelled by id.
+#[tokio::test]
+async fn metrics_have_series_per_campaign_and_worker_and_skip_cancelled_units() {
+    let app = TestApp::new().await;
+    let kept = app.small_campaign(3, 4).await["id"].as_i64().unwrap();
+    let cancelled = app.small_campaign(5, 4).await["id"].as_i64().unwrap();
+    let (status, v) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/campaigns/{cancelled}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (worker, w) = app.worker("metered").await;
+    // One lease of the kept campaign, its units done.
+    assert_eq!(work_through(&w).await, 3);
+    let text = app.metrics().await;
+    assert!(text.contains("tmd_units{state=\"pending\"} 0"), "{text}");
+    assert!(text.contains("tmd_units{state=\"cancelled\"} 5"), "{text}");
+    assert!(text.contains("tmd_units{state=\"done\"} 3"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "tmd_campaign_units{{campaign=\"{kept}\",state=\"done\"}} 3"
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("campaign=\"{cancelled}\"")),
+        "a cancelled campaign has no series: {text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tmd_campaign_arguments_done_total{{campaign=\"{kept}\"}} 48"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tmd_worker_units_done_total{{worker=\"{worker}\"}} 3"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tmd_worker_last_seen_timestamp_seconds{{worker=\"{worker}\"}}"
+        )),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn openapi_document_lists_every_route() {
     let app = TestApp::new().await;

@@ -766,14 +766,21 @@ async fn metrics(State(s): State<AppState>, _: auth::MetricsReader) -> Result<Re
         at.elapsed() < std::time::Duration::from_secs(crate::metrics::UNIT_COUNTS_SECONDS)
     });
     if !fresh {
-        let counts = store::unit_state_counts(&s.relaxed_pool).await?;
-        *cached = Some((Instant::now(), counts));
+        use crate::metrics::{Scrape, MAX_CAMPAIGN_SERIES, MAX_WORKER_SERIES};
+        use crate::store::tallies;
+        let pool = &s.relaxed_pool;
+        let scrape = Scrape {
+            units_by_state: store::unit_state_counts(pool).await?,
+            campaigns: tallies::campaign_series(pool, MAX_CAMPAIGN_SERIES).await?,
+            workers: tallies::worker_series(pool, MAX_WORKER_SERIES).await?,
+        };
+        *cached = Some((Instant::now(), scrape));
     }
-    let units = cached.as_ref().map(|(_, u)| u.clone()).unwrap_or_default();
+    let scrape = cached.as_ref().map(|(_, u)| u.clone()).unwrap_or_default();
     drop(cached);
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&units),
+        s.metrics.render(&scrape),
     )
         .into_response())
 }
