@@ -39,7 +39,7 @@ use tmd_kernels::search::SearchConfig;
 use tmd_kernels::{Function, Precision};
 use tmd_wire::{codes, CampaignState, Lease, LeaseResponse, LeasedUnit, ReleaseLease};
 use tokio::task::{JoinHandle, JoinSet};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// A device's context was lost while computing (exit status [`DEVICE_LOST_EXIT`]): the units
 /// in hand were given back, and a new process may test and use the device again.
@@ -539,7 +539,9 @@ impl<C: Coordinator> Pipeline<C> {
                                 spooled += 1;
                                 a.finished.insert(c.unit_id);
                                 self.shared.unit_done(c.arguments, c.elapsed);
-                                info!(
+                                // Debug: one line per unit is hundreds of thousands a day
+                                // per GPU; the status line sums them.
+                                debug!(
                                     unit.id = c.unit_id,
                                     duration_ms = (c.elapsed * 1e3) as u64,
                                     hr_cases,

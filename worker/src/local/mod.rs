@@ -435,6 +435,7 @@ impl Ready {
 
 impl Sink {
     fn unit_done(&mut self, r: UnitResult, ready: Ready) -> Result<()> {
+        let _writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
         // The output first, the journal second: a crash between them leaves a unit the
         // journal lacks, which a resume computes again and drops from the rebuilt output.
         if let Some(f) = &mut self.stream {
@@ -516,6 +517,11 @@ pub fn search(a: SearchArgs) -> Result<()> {
         }
     };
     let todo = done.remaining(&units);
+    let arguments: u128 = todo.iter().map(|u| u128::from(u.count)).sum();
+    if let Some(line) = size_warning(arguments, todo.len()) {
+        eprintln!("{line}");
+    }
+    on_interrupt(a.output_file.clone());
     let stream = match (&a.output_file, a.output) {
         (Some(path), Output::Csv | Output::Wc) => {
             // Rebuilt from the journal: whatever a crash left after its last unit goes.
@@ -562,7 +568,8 @@ pub fn search(a: SearchArgs) -> Result<()> {
     if let Err(e) = outcome {
         if let Some(path) = &a.output_file {
             eprintln!(
-                "tmd: the search stopped; {} of {} units are kept in {}: fix the cause and                  run the same command with --resume",
+                "tmd: the search stopped; {} of {} units are kept in {}: fix the cause and run \
+                 the same command with --resume",
                 sink.tally.units,
                 units.len(),
                 journal::path_for(path).display()
@@ -595,6 +602,57 @@ pub fn search(a: SearchArgs) -> Result<()> {
         eprintln!("tmd: {line}");
     }
     Ok(())
+}
+
+/// Searches above this many arguments are warned about before they start (2^40: one unit of
+/// binary64 at the default size; a binade of binary80 is 2^63).
+const LARGE_SEARCH_ARGUMENTS: u128 = 1 << 40;
+
+/// A warning for a search too large to run blind on one machine.
+fn size_warning(arguments: u128, units: usize) -> Option<String> {
+    (arguments > LARGE_SEARCH_ARGUMENTS).then(|| {
+        format!(
+            "tmd: warning: this search covers 2^{:.1} arguments in {units} units; \
+             `tmd-worker estimate` with the same flags projects its time from a sample first, \
+             and a coordinator's campaign (`tmd-server campaign create`) spreads it over machines",
+            (arguments as f64).log2()
+        )
+    })
+}
+
+/// Held while a finished unit is written down, so that Ctrl-C never cuts a journal line.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// Ctrl-C ends the search at once with status 130, saying how to go on: the journal beside
+/// `output` keeps every unit finished so far.
+fn on_interrupt(output: Option<PathBuf>) {
+    let wait = move || -> std::io::Result<()> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?
+            .block_on(tokio::signal::ctrl_c())?;
+        let _writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        match &output {
+            Some(path) => eprintln!(
+                "\ntmd: interrupted; the units finished so far are kept in {}: run the same \
+                 command with --resume to go on",
+                journal::path_for(path).display()
+            ),
+            None => eprintln!(
+                "\ntmd: interrupted; nothing was kept: with --output-file FILE a search keeps \
+                 its finished units and --resume goes on where it stopped"
+            ),
+        }
+        std::process::exit(130);
+    };
+    // Without the handler Ctrl-C still ends the search, only without the hint.
+    let _ = std::thread::Builder::new()
+        .name("tmd-signal".into())
+        .spawn(move || {
+            if let Err(e) = wait() {
+                tracing::warn!(error = %e, "cannot watch for Ctrl-C");
+            }
+        });
 }
 
 /// What a csv output's rows are judged as, and the arguments it skipped, on stderr: the csv
@@ -717,24 +775,41 @@ fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
     Ok(())
 }
 
+/// `eval`'s options: only what MPFR's verdict on one argument depends on (no engine, no
+/// back end, no unit).
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    #[command(flatten)]
-    pub engine: EngineArgs,
+    /// The function (see `tmd-worker --help` for the list).
+    #[arg(long, short = 'f', env = "TMD_FUNCTION")]
+    pub function: Function,
+    /// binary16, bfloat16, binary32, binary64, binary80, or a bare precision in bits, p8 to
+    /// p64 (exponent unbounded).
+    #[arg(long, default_value = "binary64", env = "TMD_FORMAT")]
+    pub format: Format,
+    /// Overrides --format with a bare precision in bits (8 to 64): exponent unbounded.
+    #[arg(long)]
+    pub precision: Option<u32>,
+    /// Threshold k: the argument is hard with at least k identical bits after the rounding
+    /// bit (1 to 60).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=MAX_MIN_BITS as i64))]
+    pub min_bits: u32,
     /// The argument, C99 hex or decimal (decimal is rounded to nearest in the format).
     #[arg(allow_hyphen_values = true)]
     pub x: String,
 }
 
 pub fn eval(a: EvalArgs) -> Result<()> {
-    let fmt = a.engine.format()?;
+    let fmt = match a.precision {
+        Some(b) => Format::bare(Precision::new(b)?),
+        None => a.format,
+    };
     let p = fmt.precision;
     let x = parse_number(&a.x, p.bits(), rug::float::Round::Nearest)?;
     let hex = float_to_hex(&x);
-    let (y, _) = a.engine.function.eval(&x, 200);
+    let (y, _) = a.function.eval(&x, 200);
     println!("x = {hex}");
-    println!("{}(x) = {} (200 bits)", a.engine.function, float_to_hex(&y));
-    match verify_case_in(a.engine.function, fmt, a.engine.min_bits, &hex)? {
+    println!("{}(x) = {} (200 bits)", a.function, float_to_hex(&y));
+    match verify_case_in(a.function, fmt, a.min_bits, &hex)? {
         Verdict::Hard(c) => println!(
             "hard: {} identical bits after the rounding bit (-log2 d = {:.4}), near a {}, rounded {}",
             c.bits,
@@ -744,9 +819,9 @@ pub fn eval(a: EvalArgs) -> Result<()> {
         ),
         Verdict::NotHard { bits } => println!(
             "not hard at {} bits: {bits} identical bits after the rounding bit",
-            a.engine.min_bits
+            a.min_bits
         ),
-        Verdict::Exact(e) => println!("exact: {}(x) = {}", a.engine.function, e.value),
+        Verdict::Exact(e) => println!("exact: {}(x) = {}", a.function, e.value),
         Verdict::Skipped(r) => println!("skipped in {}: {}", fmt.name(), r.rule()),
     }
     Ok(())
@@ -815,4 +890,17 @@ pub fn selftest(a: SelftestArgs) -> Result<()> {
         bail!("the GPU self-test failed: do not use this device");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_search_is_warned_about_and_a_small_one_is_not() {
+        assert!(size_warning(1 << 32, 4096).is_none());
+        let w = size_warning(1 << 63, 8192).expect("a binade of binary80 is warned about");
+        assert!(w.contains("2^63.0") && w.contains("8192 units"), "{w}");
+        assert!(w.contains("tmd-worker estimate"), "{w}");
+    }
 }

@@ -13,10 +13,12 @@ use tmd_kernels::search::SearchConfig;
 pub struct RangeArgs {
     /// Start of the range (included), C99 hex (0x1.8p+0) or decimal; negative as written
     /// (`--from -0x1p+3`).
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "whole")]
+    // Not `required` in clap: its message would not name --whole, the other way to say what
+    // to cover; `plan` says both.
+    #[arg(long, allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End of the range (excluded), C99 hex or decimal.
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "whole")]
+    #[arg(long, allow_hyphen_values = true)]
     pub to: Option<String>,
     /// The whole function: every finite argument of --format where the function is defined
     /// (log: x >= 0 with 0 its pole; asin: [-1, 1]; ...). Overflow, underflow, poles, trivial,
@@ -50,7 +52,10 @@ impl RangeArgs {
             (units, d.from, d.to)
         } else {
             let (Some(from), Some(to)) = (&self.from, &self.to) else {
-                bail!("give --from and --to, or --whole");
+                bail!(
+                    "no range: give --from and --to (a range, e.g. --from 1 --to 2), or --whole \
+                     (every finite argument of the format)"
+                );
             };
             let units = split_range_in(cfg.function, fmt, from, to, unit_bits)?;
             (units, from.clone(), to.clone())
