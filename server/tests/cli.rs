@@ -124,8 +124,51 @@ async fn admin_commands_drive_a_running_server() {
     assert!(!ok);
     assert!(err.contains("unauthorized"), "{err}");
     let (ok, _, err) = tmd(&["campaign", "create", "--function", "exp", "--min-bits", "3"]).await;
-    assert!(!ok, "missing arguments are refused by the parser");
-    assert!(err.contains("--from") || err.contains("required"), "{err}");
+    assert!(!ok, "missing arguments are refused");
+    assert!(err.contains("--from") && err.contains("--whole"), "{err}");
+}
+
+/// The mistakes of a first start say what to fix, name the address, and print no stack trace
+/// even where RUST_BACKTRACE is set.
+#[tokio::test]
+async fn start_up_mistakes_say_what_to_fix() {
+    let app = TestApp::new().await;
+    let port = app.base.rsplit(':').next().unwrap().to_string();
+    let db = tmd_test_support::TestDb::new().await;
+    let serve = |url: String, listen: String| async move {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tmd-server"))
+            .args(["serve", "--database-url", &url, "--listen", &listen])
+            .args(["--admin-token", ADMIN, "--db-acquire-timeout-seconds", "1"])
+            .env("RUST_BACKTRACE", "1")
+            .env("TMD_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !err.contains("backtrace") && !err.contains("panicked"),
+            "{err}"
+        );
+        err
+    };
+    let free = "127.0.0.1:0".to_string();
+    let err = serve("mysql://x@127.0.0.1/db".into(), free.clone()).await;
+    assert!(
+        err.contains("mysql://") && err.contains("PostgreSQL"),
+        "{err}"
+    );
+    let err = serve("not-a-url".into(), free.clone()).await;
+    assert!(err.contains("not a URL"), "{err}");
+    // A port where nothing listens: the address and the cause, not the pool's timeout.
+    let err = serve("postgres://postgres@127.0.0.1:9/x".into(), free).await;
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+    assert!(!err.contains("pool timed out"), "{err}");
+    // The running test server holds its port.
+    let taken = format!("127.0.0.1:{port}");
+    let err = serve(db.url().to_string(), taken.clone()).await;
+    assert!(err.contains(&format!("cannot listen on {taken}")), "{err}");
+    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -228,14 +271,30 @@ async fn admin_remedies_from_the_command_line() {
     let (ok, out, err) = run(vec!["token", "create", "--owner", "lab"]).await;
     assert!(ok, "{err}");
     let t: Value = serde_json::from_str(&out).unwrap();
+    // A table like the other lists; JSON when asked.
     let (ok, out, err) = run(vec!["token", "list"]).await;
     assert!(ok, "{err}");
-    let listed: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(listed[0]["owner"], "lab");
+    let row = out.lines().nth(1).unwrap_or_default();
+    assert!(out.starts_with("    id  state"), "{out}");
+    assert!(row.contains("active") && row.contains("lab"), "{out}");
     assert!(
         !out.contains(t["token"].as_str().unwrap()),
         "the token is never shown again"
     );
+    let (ok, out, err) = run(vec!["token", "list", "--output", "json"]).await;
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["owner"], "lab");
+    for list in [["worker", "list"], ["campaign", "list"]] {
+        let mut words = list.to_vec();
+        words.extend(["--output", "json"]);
+        let (ok, out, err) = run(words).await;
+        assert!(ok, "{err}");
+        assert!(
+            serde_json::from_str::<Value>(&out).unwrap().is_array(),
+            "{out}"
+        );
+    }
     let id = t["id"].to_string();
     let (ok, out, err) = run(vec!["token", "revoke", &id]).await;
     assert!(ok, "{err}");

@@ -155,27 +155,21 @@ fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
 
 /// Runs `campaign ...`.
 pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Result<()> {
+    // What the command line lacks is said before the token or the server is asked for.
+    if let CampaignCommand::Create(a) = cmd {
+        a.ranges()?;
+    }
     let client = AdminClient::new(api)?;
     match cmd {
         CampaignCommand::Create(a) => {
-            if a.from.len() != a.to.len() {
-                bail!("give one --to per --from");
-            }
             let req = CreateCampaign {
                 name: a.name.clone(),
                 function: a.function.clone(),
-                format: a.format.clone(),
+                // --format has a default; --precision, when given, replaces it.
+                format: a.precision.is_none().then(|| a.format.clone()),
                 precision: a.precision,
                 min_bits: a.min_bits,
-                ranges: a
-                    .from
-                    .iter()
-                    .zip(&a.to)
-                    .map(|(f, t)| ArgRange {
-                        from: f.clone(),
-                        to: t.clone(),
-                    })
-                    .collect(),
+                ranges: a.ranges()?,
                 whole: a.whole.then_some(true),
                 unit_bits: a.unit_bits,
                 replication: a.replication,
@@ -208,7 +202,10 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             let estimate = read_estimate(file)?;
             print_json(&client.estimate(*id, &estimate).await?)
         }
-        CampaignCommand::List => {
+        CampaignCommand::List(ListArgs {
+            output: ListOutput::Json,
+        }) => print_json(&client.list_campaigns().await?),
+        CampaignCommand::List(_) => {
             outln!(
                 "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  name",
                 "id",
@@ -307,7 +304,49 @@ pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> 
             };
             print_json(&client.create_token(&req).await?)
         }
-        TokenCommand::List => print_json(&client.tokens().await?),
+        TokenCommand::List(ListArgs {
+            output: ListOutput::Json,
+        }) => print_json(&client.tokens().await?),
+        TokenCommand::List(_) => {
+            outln!(
+                "{:>6}  {:<8} {:<8} {:>9} {:>8} {:>11}  {:<20}  {:<16} note",
+                "id",
+                "state",
+                "trust",
+                "uses left",
+                "workers",
+                "quarantined",
+                "expires",
+                "owner"
+            )?;
+            let now = chrono::Utc::now();
+            for t in client.tokens().await? {
+                let state = if t.revoked_at.is_some() {
+                    "revoked"
+                } else if t.expires_at.is_some_and(|e| e <= now) {
+                    "expired"
+                } else if t.uses_left == Some(0) {
+                    "used up"
+                } else {
+                    "active"
+                };
+                outln!(
+                    "{:>6}  {:<8} {:<8} {:>9} {:>8} {:>11}  {:<20}  {:<16} {}",
+                    t.id,
+                    state,
+                    if t.trusted { "trusted" } else { "-" },
+                    t.uses_left.map_or("unlimited".into(), |n| n.to_string()),
+                    t.workers,
+                    t.quarantined_workers,
+                    t.expires_at
+                        .map(|e| e.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+                        .unwrap_or_else(|| "never".into()),
+                    printable(t.owner.as_deref().unwrap_or("-")),
+                    printable(t.note.as_deref().unwrap_or(""))
+                )?;
+            }
+            Ok(())
+        }
         TokenCommand::Revoke { id } => print_json(&client.revoke_token(*id).await?),
     }
 }
@@ -327,7 +366,10 @@ pub fn printable(s: &str) -> String {
 pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()> {
     let client = AdminClient::new(api)?;
     match cmd {
-        WorkerCommand::List => {
+        WorkerCommand::List(ListArgs {
+            output: ListOutput::Json,
+        }) => print_json(&client.workers().await?),
+        WorkerCommand::List(_) => {
             outln!(
                 "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} name",
                 "id",

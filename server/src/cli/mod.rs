@@ -35,8 +35,26 @@ pub struct Cli {
     /// Log filter (tracing-subscriber syntax), e.g. `info` or `tmd_server=debug`.
     #[arg(long, env = "TMD_LOG", default_value = "info", global = true)]
     pub log: String,
+    /// Log lines as text for people, or as one JSON object per line for a log collector.
+    #[arg(
+        long,
+        env = "TMD_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true
+    )]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event (colours only on a terminal).
+    Text,
+    /// One JSON object per event (timestamp, level, target, fields).
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,21 +106,62 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    /// Connects a pool.
+    /// Connects a pool, after one connection of its own: a pool that cannot connect says only
+    /// that it timed out, one connection says why (refused, unknown host, password).
     pub async fn connect(&self) -> anyhow::Result<sqlx::PgPool> {
+        use sqlx::Connection;
         let t = self.db_acquire_timeout_seconds;
         if !(t.is_finite() && (0.1..=600.0).contains(&t)) {
             bail!("--db-acquire-timeout-seconds must be between 0.1 and 600");
+        }
+        let options = postgres_options(&self.database_url)?;
+        let place = format!(
+            "PostgreSQL at {}:{} (database {})",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("named after the user")
+        );
+        let advice = "is it running there, and are DATABASE_URL's host, port, user, password \
+                      and database right?";
+        let wait = Duration::from_secs_f64(t.max(5.0));
+        match tokio::time::timeout(wait, sqlx::PgConnection::connect_with(&options)).await {
+            Ok(Ok(c)) => {
+                let _ = c.close().await;
+            }
+            Ok(Err(e)) => {
+                return Err(anyhow::Error::new(e))
+                    .with_context(|| format!("cannot connect to {place}: {advice}"))
+            }
+            Err(_) => bail!(
+                "cannot connect to {place}: no answer in {} s; {advice}",
+                wait.as_secs()
+            ),
         }
         sqlx::postgres::PgPoolOptions::new()
             // A failed connection shows on use anyway; a ping per acquire costs a round trip.
             .test_before_acquire(false)
             .max_connections(self.max_connections)
             .acquire_timeout(Duration::from_secs_f64(t))
-            .connect(&self.database_url)
+            .connect_with(options)
             .await
-            .context("cannot connect to the database")
+            .with_context(|| format!("cannot connect to {place}"))
     }
+}
+
+/// The connection options of a PostgreSQL URL; anything else (another database's URL, a
+/// path, a typo) refused with what is expected.
+pub fn postgres_options(url: &str) -> anyhow::Result<sqlx::postgres::PgConnectOptions> {
+    const EXPECTED: &str = "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE";
+    match url.split_once("://") {
+        Some(("postgres" | "postgresql", _)) => {}
+        Some((scheme, _)) => bail!(
+            "DATABASE_URL is a {scheme}:// URL: tmd-server keeps its data in PostgreSQL \
+             ({EXPECTED})"
+        ),
+        None => bail!("DATABASE_URL is not a URL: expected {EXPECTED}"),
+    }
+    url.parse()
+        .with_context(|| format!("DATABASE_URL is not a valid PostgreSQL URL ({EXPECTED})"))
 }
 
 /// `serve` options; each has an environment variable and a default.
@@ -440,10 +499,10 @@ impl ApiArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum CampaignCommand {
-    /// Creates a campaign; prints it as JSON.
+    /// Creates a campaign; prints it as JSON. With --dry-run, prints its plan instead.
     Create(CreateArgs),
-    /// Lists campaigns, one per line.
-    List,
+    /// Lists campaigns: a table, or JSON with --output json.
+    List(ListArgs),
     /// Shows a campaign and its progress as JSON.
     Show { id: i64 },
     /// Stops handing out the campaign's units.
@@ -482,39 +541,47 @@ pub enum CampaignCommand {
     Watch(crate::cli::follow::WatchArgs),
 }
 
+/// What a `list` command prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListOutput {
+    /// Aligned columns for people.
+    Table,
+    /// The server's JSON, for scripts.
+    Json,
+}
+
+/// The options of every `list` command.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// A table for people, or JSON for scripts.
+    #[arg(long, value_enum, default_value_t = ListOutput::Table)]
+    pub output: ListOutput,
+}
+
 /// `campaign create` options.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
     /// Function name, e.g. `exp`.
     #[arg(long)]
     pub function: String,
-    /// `binary32`, `binary64`, or a precision (conflicts with --precision).
-    #[arg(
-        long,
-        conflicts_with = "precision",
-        required_unless_present = "precision"
-    )]
-    pub format: Option<String>,
-    /// Precision in bits, 8..=64.
+    /// The number format: binary16, bfloat16, binary32, binary64, binary80 (each with its
+    /// exponent range: overflow and underflow skipped, subnormal results on the subnormal
+    /// grid), or a bare precision in bits, p8 to p64 (exponent unbounded; or --precision).
+    #[arg(long, default_value = "binary64")]
+    pub format: String,
+    /// A bare precision in bits, 8..=64, instead of --format (exponent unbounded).
     #[arg(long)]
     pub precision: Option<u32>,
     /// Report cases with at least this many identical bits after the rounding bit.
     #[arg(long)]
     pub min_bits: u32,
     /// Start of a range (C99 hex or decimal; negative as written: --from -0x1p+3); repeat
-    /// with --to for several ranges.
-    #[arg(
-        long = "from",
-        allow_hyphen_values = true,
-        required_unless_present = "whole"
-    )]
+    /// with --to for several ranges. Without ranges, --whole.
+    // Not `required` in clap: its message would not name --whole; `ranges` says both.
+    #[arg(long = "from", allow_hyphen_values = true)]
     pub from: Vec<String>,
     /// End (excluded) of a range; one per --from.
-    #[arg(
-        long = "to",
-        allow_hyphen_values = true,
-        required_unless_present = "whole"
-    )]
+    #[arg(long = "to", allow_hyphen_values = true)]
     pub to: Vec<String>,
     /// The whole function: every finite argument of --format (a named format) where the
     /// function is defined, instead of --from/--to. Overflow, underflow, poles, trivial, far
@@ -573,6 +640,30 @@ pub struct CreateArgs {
     pub estimate: Option<std::path::PathBuf>,
 }
 
+impl CreateArgs {
+    /// The ranges of --from/--to, or none with --whole; refuses neither and mismatched pairs.
+    pub fn ranges(&self) -> anyhow::Result<Vec<ArgRange>> {
+        if self.from.is_empty() && self.to.is_empty() && !self.whole {
+            bail!(
+                "no range: give --from and --to (a range, e.g. --from 1 --to 2; repeat for \
+                 several), or --whole (every finite argument of --format)"
+            );
+        }
+        if self.from.len() != self.to.len() {
+            bail!("give one --to per --from");
+        }
+        Ok(self
+            .from
+            .iter()
+            .zip(&self.to)
+            .map(|(f, t)| ArgRange {
+                from: f.clone(),
+                to: t.clone(),
+            })
+            .collect())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Creates an enrollment token for workers; prints it as JSON (shown once).
@@ -595,16 +686,17 @@ pub enum TokenCommand {
         #[arg(long)]
         trusted: bool,
     },
-    /// Lists enrollment tokens (never the tokens themselves) with their workers.
-    List,
+    /// Lists enrollment tokens (never the tokens themselves) with their workers: a table, or
+    /// JSON with --output json.
+    List(ListArgs),
     /// Revokes an enrollment token: no worker registers with it any more.
     Revoke { id: i64 },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum WorkerCommand {
-    /// Lists workers, one per line, with their records.
-    List,
+    /// Lists workers with their records: a table, or JSON with --output json.
+    List(ListArgs),
     /// Shows one worker as JSON.
     Show { id: i64 },
     /// Quarantines a worker: no more work, its leases revoked, its results void, and the units
@@ -685,6 +777,41 @@ mod tests {
         assert!(check_admin_token(&"ab12".repeat(8)).is_ok());
     }
 
+    #[test]
+    fn the_shipped_coordinator_env_holds_the_built_in_defaults() {
+        let env = include_str!("../../../deploy/coordinator.env");
+        let mut cli = Cli::command();
+        cli.build();
+        let serve = cli.find_subcommand("serve").unwrap();
+        let mut checked = 0;
+        for line in env.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) = line.split_once('=').unwrap();
+            let arg = serve
+                .get_arguments()
+                .chain(cli.get_arguments())
+                .find(|a| a.get_env().is_some_and(|e| e == key))
+                .unwrap_or_else(|| panic!("coordinator.env: {key} is no flag's variable"));
+            let Some(default) = arg.get_default_values().first() else {
+                continue; // no default: the database, the admin token
+            };
+            let default = default.to_str().unwrap();
+            let same = match (value.parse::<f64>(), default.parse::<f64>()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => value == default,
+            };
+            assert!(
+                same,
+                "coordinator.env: {key}={value}, the built-in default is {default}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 5, "{checked} defaults checked");
+        assert!(env.lines().any(|l| l.starts_with("DATABASE_URL=")));
+    }
+
     /// `campaign create`'s args from the words after it.
     fn create(words: &[&str]) -> Result<CreateArgs, clap::Error> {
         let mut argv = vec!["tmd-server", "campaign", "create", "--function", "exp"];
@@ -700,7 +827,7 @@ mod tests {
         }
     }
 
-    /// Issue 25: negative bounds as written, and --whole instead of bounds.
+    /// Negative bounds as written, and --whole instead of bounds.
     #[test]
     fn campaign_create_takes_negative_bounds_and_whole() {
         let a = create(&["--from", "-0x1p+3", "--to", "-0x1p+1"]).unwrap();
@@ -712,8 +839,52 @@ mod tests {
         assert_eq!(a.from, ["-745", "1"]);
         let a = create(&["--whole"]).unwrap();
         assert!(a.whole && a.from.is_empty());
-        assert!(create(&[]).is_err(), "neither bounds nor --whole");
+        let neither = create(&[]).unwrap().ranges().unwrap_err().to_string();
+        assert!(
+            neither.contains("--whole") && neither.contains("--from"),
+            "{neither}"
+        );
+        assert!(create(&["--from", "1"]).unwrap().ranges().is_err());
         assert!(create(&["--whole", "--from", "1", "--to", "2"]).is_err());
+    }
+
+    #[test]
+    fn campaign_create_formats_default_to_binary64_and_are_all_named() {
+        let mut argv = vec!["tmd-server", "campaign", "create", "--function", "exp"];
+        argv.extend(["--min-bits", "44", "--whole"]);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Campaign {
+            command: CampaignCommand::Create(a),
+            ..
+        } = cli.command
+        else {
+            panic!("campaign create expected")
+        };
+        assert_eq!(a.format, "binary64");
+        let help = Cli::command()
+            .find_subcommand_mut("campaign")
+            .and_then(|c| c.find_subcommand_mut("create"))
+            .map(|c| c.render_long_help().to_string())
+            .unwrap();
+        for f in [
+            "binary16", "bfloat16", "binary32", "binary64", "binary80", "p8",
+        ] {
+            assert!(help.contains(f), "{f} not in the help:\n{help}");
+        }
+    }
+
+    #[test]
+    fn database_urls_of_other_kinds_are_refused_with_what_is_expected() {
+        let e = postgres_options("mysql://x@127.0.0.1/db")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mysql://") && e.contains("PostgreSQL"), "{e}");
+        let e = postgres_options("localhost:5432/tmd")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a URL") && e.contains("postgres://"), "{e}");
+        let o = postgres_options("postgresql://u@db.example:6543/tmd").unwrap();
+        assert_eq!((o.get_host(), o.get_port()), ("db.example", 6543));
     }
 
     #[test]
