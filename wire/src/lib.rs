@@ -347,6 +347,23 @@ pub struct CampaignProgress {
     /// Progress by expected work: `percent_done` and `eta_seconds` above are the work's.
     #[serde(default)]
     pub work: WorkProgress,
+    /// Why units wait instead of being leased (units waiting for another owner's replica,
+    /// held units, a paused campaign); empty when none do.
+    #[serde(default)]
+    pub waiting: Vec<Waiting>,
+}
+
+/// Units that wait instead of being leased, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Waiting {
+    /// `replica`: each has a result and waits for the next from another worker or owner (the
+    /// campaign's replication); `held`: quarantined (repeated failures, or kept for an
+    /// admin); `paused`: the campaign is paused.
+    pub reason: String,
+    pub units: i64,
+    /// The same for people, with what would move them.
+    pub message: String,
 }
 
 /// `POST /api/v1/campaigns/{id}/estimate` (admin): what the coordinator made of a cost
@@ -678,6 +695,10 @@ pub struct LeaseResponse {
     /// with `--exit-when-idle` may stop; above 0 some lease may still expire and return work.
     #[serde(default)]
     pub units_outstanding: i64,
+    /// When `lease` is absent: why outstanding units are not handed out (the campaigns this
+    /// worker may work on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
 }
 
 /// `POST /api/v1/leases/{id}/heartbeat`.

@@ -609,10 +609,16 @@ async fn request_lease(
         Some(_) => 0,
         None => store::units_outstanding(&s.pool, formats).await?,
     };
+    // Said to a worker that gets none: why (replicas, held units, paused campaigns).
+    let waiting = match &lease {
+        None => domain::work::waiting(store::tallies::wait_counts(&s.pool).await?, None),
+        Some(_) => Vec::new(),
+    };
     Ok(Json(LeaseResponse {
         lease,
         retry_after_seconds: s.config.retry_after_seconds,
         units_outstanding,
+        waiting,
     }))
 }
 

@@ -345,10 +345,18 @@ impl View {
     }
 }
 
+/// Why units wait, as one clause (empty when none do).
+fn waiting_text(p: &CampaignProgress) -> String {
+    p.waiting
+        .iter()
+        .map(|w| format!("; {}", w.message))
+        .collect()
+}
+
 /// The second line of the bars.
 fn status_text(p: &CampaignProgress) -> String {
     format!(
-        "leased {} · pending {} · quarantined {} · {} · ETA {} · {} HR-cases · {}",
+        "leased {} · pending {} · quarantined {} · {} · ETA {} · {} HR-cases · {}{}",
         p.leased.units,
         p.pending.units,
         p.quarantined.units,
@@ -356,6 +364,7 @@ fn status_text(p: &CampaignProgress) -> String {
         p.eta_seconds.map_or("unknown".into(), duration),
         p.hr_cases,
         p.state.as_str(),
+        waiting_text(p),
     )
 }
 
@@ -376,7 +385,7 @@ pub fn summary(p: &CampaignProgress) -> String {
         ""
     };
     format!(
-        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}",
+        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}{}",
         p.done.units,
         p.total.units,
         p.percent_done,
@@ -387,6 +396,7 @@ pub fn summary(p: &CampaignProgress) -> String {
         p.eta_seconds.map_or("unknown".into(), duration),
         p.hr_cases,
         p.state.as_str(),
+        waiting_text(p),
     )
 }
 

@@ -89,6 +89,43 @@ pub async fn unit_state_counts(pool: &PgPool) -> Result<Vec<(String, i64)>> {
     ])
 }
 
+/// Pending units of campaign `id` that have a result and wait for their next replica, counted
+/// on the two partial indexes that hold them (reserved for an owner, or not yet).
+pub async fn awaiting_replica(pool: &PgPool, id: i64) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'pending' \
+                 AND replicas_done > 0 AND reserved_for IS NULL) \
+              + (SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'pending' \
+                 AND reserved_for IS NOT NULL)",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// What keeps units from being leased over every campaign that is not cancelled: units
+/// waiting for a replica and held units of active campaigns, pending units of paused ones.
+pub async fn wait_counts(pool: &PgPool) -> Result<crate::domain::work::WaitCounts> {
+    let (held, paused): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(sum(t.units_quarantined) FILTER (WHERE c.state = 'active'), 0)::int8, \
+                COALESCE(sum(t.units_pending) FILTER (WHERE c.state = 'paused'), 0)::int8 \
+         FROM campaign_tallies t JOIN campaigns c ON c.id = t.campaign_id",
+    )
+    .fetch_one(pool)
+    .await?;
+    let awaiting_replica: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM units u JOIN campaigns c ON c.id = u.campaign_id \
+         WHERE c.state = 'active' AND u.state = 'pending' AND u.replicas_done > 0",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(crate::domain::work::WaitCounts {
+        awaiting_replica,
+        held,
+        paused,
+    })
+}
+
 /// One campaign's series of `/metrics`.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct CampaignSeries {

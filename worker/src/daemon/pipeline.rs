@@ -645,7 +645,8 @@ impl<C: Coordinator> Pipeline<C> {
                                             resp.retry_after_seconds.max(1) as u64,
                                         ));
                                         if idle {
-                                            info!(retry_in_ms = wait.as_millis() as u64, units_outstanding = resp.units_outstanding, "no work now");
+                                            let why: Vec<&str> = resp.waiting.iter().map(|w| w.message.as_str()).collect();
+                                            info!(retry_in_ms = wait.as_millis() as u64, units_outstanding = resp.units_outstanding, why = %why.join("; "), "no work now");
                                         } else {
                                             refused_in_hand = true;
                                         }
