@@ -93,6 +93,79 @@ async fn metrics_have_series_per_campaign_and_worker_and_skip_cancelled_units() 
     );
 }
 
+/// The plan of a campaign that gives no unit size: the one size that fits the limits, and
+/// why; nothing is created. The same request creates the campaign with that size.
+#[tokio::test]
+async fn a_plan_chooses_the_unit_size_and_creates_nothing() {
+    let app = TestApp::new().await;
+    let campaign = json!({"function": "exp", "format": "binary80", "min_bits": 32,
+                          "ranges": [{"from": "1", "to": "2"}], "trust_all_workers": true});
+    let (status, plan) = app
+        .admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": campaign })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(plan["unit_bits"], 43, "{plan}");
+    assert_eq!(plan["units"], 1 << 20, "{plan}");
+    assert_eq!(plan["unit_bits_chosen"], true, "{plan}");
+    assert_eq!(plan["arguments"], (1u64 << 63).to_string(), "{plan}");
+    assert_eq!(plan["expected_cases_per_unit"], 4096.0, "{plan}");
+    let why = plan["unit_bits_reason"].as_str().unwrap();
+    assert!(why.contains("2^41") && why.contains("2000000"), "{why}");
+    // With an estimate, the time: 2 s per unit of 2^43 arguments, 2^20 units.
+    let estimate = json!({"version": 1, "function": "exp", "format": "binary80", "min_bits": 32,
+        "unit_bits": 43, "backend": "cpu (test)", "seed": 1,
+        "binades": [{"negative": false, "exponent": 0, "units": 1 << 20, "sampled": 3,
+                     "seconds_per_unit": 2.0, "seconds_per_unit_stderr": 0.0,
+                     "expected_hr_cases": 4.0e9, "expected_hr_cases_stderr": 0.0}],
+        "total_seconds": 2097152.0, "total_seconds_stderr": 0.0,
+        "total_hr_cases": 4.0e9, "total_hr_cases_stderr": 0.0});
+    let (status, costed) = app
+        .admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": campaign, "estimate": estimate })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{costed}");
+    assert_eq!(costed["estimated_seconds"], 2097152.0, "{costed}");
+    assert_eq!(costed["estimate_backend"], "cpu (test)", "{costed}");
+    let (_, list) = app.admin(Method::GET, "/api/v1/campaigns", None).await;
+    assert_eq!(list, json!([]), "a plan creates nothing");
+    // A size given is kept, and refused as creation would refuse it.
+    let mut given = campaign.clone();
+    given["unit_bits"] = json!(41);
+    assert_refused!(
+        app.admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": given }))
+        )
+        .await,
+        BAD_REQUEST,
+        "bad_request"
+    );
+    // A whole function's blocks skipped entire are merged and listed.
+    let whole = json!({"function": "exp", "format": "binary32", "min_bits": 20, "whole": true});
+    let (status, plan) = app
+        .admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": whole })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert!(
+        plan["skipped_blocks"].as_array().unwrap().len() >= 2,
+        "{plan}"
+    );
+    assert!(plan["skipped_arguments"].as_str().unwrap() != "0", "{plan}");
+    assert!(plan["estimated_seconds"].is_null(), "{plan}");
+}
+
 #[tokio::test]
 async fn openapi_document_lists_every_route() {
     let app = TestApp::new().await;
@@ -141,6 +214,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/workers/identify", "post"),
         // Cost estimates (tests in work.rs).
         ("/api/v1/campaigns/{id}/estimate", "post"),
+        // A campaign's plan, nothing created (tests below and in cli.rs).
+        ("/api/v1/campaigns/plan", "post"),
     ];
     for (path, method) in expected {
         assert!(
@@ -150,7 +225,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        32,
+        33,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

@@ -128,6 +128,67 @@ async fn admin_commands_drive_a_running_server() {
     assert!(err.contains("--from") && err.contains("--whole"), "{err}");
 }
 
+/// `campaign create --dry-run` prints the plan with the unit size it chose and creates
+/// nothing; without it, the size chosen is said on stderr.
+#[tokio::test]
+async fn campaign_create_dry_run_prints_the_plan() {
+    let app = TestApp::new().await;
+    let api = ["--server", app.base.as_str(), "--admin-token", ADMIN];
+    let mut words = vec![
+        "campaign",
+        "create",
+        "--function",
+        "exp",
+        "--format",
+        "binary80",
+    ];
+    words.extend(["--min-bits", "32", "--from", "1", "--to", "2", "--dry-run"]);
+    words.extend(api);
+    let (ok, out, err) = tmd(&words).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("units        1048576 of 2^43 arguments"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the default 2^41 would make 4194304 units"),
+        "{out}"
+    );
+    assert!(out.contains("nothing created"), "{out}");
+    let (ok, out, err) = tmd(&[
+        "campaign", "list", "--output", "json", api[0], api[1], api[2], api[3],
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "[]");
+    // Created for real, the format by default binary64, the chosen size said on stderr.
+    let (ok, out, err) = tmd(&[
+        "campaign",
+        "create",
+        "--function",
+        "exp",
+        "--min-bits",
+        "40",
+        "--from",
+        "1",
+        "--to",
+        "0x1.0001p+0",
+        "--trust-all-workers",
+        api[0],
+        api[1],
+        api[2],
+        api[3],
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(c["format"], "binary64", "{c}");
+    assert!(
+        err.contains(&format!("units of 2^{}", c["unit_bits"])),
+        "{err}"
+    );
+}
+
 /// The mistakes of a first start say what to fix, name the address, and print no stack trace
 /// even where RUST_BACKTRACE is set.
 #[tokio::test]

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 mod estimate;
+mod plan;
 pub use estimate::{BinadeCost, CostEstimate, COST_ESTIMATE_VERSION};
+pub use plan::{CampaignPlan, PlanCampaign, SkippedBlock};
 
 /// The body of every HTTP error: a stable machine-readable `code` and a message for a person.
 ///

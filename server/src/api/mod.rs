@@ -5,10 +5,10 @@ pub mod admin;
 pub mod auth;
 pub mod extract;
 pub mod guard;
+pub mod plan;
 pub mod results;
 
 use crate::domain;
-use crate::domain::engine;
 use crate::error::{DatabaseUnavailable, Error, Result};
 use crate::metrics::Metrics;
 use crate::store;
@@ -124,6 +124,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(crate::api::results::routes())
         // The admin's remedies against hostile volunteers: see admin.rs.
         .merge(crate::api::admin::routes())
+        .merge(crate::api::plan::routes())
         // Views of a campaign (exports, dashboard data): see export.rs and dashboard.rs.
         .merge(crate::views::export::routes())
         .merge(crate::views::dashboard::api_routes());
@@ -202,14 +203,10 @@ async fn create_campaign(
     _: Admin,
     ApiJson(req): ApiJson<CreateCampaign>,
 ) -> Result<(StatusCode, Json<Campaign>)> {
-    let new = domain::validate_campaign(&req)?;
-    let max_units = s.config.max_units_per_campaign;
-    let planned =
-        tokio::task::spawn_blocking(move || engine::plan(&new, max_units).map(|p| (new, p)))
-            .await
-            .map_err(|e| Error::Internal(format!("planning task failed: {e}")))?;
-    let (new, plan) = planned?;
-    domain::check_cases_fit(plan.unit_bits, new.min_bits, s.config.max_cases_per_result)?;
+    let (new, plan, choice) = plan::plan(&s, &req).await?;
+    if let Some(c) = &choice {
+        tracing::info!(unit_bits = c.unit_bits, reason = %c.reason, "unit size chosen");
+    }
     let campaign = store::create_campaign(
         &s.pool,
         &store::CampaignInsert {

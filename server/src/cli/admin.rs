@@ -50,6 +50,10 @@ impl AdminClient {
         self.call(Method::POST, "/campaigns", Some(req)).await
     }
 
+    pub async fn plan(&self, req: &PlanCampaign) -> anyhow::Result<CampaignPlan> {
+        self.call(Method::POST, "/campaigns/plan", Some(req)).await
+    }
+
     pub async fn list_campaigns(&self) -> anyhow::Result<Vec<Campaign>> {
         self.call::<(), _>(Method::GET, "/campaigns", None).await
     }
@@ -182,7 +186,25 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             };
             // Read before the campaign is created, so a missing file creates nothing.
             let estimate = a.estimate.as_deref().map(read_estimate).transpose()?;
-            let campaign = client.create_campaign(&req).await?;
+            let plan = client
+                .plan(&PlanCampaign {
+                    campaign: req.clone(),
+                    estimate: estimate.clone(),
+                })
+                .await?;
+            if a.dry_run {
+                outln!("{}", plan_text(&plan))?;
+                return Ok(());
+            }
+            if plan.unit_bits_chosen {
+                eprintln!("tmd: {}", plan.unit_bits_reason);
+            }
+            // The size planned, so that the server need not choose it again.
+            let req = CreateCampaign {
+                unit_bits: Some(plan.unit_bits),
+                ..req
+            };
+            let campaign = creating(plan.units, client.create_campaign(&req)).await?;
             let Some(estimate) = estimate else {
                 return print_json(&campaign);
             };
@@ -267,6 +289,73 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
         CampaignCommand::Export(a) => crate::cli::follow::run_export(api, a).await,
         CampaignCommand::Watch(a) => crate::cli::follow::run_watch(api, a).await,
     }
+}
+
+/// Waits for a campaign's creation, showing how long it has taken on a terminal (a whole
+/// binary80 function inserts a million units: tens of seconds).
+async fn creating<T>(
+    units: u64,
+    create: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        if units >= 100_000 {
+            eprintln!("tmd: creating the campaign's {units} units");
+        }
+        return create.await;
+    }
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} creating {msg} [{elapsed}]")
+            .expect("a valid template"),
+    );
+    spinner.set_message(format!("the campaign's {units} units"));
+    spinner.enable_steady_tick(Duration::from_millis(200));
+    let out = create.await;
+    spinner.finish_and_clear();
+    out
+}
+
+/// A campaign's plan for people (`campaign create --dry-run`).
+pub fn plan_text(p: &CampaignPlan) -> String {
+    let mut lines = vec![
+        format!(
+            "{} in {} at least {} bits: nothing created (dry run)",
+            p.function, p.format, p.min_bits
+        ),
+        format!("units        {} of 2^{} arguments", p.units, p.unit_bits),
+        format!("unit size    {}", p.unit_bits_reason),
+        format!("arguments    {} in {} binades", p.arguments, p.binades),
+        format!(
+            "HR-cases     about {:.0} expected ({:.1} per unit)",
+            p.expected_hr_cases, p.expected_cases_per_unit
+        ),
+        format!(
+            "skipped      {} arguments in {} blocks skipped whole{}",
+            p.skipped_arguments,
+            p.skipped_blocks.len(),
+            if p.skipped_blocks.len() >= crate::domain::sizing::MAX_SKIPPED_BLOCKS {
+                " (the first listed)"
+            } else {
+                ""
+            }
+        ),
+    ];
+    for b in &p.skipped_blocks {
+        lines.push(format!(
+            "  [{}, {}] ({} arguments)",
+            b.first, b.last, b.arguments
+        ));
+    }
+    lines.push(match (p.estimated_seconds, &p.estimate_backend) {
+        (Some(s), Some(b)) => format!(
+            "time         {} on the estimate's back end ({b})",
+            crate::cli::follow::duration(s)
+        ),
+        _ => "time         unknown: give --estimate FILE (`tmd-worker estimate --output json`)"
+            .into(),
+    });
+    lines.join("\n")
 }
 
 /// A cost estimate from a JSON file (`-`: standard input).

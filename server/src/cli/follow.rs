@@ -413,7 +413,7 @@ fn rate(per_second: f64) -> String {
 }
 
 /// A duration for people: `2d 3h`, `4h 05m`, `3m 20s`, `12s`.
-fn duration(seconds: f64) -> String {
+pub fn duration(seconds: f64) -> String {
     if !seconds.is_finite() {
         return "unknown".into();
     }

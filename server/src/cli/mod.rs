@@ -19,9 +19,9 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tmd_wire::{
-    ApiError, ArgRange, Campaign, CampaignProgress, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, EnrollmentTokenInfo, KnownCasesLoaded, LoadKnownCases, QuarantineWorker,
-    RequeueUnits, Requeued, WorkerInfo,
+    ApiError, ArgRange, Campaign, CampaignPlan, CampaignProgress, CreateCampaign,
+    CreateEnrollmentToken, EnrollmentToken, EnrollmentTokenInfo, KnownCasesLoaded, LoadKnownCases,
+    PlanCampaign, QuarantineWorker, RequeueUnits, Requeued, WorkerInfo,
 };
 
 /// `--version`: the release and the engine version whose workers it serves by default.
@@ -591,7 +591,9 @@ pub struct CreateArgs {
     /// (huge arguments are out of reach), naming the range the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
-    /// log2 of the arguments per unit: each unit is one lease entry and one result row.
+    /// log2 of the arguments per unit: each unit is one lease entry and one result row. Without
+    /// it the coordinator chooses: the default below, or the smallest size above it that keeps
+    /// the campaign within its limits of units and of cases per unit (said on stderr).
     ///
     /// For GPU farms pick it from the rows per second the coordinator must record: GPUs x
     /// units per second per GPU. One H100 finishes about 90 units of 2^40 arguments per second
@@ -638,6 +640,10 @@ pub struct CreateArgs {
     /// is created (as `campaign estimate` does); without one, work is counted in arguments.
     #[arg(long)]
     pub estimate: Option<std::path::PathBuf>,
+    /// Print the plan (units and their size, blocks skipped whole, HR-cases expected, and the
+    /// time with --estimate) and create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl CreateArgs {
