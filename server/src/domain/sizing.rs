@@ -25,6 +25,30 @@ fn hex(u: &UnitSpec, offset: u64, p: Precision) -> String {
     .to_hex(p)
 }
 
+/// The ends of a block of units by value, `[lowest, highest]` in C99 hex: the units of a
+/// negative binade run from high to low values, so either unit's either end may be one.
+fn ends(a: &UnitSpec, b: &UnitSpec, p: Precision) -> (String, String) {
+    // A key ordered as the values: sign, then magnitude (reversed for negatives).
+    let key = |u: &UnitSpec, offset: u64| {
+        // Exponents offset to be positive: every magnitude's key is then positive.
+        let magnitude = ((i128::from(u.exponent) + (1 << 20)) << 64) + i128::from(u.first + offset);
+        if u.negative {
+            -magnitude - 1
+        } else {
+            magnitude
+        }
+    };
+    let mut points = [
+        (key(a, 0), a, 0),
+        (key(a, a.count - 1), a, a.count - 1),
+        (key(b, 0), b, 0),
+        (key(b, b.count - 1), b, b.count - 1),
+    ];
+    points.sort_by_key(|t| t.0);
+    let (lo, hi) = (&points[0], &points[3]);
+    (hex(lo.1, lo.2, p), hex(hi.1, hi.2, p))
+}
+
 /// Blocks skipped whole listed in a plan; the rest are counted.
 pub const MAX_SKIPPED_BLOCKS: usize = 100;
 
@@ -150,10 +174,13 @@ pub fn summary(
         skipped_blocks: blocks
             .iter()
             .take(MAX_SKIPPED_BLOCKS)
-            .map(|(a, b, n)| SkippedBlock {
-                first: hex(a, 0, p),
-                last: hex(b, b.count - 1, p),
-                arguments: n.to_string(),
+            .map(|(a, b, n)| {
+                let (first, last) = ends(a, b, p);
+                SkippedBlock {
+                    first,
+                    last,
+                    arguments: n.to_string(),
+                }
             })
             .collect(),
         estimated_seconds: cost.map(|_| seconds),
