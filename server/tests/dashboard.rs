@@ -310,6 +310,13 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     assert!(!dom.contains("data-kind=\"fp\""), "{dom}");
 
     check(&dom, "waiting", "data-count", 0);
+    // Elapsed since creation, and one time left in words (no timestamp).
+    let elapsed: u64 = attr(&dom, "elapsed", "data-value")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(elapsed < 600, "{elapsed}");
+    assert!(!dom.contains("id=\"work-left\""), "one time left, not two");
 
     // A paused campaign says why its units wait.
     let (status, v) = app
