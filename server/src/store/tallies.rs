@@ -113,9 +113,15 @@ pub async fn wait_counts(pool: &PgPool) -> Result<crate::domain::work::WaitCount
     )
     .fetch_one(pool)
     .await?;
+    // Campaign by campaign on the two partial indexes of such units (asked at every lease
+    // request without work: never a scan of the units).
     let awaiting_replica: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM units u JOIN campaigns c ON c.id = u.campaign_id \
-         WHERE c.state = 'active' AND u.state = 'pending' AND u.replicas_done > 0",
+        "SELECT COALESCE(sum(a.n + b.n), 0)::int8 FROM campaigns c, \
+           LATERAL (SELECT count(*) AS n FROM units WHERE campaign_id = c.id \
+                    AND state = 'pending' AND replicas_done > 0 AND reserved_for IS NULL) a, \
+           LATERAL (SELECT count(*) AS n FROM units WHERE campaign_id = c.id \
+                    AND state = 'pending' AND reserved_for IS NOT NULL) b \
+         WHERE c.state = 'active'",
     )
     .fetch_one(pool)
     .await?;
