@@ -41,7 +41,7 @@ daemon() {
   t0=$(now)
   TMD_KERNEL_CACHE="$DIR/cache-$label/kernels" CUDA_CACHE_PATH="$DIR/cache-$label/driver" \
     "$wdir/tmd-worker" run --server "$SERVER" --token "$TOKEN" --state-dir "$DIR/state$n" \
-    --backend "$BACKEND" "${EXTRA[@]}" --exit-when-idle --status-seconds 60 > "$log" 2>&1 || true
+    --backend "$BACKEND" "${EXTRA[@]}" --log info,tmd_worker=debug --exit-when-idle --status-seconds 60 > "$log" 2>&1 || true
   t1=$(now)
   kill "$SERVER_PID" 2>/dev/null || true
   wait "$SERVER_PID" 2>/dev/null || true

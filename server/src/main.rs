@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use anyhow::Context;
 use clap::Parser;
 use std::io::IsTerminal;
 use std::io::Write;
@@ -17,7 +18,9 @@ async fn main() -> ExitCode {
         // The reader of stdout went away (`| head`): it has all it wanted.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:?}");
+            // The chain of causes alone: a user's mistake is no crash, so no stack trace
+            // even where RUST_BACKTRACE is set (anyhow's `{:?}` would print one).
+            eprintln!("Error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -45,17 +48,26 @@ async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // Colours only on a terminal: a log file or journald would keep the escape codes.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(log_filter(&cli.log))
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Text => logs.with_ansi(colour).init(),
+        cli::LogFormat::Json => logs.json().init(),
+    }
     match &cli.command {
         Command::Serve(args) => {
             let config = args.config()?;
             tracing::info!(?config, listen = %args.listen, "starting");
             let pool = args.db.connect().await?;
-            let listener = tokio::net::TcpListener::bind(args.listen).await?;
+            let listener = tokio::net::TcpListener::bind(args.listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {} (--listen, TMD_LISTEN): another process may hold it",
+                        args.listen
+                    )
+                })?;
             Server::start(pool, config, listener)
                 .await?
                 .wait_for_signal()

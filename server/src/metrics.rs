@@ -1,6 +1,8 @@
 //! Prometheus metrics, hand-written: counters of the lease protocol, a latency histogram per
-//! route, and unit counts per state read from the database at scrape time.
+//! route, and unit counts per state, per campaign and per worker read from the database at
+//! scrape time (a bounded number of each: label values never grow without bound).
 
+use crate::store::tallies::{CampaignSeries, WorkerSeries};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,8 +44,28 @@ pub struct Metrics {
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
     /// The unit counts of the last scrape and when they were read: anyone may scrape, so the
     /// units table is scanned at most once per [`UNIT_COUNTS_SECONDS`].
-    pub unit_counts: tokio::sync::Mutex<Option<UnitCounts>>,
+    pub unit_counts: tokio::sync::Mutex<Option<(std::time::Instant, Scrape)>>,
 }
+
+/// What a scrape reads from the database.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    /// Units per state, all campaigns.
+    pub units_by_state: Vec<(String, i64)>,
+    /// At most [`MAX_CAMPAIGN_SERIES`] campaigns.
+    pub campaigns: Vec<CampaignSeries>,
+    /// At most [`MAX_WORKER_SERIES`] workers.
+    pub workers: Vec<WorkerSeries>,
+}
+
+/// Campaigns with series of their own: a farm runs a few at once; past this many the rest
+/// (lowest priority, oldest, finished) are left out rather than the series count growing
+/// with every campaign ever made.
+pub const MAX_CAMPAIGN_SERIES: i64 = 100;
+
+/// Workers with series of their own, those seen in the last hour, most recent first: a
+/// thousand GPUs fit; an unbounded fleet of volunteers does not become unbounded series.
+pub const MAX_WORKER_SERIES: i64 = 2000;
 
 /// A verification in flight; dropping it ends it.
 pub struct InFlight<'a>(&'a AtomicU64);
@@ -53,9 +75,6 @@ impl Drop for InFlight<'_> {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
-
-/// Units per state, and when they were read.
-pub type UnitCounts = (std::time::Instant, Vec<(String, i64)>);
 
 /// How long the unit counts of `/metrics` are served from memory.
 pub const UNIT_COUNTS_SECONDS: u64 = 15;
@@ -105,8 +124,8 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition, with the unit counts given.
-    pub fn render(&self, units_by_state: &[(String, i64)]) -> String {
+    /// The Prometheus text exposition, with what the scrape read from the database.
+    pub fn render(&self, scrape: &Scrape) -> String {
         let mut out = String::new();
         let counters: [(&str, &str, &AtomicU64); 15] = [
             (
@@ -198,11 +217,14 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP tmd_units Units per state, all campaigns.\n# TYPE tmd_units gauge"
+            "# HELP tmd_units Units per state, all campaigns (cancelled: a cancelled campaign's \
+             units not done).\n# TYPE tmd_units gauge"
         );
-        for (state, n) in units_by_state {
+        for (state, n) in &scrape.units_by_state {
             let _ = writeln!(out, "tmd_units{{state=\"{state}\"}} {n}");
         }
+        render_campaigns(&mut out, &scrape.campaigns);
+        render_workers(&mut out, &scrape.workers);
         let _ = writeln!(
             out,
             "# HELP tmd_http_request_duration_seconds HTTP requests by method, route and status.\n\
@@ -237,6 +259,93 @@ impl Metrics {
     }
 }
 
+/// A metric of one campaign or worker: name, help, type and its value.
+type Series<T> = (&'static str, &'static str, &'static str, fn(&T) -> f64);
+
+/// Per-campaign series, labelled by campaign id (and state).
+fn render_campaigns(out: &mut String, campaigns: &[CampaignSeries]) {
+    let _ = writeln!(
+        out,
+        "# HELP tmd_campaign_units A campaign's units per state.\n# TYPE tmd_campaign_units gauge"
+    );
+    for c in campaigns {
+        for (state, n) in [
+            ("pending", c.units_pending),
+            ("leased", c.units_leased),
+            ("done", c.units_done),
+            ("quarantined", c.units_quarantined),
+        ] {
+            let _ = writeln!(
+                out,
+                "tmd_campaign_units{{campaign=\"{}\",state=\"{state}\"}} {n}",
+                c.id
+            );
+        }
+    }
+    let gauges: [Series<CampaignSeries>; 4] = [
+        (
+            "tmd_campaign_arguments_done_total",
+            "Arguments of a campaign's done units (rate() gives its speed).",
+            "counter",
+            |c| c.arguments_done,
+        ),
+        (
+            "tmd_campaign_arguments",
+            "Arguments of a campaign in all.",
+            "gauge",
+            |c| c.arguments_total,
+        ),
+        (
+            "tmd_campaign_hr_cases",
+            "HR-cases a campaign has recorded.",
+            "gauge",
+            |c| c.hr_cases as f64,
+        ),
+        (
+            "tmd_campaign_active",
+            "1 while a campaign's units are handed out, 0 while it is paused.",
+            "gauge",
+            |c| f64::from(u8::from(c.state == "active")),
+        ),
+    ];
+    for (name, help, kind, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for c in campaigns {
+            let _ = writeln!(out, "{name}{{campaign=\"{}\"}} {}", c.id, value(c));
+        }
+    }
+}
+
+/// Per-worker series, labelled by worker id.
+fn render_workers(out: &mut String, workers: &[WorkerSeries]) {
+    let series: [Series<WorkerSeries>; 3] = [
+        (
+            "tmd_worker_units_done_total",
+            "Units a worker finished (rate() gives its speed).",
+            "counter",
+            |w| w.units_done as f64,
+        ),
+        (
+            "tmd_worker_last_seen_timestamp_seconds",
+            "When a worker last called the coordinator (time() minus it: its silence).",
+            "gauge",
+            |w| w.last_seen_seconds,
+        ),
+        (
+            "tmd_worker_quarantined",
+            "1 while a worker is quarantined.",
+            "gauge",
+            |w| f64::from(u8::from(w.quarantined)),
+        ),
+    ];
+    for (name, help, kind, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for w in workers {
+            let _ = writeln!(out, "{name}{{worker=\"{}\"}} {}", w.id, value(w));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,7 +356,10 @@ mod tests {
         m.observe("POST", "/api/v1/leases", 200, 0.003);
         m.observe("POST", "/api/v1/leases", 200, 0.2);
         Metrics::add(&m.leases_granted, 2);
-        let text = m.render(&[("pending".into(), 7)]);
+        let text = m.render(&Scrape {
+            units_by_state: vec![("pending".into(), 7)],
+            ..Scrape::default()
+        });
         assert!(text.contains("tmd_leases_granted_total 2"));
         assert!(text.contains("tmd_units{state=\"pending\"} 7"));
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.005\"} 1"));

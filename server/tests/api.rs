@@ -41,6 +41,145 @@ async fn operations_endpoints_and_unknown_routes() {
     assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/campaigns\",status=\"201\"} 1"), "{text}");
 }
 
+/// A cancelled campaign's units are not pending; each campaign and each worker has its own
+/// series, labelled by id.
+#[tokio::test]
+async fn metrics_have_series_per_campaign_and_worker_and_skip_cancelled_units() {
+    let app = TestApp::new().await;
+    let kept = app.small_campaign(3, 4).await["id"].as_i64().unwrap();
+    let cancelled = app.small_campaign(5, 4).await["id"].as_i64().unwrap();
+    let (status, v) = app
+        .admin(
+            Method::POST,
+            &format!("/api/v1/campaigns/{cancelled}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (worker, w) = app.worker("metered").await;
+    // One lease of the kept campaign, its units done.
+    assert_eq!(work_through(&w).await, 3);
+    let text = app.metrics().await;
+    assert!(text.contains("tmd_units{state=\"pending\"} 0"), "{text}");
+    assert!(text.contains("tmd_units{state=\"cancelled\"} 5"), "{text}");
+    assert!(text.contains("tmd_units{state=\"done\"} 3"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "tmd_campaign_units{{campaign=\"{kept}\",state=\"done\"}} 3"
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("campaign=\"{cancelled}\"")),
+        "a cancelled campaign has no series: {text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tmd_campaign_arguments_done_total{{campaign=\"{kept}\"}} 48"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tmd_worker_units_done_total{{worker=\"{worker}\"}} 3"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tmd_worker_last_seen_timestamp_seconds{{worker=\"{worker}\"}}"
+        )),
+        "{text}"
+    );
+}
+
+/// The plan of a campaign that gives no unit size: the one size that fits the limits, and
+/// why; nothing is created. The same request creates the campaign with that size.
+#[tokio::test]
+async fn a_plan_chooses_the_unit_size_and_creates_nothing() {
+    let app = TestApp::new().await;
+    let campaign = json!({"function": "exp", "format": "binary80", "min_bits": 32,
+                          "ranges": [{"from": "1", "to": "2"}], "trust_all_workers": true});
+    let (status, plan) = app
+        .admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": campaign })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(plan["unit_bits"], 43, "{plan}");
+    assert_eq!(plan["units"], 1 << 20, "{plan}");
+    assert_eq!(plan["unit_bits_chosen"], true, "{plan}");
+    assert_eq!(plan["arguments"], (1u64 << 63).to_string(), "{plan}");
+    assert_eq!(plan["expected_cases_per_unit"], 4096.0, "{plan}");
+    let why = plan["unit_bits_reason"].as_str().unwrap();
+    assert!(why.contains("2^41") && why.contains("2000000"), "{why}");
+    // With an estimate, the time: 2 s per unit of 2^43 arguments, 2^20 units.
+    let estimate = json!({"version": 1, "function": "exp", "format": "binary80", "min_bits": 32,
+        "unit_bits": 43, "backend": "cpu (test)", "seed": 1,
+        "binades": [{"negative": false, "exponent": 0, "units": 1 << 20, "sampled": 3,
+                     "seconds_per_unit": 2.0, "seconds_per_unit_stderr": 0.0,
+                     "expected_hr_cases": 4.0e9, "expected_hr_cases_stderr": 0.0}],
+        "total_seconds": 2097152.0, "total_seconds_stderr": 0.0,
+        "total_hr_cases": 4.0e9, "total_hr_cases_stderr": 0.0});
+    let (status, costed) = app
+        .admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": campaign, "estimate": estimate })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{costed}");
+    assert_eq!(costed["estimated_seconds"], 2097152.0, "{costed}");
+    assert_eq!(costed["estimate_backend"], "cpu (test)", "{costed}");
+    let (_, list) = app.admin(Method::GET, "/api/v1/campaigns", None).await;
+    assert_eq!(list, json!([]), "a plan creates nothing");
+    // A size given is kept, and refused as creation would refuse it.
+    let mut given = campaign.clone();
+    given["unit_bits"] = json!(41);
+    assert_refused!(
+        app.admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": given }))
+        )
+        .await,
+        BAD_REQUEST,
+        "bad_request"
+    );
+    // A whole function's blocks skipped entire are merged and listed.
+    let whole = json!({"function": "exp", "format": "binary32", "min_bits": 20, "whole": true});
+    let (status, plan) = app
+        .admin(
+            Method::POST,
+            "/api/v1/campaigns/plan",
+            Some(json!({ "campaign": whole })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    let blocks = plan["skipped_blocks"].as_array().unwrap();
+    let ends = |b: &Value| {
+        (
+            b["first"].as_str().unwrap().to_string(),
+            b["last"].as_str().unwrap().to_string(),
+        )
+    };
+    // Overflow below and above, each one block over many binades, lowest value first.
+    assert_eq!(
+        ends(&blocks[0]),
+        ("-0x1.fffffep+127".into(), "-0x1p+7".into()),
+        "{plan}"
+    );
+    assert_eq!(
+        ends(blocks.last().unwrap()),
+        ("0x1.8p+6".into(), "0x1.fffffep+127".into()),
+        "{plan}"
+    );
+    assert!(plan["skipped_arguments"].as_str().unwrap() != "0", "{plan}");
+    assert!(plan["estimated_seconds"].is_null(), "{plan}");
+}
+
 #[tokio::test]
 async fn openapi_document_lists_every_route() {
     let app = TestApp::new().await;
@@ -89,6 +228,8 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/workers/identify", "post"),
         // Cost estimates (tests in work.rs).
         ("/api/v1/campaigns/{id}/estimate", "post"),
+        // A campaign's plan, nothing created (tests below and in cli.rs).
+        ("/api/v1/campaigns/plan", "post"),
     ];
     for (path, method) in expected {
         assert!(
@@ -98,7 +239,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        32,
+        33,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

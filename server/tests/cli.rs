@@ -124,8 +124,112 @@ async fn admin_commands_drive_a_running_server() {
     assert!(!ok);
     assert!(err.contains("unauthorized"), "{err}");
     let (ok, _, err) = tmd(&["campaign", "create", "--function", "exp", "--min-bits", "3"]).await;
-    assert!(!ok, "missing arguments are refused by the parser");
-    assert!(err.contains("--from") || err.contains("required"), "{err}");
+    assert!(!ok, "missing arguments are refused");
+    assert!(err.contains("--from") && err.contains("--whole"), "{err}");
+}
+
+/// `campaign create --dry-run` prints the plan with the unit size it chose and creates
+/// nothing; without it, the size chosen is said on stderr.
+#[tokio::test]
+async fn campaign_create_dry_run_prints_the_plan() {
+    let app = TestApp::new().await;
+    let api = ["--server", app.base.as_str(), "--admin-token", ADMIN];
+    let mut words = vec![
+        "campaign",
+        "create",
+        "--function",
+        "exp",
+        "--format",
+        "binary80",
+    ];
+    words.extend(["--min-bits", "32", "--from", "1", "--to", "2", "--dry-run"]);
+    words.extend(api);
+    let (ok, out, err) = tmd(&words).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("units        1048576 of 2^43 arguments"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the default 2^41 would make 4194304 units"),
+        "{out}"
+    );
+    assert!(out.contains("nothing created"), "{out}");
+    let (ok, out, err) = tmd(&[
+        "campaign", "list", "--output", "json", api[0], api[1], api[2], api[3],
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "[]");
+    // Created for real, the format by default binary64, the chosen size said on stderr.
+    let (ok, out, err) = tmd(&[
+        "campaign",
+        "create",
+        "--function",
+        "exp",
+        "--min-bits",
+        "40",
+        "--from",
+        "1",
+        "--to",
+        "0x1.0001p+0",
+        "--trust-all-workers",
+        api[0],
+        api[1],
+        api[2],
+        api[3],
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(c["format"], "binary64", "{c}");
+    assert!(
+        err.contains(&format!("units of 2^{}", c["unit_bits"])),
+        "{err}"
+    );
+}
+
+/// The mistakes of a first start say what to fix, name the address, and print no stack trace
+/// even where RUST_BACKTRACE is set.
+#[tokio::test]
+async fn start_up_mistakes_say_what_to_fix() {
+    let app = TestApp::new().await;
+    let port = app.base.rsplit(':').next().unwrap().to_string();
+    let db = tmd_test_support::TestDb::new().await;
+    let serve = |url: String, listen: String| async move {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tmd-server"))
+            .args(["serve", "--database-url", &url, "--listen", &listen])
+            .args(["--admin-token", ADMIN, "--db-acquire-timeout-seconds", "1"])
+            .env("RUST_BACKTRACE", "1")
+            .env("TMD_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !err.contains("backtrace") && !err.contains("panicked"),
+            "{err}"
+        );
+        err
+    };
+    let free = "127.0.0.1:0".to_string();
+    let err = serve("mysql://x@127.0.0.1/db".into(), free.clone()).await;
+    assert!(
+        err.contains("mysql://") && err.contains("PostgreSQL"),
+        "{err}"
+    );
+    let err = serve("not-a-url".into(), free.clone()).await;
+    assert!(err.contains("not a URL"), "{err}");
+    // A port where nothing listens: the address and the cause, not the pool's timeout.
+    let err = serve("postgres://postgres@127.0.0.1:9/x".into(), free).await;
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+    assert!(!err.contains("pool timed out"), "{err}");
+    // The running test server holds its port.
+    let taken = format!("127.0.0.1:{port}");
+    let err = serve(db.url().to_string(), taken.clone()).await;
+    assert!(err.contains(&format!("cannot listen on {taken}")), "{err}");
+    db.drop_db().await;
 }
 
 #[tokio::test]
@@ -228,14 +332,30 @@ async fn admin_remedies_from_the_command_line() {
     let (ok, out, err) = run(vec!["token", "create", "--owner", "lab"]).await;
     assert!(ok, "{err}");
     let t: Value = serde_json::from_str(&out).unwrap();
+    // A table like the other lists; JSON when asked.
     let (ok, out, err) = run(vec!["token", "list"]).await;
     assert!(ok, "{err}");
-    let listed: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(listed[0]["owner"], "lab");
+    let row = out.lines().nth(1).unwrap_or_default();
+    assert!(out.starts_with("    id  state"), "{out}");
+    assert!(row.contains("active") && row.contains("lab"), "{out}");
     assert!(
         !out.contains(t["token"].as_str().unwrap()),
         "the token is never shown again"
     );
+    let (ok, out, err) = run(vec!["token", "list", "--output", "json"]).await;
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["owner"], "lab");
+    for list in [["worker", "list"], ["campaign", "list"]] {
+        let mut words = list.to_vec();
+        words.extend(["--output", "json"]);
+        let (ok, out, err) = run(words).await;
+        assert!(ok, "{err}");
+        assert!(
+            serde_json::from_str::<Value>(&out).unwrap().is_array(),
+            "{out}"
+        );
+    }
     let id = t["id"].to_string();
     let (ok, out, err) = run(vec!["token", "revoke", &id]).await;
     assert!(ok, "{err}");

@@ -309,6 +309,40 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     assert_eq!(dom.matches("data-kind=\"mid\"").count(), mids, "{dom}");
     assert!(!dom.contains("data-kind=\"fp\""), "{dom}");
 
+    check(&dom, "waiting", "data-count", 0);
+    // Elapsed since creation, and one time left in words (no timestamp).
+    let elapsed: u64 = attr(&dom, "elapsed", "data-value")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(elapsed < 600, "{elapsed}");
+    assert!(!dom.contains("id=\"work-left\""), "one time left, not two");
+    // 4,096 arguments done at 8 bits: about 32 cases by chance.
+    check(&dom, "hr-expected", "data-value", 32);
+
+    // A paused campaign says why its units wait.
+    let (status, v) = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/api/v1/campaigns/{id}/pause"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let dom = headless(&bin, &page, &["--dump-dom".into()]).await;
+    check(&dom, "errors", "data-count", 0);
+    check(&dom, "waiting", "data-count", 1);
+    assert!(dom.contains("data-reason=\"paused\""), "{dom}");
+    assert!(dom.contains(&format!("campaign resume {id}")), "{dom}");
+    let (status, v) = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/api/v1/campaigns/{id}/resume"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+
     // A screenshot for people.
     let png = target_dir().join("dashboard.png");
     let _ = std::fs::remove_file(&png);

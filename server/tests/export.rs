@@ -8,6 +8,7 @@ mod common;
 use common::seed::{hex_value, seeded_campaign, Seeded};
 use common::{assert_refused, tmd, work_through, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tmd_server::bench::empty_result;
@@ -505,16 +506,43 @@ async fn campaign_export_streams_what_the_api_serves() {
     let s = seeded_campaign(&app).await;
     let id = s.id.to_string();
 
-    let (ok, out, err) = tmd(&args(&app, &["campaign", "export", &id, "--format", "csv"])).await;
+    let (ok, out, err) = tmd(&args(&app, &["campaign", "export", &id, "--output", "csv"])).await;
     assert!(ok, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        err.contains("--shape object"),
+        "where the runs are listed: {err}"
+    );
     assert_eq!(
         out,
         text(&app, &format!("/api/v1/campaigns/{id}/hr-cases?format=csv")).await
+    );
+    // The former spelling still works, with a warning.
+    let (ok, old, err) = tmd(&args(&app, &["campaign", "export", &id, "--format", "csv"])).await;
+    assert!(ok, "{err}");
+    assert_eq!(old, out);
+    assert!(
+        err.contains("warning") && err.contains("--output csv"),
+        "{err}"
     );
     let (ok, out, err) = tmd(&args(&app, &["campaign", "export", &id])).await;
     assert!(ok, "{err}");
     let json: Vec<ExportedHrCase> = serde_json::from_str(&out).unwrap();
     assert_eq!(json.len(), s.cases.len());
+    // The object shape carries the skipped runs with the cases.
+    let (ok, out, err) = tmd(&args(
+        &app,
+        &["campaign", "export", &id, "--shape", "object"],
+    ))
+    .await;
+    assert!(ok, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc["cases"].as_array().unwrap().len(),
+        s.cases.len(),
+        "{doc}"
+    );
+    assert!(doc["skipped_runs"].is_array(), "{doc}");
 
     let dir = std::env::temp_dir().join(format!("tmd-export-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -525,7 +553,7 @@ async fn campaign_export_streams_what_the_api_serves() {
             "campaign",
             "export",
             &id,
-            "--format",
+            "--output",
             "wc",
             "--kind",
             "mid",
@@ -533,7 +561,7 @@ async fn campaign_export_streams_what_the_api_serves() {
             "9",
             "--sort",
             "hardness",
-            "--output",
+            "-o",
             file.to_str().unwrap(),
         ],
     ))
@@ -556,7 +584,7 @@ async fn campaign_export_streams_what_the_api_serves() {
             "campaign",
             "export",
             "999999",
-            "--output",
+            "--output-file",
             missing.to_str().unwrap(),
         ],
     ))
@@ -566,6 +594,14 @@ async fn campaign_export_streams_what_the_api_serves() {
     assert!(!missing.exists(), "no file for a failed export");
     let (ok, _, err) = tmd(&args(&app, &["campaign", "export", &id, "--format", "xml"])).await;
     assert!(!ok && err.contains("xml"), "{err}");
+    let (ok, _, err) = tmd(&args(
+        &app,
+        &[
+            "campaign", "export", &id, "--output", "csv", "--shape", "object",
+        ],
+    ))
+    .await;
+    assert!(!ok && err.contains("--shape"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

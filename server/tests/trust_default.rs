@@ -410,3 +410,55 @@ trait Pipe: Sized {
     }
 }
 impl<S> Pipe for S {}
+
+/// A campaign under the default replication worked by one owner alone stays at 0%: progress,
+/// the answer to the worker's lease request and `campaign watch` say that its units wait for
+/// a second owner.
+#[tokio::test]
+async fn units_waiting_for_a_second_owner_say_so() {
+    use tokio::io::AsyncBufReadExt;
+    let app = TestApp::new().await;
+    let id = campaign(&app, 2, json!({})).await["id"].as_i64().unwrap();
+    let (_, w) = app.worker("lone").await;
+    for _ in 0..2 {
+        post_one(&w, true).await;
+    }
+    let resp = w.lease(Some(1)).await.unwrap();
+    assert!(resp.lease.is_none(), "{resp:?}");
+    assert!(
+        resp.waiting
+            .iter()
+            .any(|x| x.reason == "replica" && x.units == 2),
+        "{resp:?}"
+    );
+    let p = app.progress(id).await;
+    assert_eq!(p["done"]["units"], 0, "{p}");
+    let why = &p["waiting"][0];
+    assert_eq!(
+        (&why["reason"], &why["units"]),
+        (&json!("replica"), &json!(2)),
+        "{p}"
+    );
+    let message = why["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("2 units wait for a second owner (replication 2, distinct owners)"),
+        "{message}"
+    );
+    // `campaign watch` (plain lines when not on a terminal) says it on its first line.
+    let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_tmd-server"))
+        .args(["campaign", "watch", &id.to_string(), "--interval", "0.2"])
+        .args(["--server", &app.base, "--admin-token", common::ADMIN])
+        .env("TMD_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("a line within 30 s")
+        .unwrap()
+        .expect("a line");
+    assert!(line.contains("wait for a second owner"), "{line}");
+    watch.kill().await.unwrap();
+}

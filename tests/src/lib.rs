@@ -175,7 +175,8 @@ impl Worker {
             .arg(&self.state_dir)
             .args(&self.extra)
             .env("RUST_BACKTRACE", "0")
-            .env("TMD_LOG", "info")
+            // Units are logged one by one at debug; the tests count them.
+            .env("TMD_LOG", "info,tmd_worker=debug")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

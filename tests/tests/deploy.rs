@@ -66,9 +66,6 @@ fn every_variable_of_the_env_files_is_read_by_its_binary() {
                 continue;
             }
             let key = line.split('=').next().unwrap();
-            if key == "TMD_LOG" && file == "worker.env" {
-                continue; // read by the logger, not a flag
-            }
             assert!(text.contains(&format!("env: {key}")), "{file}: {key}");
         }
     }
@@ -98,14 +95,23 @@ fn systemd_units_call_existing_commands_and_flags() {
     }
 }
 
-#[test]
-fn the_worker_configuration_file_is_accepted() {
-    let out = Command::new(bin("tmd-worker"))
-        .args(["run", "--dry-run", "--config"])
+/// `tmd-worker run --dry-run --config deploy/worker.toml` with this enrollment token.
+fn dry_run(token: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(bin("tmd-worker"));
+    c.args(["run", "--dry-run", "--config"])
         .arg(deploy("worker.toml"))
         .env_remove("TMD_SERVER")
-        .output()
-        .unwrap();
+        .env_remove("TMD_TOKEN")
+        .env("RUST_BACKTRACE", "1");
+    if let Some(t) = token {
+        c.env("TMD_TOKEN", t);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn the_worker_configuration_file_is_accepted() {
+    let out = dry_run(Some("a-token-from-token-create"));
     assert!(
         out.status.success(),
         "{}",
@@ -113,6 +119,35 @@ fn the_worker_configuration_file_is_accepted() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("http://127.0.0.1:8080"), "{text}");
+    // For people: one setting a line, no Rust struct, the token redacted.
+    assert!(
+        text.contains("state directory    /var/lib/tmd-worker"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Settings {") && !text.contains("misbehave"),
+        "{text}"
+    );
+    assert!(!text.contains("a-token-from"), "{text}");
+}
+
+#[test]
+fn the_dry_run_refuses_no_token_and_the_placeholder_before_any_request() {
+    let shipped = read("worker.env")
+        .lines()
+        .find_map(|l| l.strip_prefix("TMD_TOKEN=").map(String::from))
+        .expect("worker.env sets TMD_TOKEN");
+    for (token, says) in [(None, "--token"), (Some(shipped.as_str()), "placeholder")] {
+        let out = dry_run(token);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{token:?} accepted");
+        assert!(err.contains(says), "{err}");
+        // A user's mistake, not a crash: no stack trace even with RUST_BACKTRACE=1.
+        assert!(
+            !err.contains("Stack backtrace") && err.lines().count() <= 2,
+            "{err}"
+        );
+    }
 }
 
 #[test]

@@ -136,3 +136,38 @@ fn an_interrupted_search_keeps_its_cases_and_resumes() {
     assert_eq!(journaled, 24, "every unit journaled once");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ctrl_c_ends_a_search_with_130_and_says_how_to_resume() {
+    let dir = scratch("search-interrupt");
+    let cut = dir.join("cut.csv");
+    let journal = dir.join("cut.csv.journal");
+    let mut child = search(&cut, &["--quiet"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::fs::read_to_string(&journal).map_or(0, |j| j.lines().count()) < 2 {
+        assert!(t.elapsed() < Duration::from_secs(120), "no unit in 120 s");
+        assert!(child.try_wait().unwrap().is_none(), "finished too early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("--resume") && err.contains("cut.csv.journal"),
+        "{err}"
+    );
+    // What it said holds: the resume goes on from the journal.
+    let resumed = search(&cut, &["--resume", "--quiet"]).output().unwrap();
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("resuming: "), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

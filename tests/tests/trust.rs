@@ -210,3 +210,37 @@ async fn check_results(db: &TestDb, campaign: i64) {
     // An all-honest search's.
     assert_exp_local_search(&got);
 }
+
+/// A lab that forgets `--trusted` and runs one worker: the campaign (two results from different
+/// owners by default) cannot advance, and the worker's log says why it gets no work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_owner_is_told_that_units_wait_for_a_second_owner() {
+    let site = Site::new("lone-owner").await;
+    let server = site.server(&["--idle-retry-seconds", "1"]);
+    let url = server.url();
+    let c = create_campaign(&url, &EXP_BINARY64_24_UNITS);
+    assert_eq!(c["replication"], 2, "{c}");
+    let token = enrollment_token(&url, &["--owner", "lab"]);
+    let worker = site.worker(
+        &url,
+        &token,
+        "lone",
+        &["--threads", "2", "--lease-seconds", "2"],
+    );
+    let t = Instant::now();
+    while !worker.log().contains("no work now") {
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "no idle line in 180 s: {}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = worker.log();
+    let idle = log.lines().find(|l| l.contains("no work now")).unwrap();
+    assert!(
+        idle.contains("wait for a replica from another worker or owner"),
+        "{idle}"
+    );
+    site.finish((worker, server)).await;
+}

@@ -259,6 +259,23 @@ pub struct CampaignProgress {
     /// Progress by expected work: `percent_done` and `eta_seconds` above are the work's.
     #[serde(default)]
     pub work: WorkProgress,
+    /// Why units wait instead of being leased (units waiting for another owner's replica,
+    /// held units, a paused campaign); empty when none do.
+    #[serde(default)]
+    pub waiting: Vec<Waiting>,
+}
+
+/// Units that wait instead of being leased, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Waiting {
+    /// `replica`: each has a result and waits for the next from another worker or owner (the
+    /// campaign's replication); `held`: quarantined (repeated failures, or kept for an
+    /// admin); `paused`: the campaign is paused.
+    pub reason: String,
+    pub units: i64,
+    /// The same for people, with what would move them.
+    pub message: String,
 }
 
 /// `POST /api/v1/campaigns/{id}/estimate` (admin): what the coordinator made of a cost

@@ -1,7 +1,7 @@
 //! Leases: a worker's request for work, the units and task it gets, heartbeats and the release
 //! of what it does not finish.
 
-use crate::campaigns::CampaignState;
+use crate::campaigns::{CampaignState, Waiting};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +112,10 @@ pub struct LeaseResponse {
     /// with `--exit-when-idle` may stop; above 0 some lease may still expire and return work.
     #[serde(default)]
     pub units_outstanding: i64,
+    /// When `lease` is absent: why outstanding units are not handed out (the campaigns this
+    /// worker may work on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
 }
 
 /// `POST /api/v1/leases/{id}/heartbeat`.

@@ -11,7 +11,7 @@
 //! codes (`errors.rs`), campaigns and their progress (`campaigns.rs`), the admin's remedies on
 //! a campaign (`admin.rs`), workers and enrollment (`workers.rs`), leases (`leases.rs`),
 //! results (`results.rs`), the exports and the dashboard's figures (`views.rs`), the cost
-//! estimate (`estimate.rs`). The serde contracts that old and new peers rely on are tested in
+//! estimate (`estimate.rs`), a campaign's plan before it is created (`plan.rs`). The serde contracts that old and new peers rely on are tested in
 //! `tests.rs`.
 
 #![forbid(unsafe_code)]
@@ -21,6 +21,7 @@ mod campaigns;
 mod errors;
 mod estimate;
 mod leases;
+mod plan;
 mod results;
 mod views;
 mod workers;
@@ -30,6 +31,7 @@ pub use campaigns::*;
 pub use errors::*;
 pub use estimate::{BinadeCost, CostEstimate, COST_ESTIMATE_VERSION};
 pub use leases::*;
+pub use plan::{CampaignPlan, PlanCampaign, SkippedBlock};
 pub use results::*;
 pub use views::*;
 pub use workers::*;

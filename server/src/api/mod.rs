@@ -5,10 +5,10 @@ pub mod admin;
 pub mod auth;
 pub mod extract;
 pub mod guard;
+pub mod plan;
 pub mod results;
 
 use crate::domain;
-use crate::domain::engine;
 use crate::error::{DatabaseUnavailable, Error, Result};
 use crate::metrics::Metrics;
 use crate::store;
@@ -124,6 +124,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(crate::api::results::routes())
         // The admin's remedies against hostile volunteers: see admin.rs.
         .merge(crate::api::admin::routes())
+        .merge(crate::api::plan::routes())
         // Views of a campaign (exports, dashboard data): see export.rs and dashboard.rs.
         .merge(crate::views::export::routes())
         .merge(crate::views::dashboard::api_routes());
@@ -202,14 +203,10 @@ async fn create_campaign(
     _: Admin,
     ApiJson(req): ApiJson<CreateCampaign>,
 ) -> Result<(StatusCode, Json<Campaign>)> {
-    let new = domain::validate_campaign(&req)?;
-    let max_units = s.config.max_units_per_campaign;
-    let planned =
-        tokio::task::spawn_blocking(move || engine::plan(&new, max_units).map(|p| (new, p)))
-            .await
-            .map_err(|e| Error::Internal(format!("planning task failed: {e}")))?;
-    let (new, plan) = planned?;
-    domain::check_cases_fit(plan.unit_bits, new.min_bits, s.config.max_cases_per_result)?;
+    let (new, plan, choice) = plan::plan(&s, &req).await?;
+    if let Some(c) = &choice {
+        tracing::info!(unit_bits = c.unit_bits, reason = %c.reason, "unit size chosen");
+    }
     let campaign = store::create_campaign(
         &s.pool,
         &store::CampaignInsert {
@@ -610,10 +607,16 @@ async fn request_lease(
         Some(_) => 0,
         None => store::units_outstanding(&s.pool, formats).await?,
     };
+    // Said to a worker that gets none: why (replicas, held units, paused campaigns).
+    let waiting = match &lease {
+        None => domain::work::waiting(store::tallies::wait_counts(&s.pool).await?, None),
+        Some(_) => Vec::new(),
+    };
     Ok(Json(LeaseResponse {
         lease,
         retry_after_seconds: s.config.retry_after_seconds,
         units_outstanding,
+        waiting,
     }))
 }
 
@@ -767,14 +770,21 @@ async fn metrics(State(s): State<AppState>, _: auth::MetricsReader) -> Result<Re
         at.elapsed() < std::time::Duration::from_secs(crate::metrics::UNIT_COUNTS_SECONDS)
     });
     if !fresh {
-        let counts = store::unit_state_counts(&s.relaxed_pool).await?;
-        *cached = Some((Instant::now(), counts));
+        use crate::metrics::{Scrape, MAX_CAMPAIGN_SERIES, MAX_WORKER_SERIES};
+        use crate::store::tallies;
+        let pool = &s.relaxed_pool;
+        let scrape = Scrape {
+            units_by_state: store::unit_state_counts(pool).await?,
+            campaigns: tallies::campaign_series(pool, MAX_CAMPAIGN_SERIES).await?,
+            workers: tallies::worker_series(pool, MAX_WORKER_SERIES).await?,
+        };
+        *cached = Some((Instant::now(), scrape));
     }
-    let units = cached.as_ref().map(|(_, u)| u.clone()).unwrap_or_default();
+    let scrape = cached.as_ref().map(|(_, u)| u.clone()).unwrap_or_default();
     drop(cached);
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&units),
+        s.metrics.render(&scrape),
     )
         .into_response())
 }

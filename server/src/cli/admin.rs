@@ -50,6 +50,10 @@ impl AdminClient {
         self.call(Method::POST, "/campaigns", Some(req)).await
     }
 
+    pub async fn plan(&self, req: &PlanCampaign) -> anyhow::Result<CampaignPlan> {
+        self.call(Method::POST, "/campaigns/plan", Some(req)).await
+    }
+
     pub async fn list_campaigns(&self) -> anyhow::Result<Vec<Campaign>> {
         self.call::<(), _>(Method::GET, "/campaigns", None).await
     }
@@ -154,22 +158,19 @@ fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
 }
 
 /// The request that creates the campaign of `function` with `a`'s settings.
-fn create_request(a: &CreateArgs, function: &str, priority: Option<i32>) -> CreateCampaign {
-    CreateCampaign {
+fn create_request(
+    a: &CreateArgs,
+    function: &str,
+    priority: Option<i32>,
+) -> anyhow::Result<CreateCampaign> {
+    Ok(CreateCampaign {
         name: a.name.clone(),
         function: function.to_string(),
-        format: a.format.clone(),
+        // --format has a default; --precision, when given, replaces it.
+        format: a.precision.is_none().then(|| a.format.clone()),
         precision: a.precision,
         min_bits: a.min_bits,
-        ranges: a
-            .from
-            .iter()
-            .zip(&a.to)
-            .map(|(f, t)| ArgRange {
-                from: f.clone(),
-                to: t.clone(),
-            })
-            .collect(),
+        ranges: a.ranges()?,
         whole: a.whole.then_some(true),
         unit_bits: a.unit_bits,
         replication: a.replication,
@@ -179,20 +180,50 @@ fn create_request(a: &CreateArgs, function: &str, priority: Option<i32>) -> Crea
         audit_rate: a.audit_rate,
         trust_after: a.trust_after,
         priority,
-    }
+    })
 }
 
-/// Creates one campaign (and posts its estimate when given); prints it.
-async fn create_one(
+/// Plans the campaign of `function` and creates it, with the unit size the plan chose; with
+/// `--dry-run` prints the plan instead and creates nothing (`None`).
+async fn plan_and_create(
     client: &AdminClient,
     a: &CreateArgs,
     function: &str,
     priority: Option<i32>,
-) -> anyhow::Result<()> {
-    let req = create_request(a, function, priority);
+    estimate: Option<tmd_wire::CostEstimate>,
+) -> anyhow::Result<Option<Campaign>> {
+    let req = create_request(a, function, priority)?;
+    let plan = client
+        .plan(&PlanCampaign {
+            campaign: req.clone(),
+            estimate,
+        })
+        .await?;
+    if a.dry_run {
+        outln!("{}", plan_text(&plan))?;
+        return Ok(None);
+    }
+    if plan.unit_bits_chosen {
+        eprintln!("tmd: {}", plan.unit_bits_reason);
+    }
+    // The size planned, so that the server need not choose it again.
+    let req = CreateCampaign {
+        unit_bits: Some(plan.unit_bits),
+        ..req
+    };
+    Ok(Some(
+        creating(plan.units, client.create_campaign(&req)).await?,
+    ))
+}
+
+/// Creates one campaign (and posts its estimate when given); prints it.
+async fn create_one(client: &AdminClient, a: &CreateArgs, function: &str) -> anyhow::Result<()> {
     // Read before the campaign is created, so a missing file creates nothing.
     let estimate = a.estimate.as_deref().map(read_estimate).transpose()?;
-    let campaign = client.create_campaign(&req).await?;
+    let Some(campaign) = plan_and_create(client, a, function, a.priority, estimate.clone()).await?
+    else {
+        return Ok(());
+    };
     let Some(estimate) = estimate else {
         return print_json(&campaign);
     };
@@ -211,18 +242,19 @@ async fn create_one(
 
 /// Runs `campaign ...`.
 pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Result<()> {
+    // What the command line lacks is said before the token or the server is asked for.
+    if let CampaignCommand::Create(a) = cmd {
+        a.ranges()?;
+    }
     let client = AdminClient::new(api)?;
     match cmd {
         CampaignCommand::Create(a) => {
-            if a.from.len() != a.to.len() {
-                bail!("give one --to per --from");
-            }
             let functions: Vec<&str> = a.function.split(',').map(str::trim).collect();
             if functions.iter().any(|f| f.is_empty()) {
                 bail!("--function: a name, or names separated by commas (exp,log,sinh)");
             }
             if functions.len() == 1 {
-                return create_one(&client, a, functions[0], a.priority).await;
+                return create_one(&client, a, functions[0]).await;
             }
             if a.estimate.is_some() {
                 bail!(
@@ -237,16 +269,23 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             let top = a.priority.unwrap_or(0);
             let mut created = Vec::with_capacity(functions.len());
             for (i, f) in functions.iter().enumerate() {
-                let req = create_request(a, f, Some(top.saturating_sub(i as i32)));
-                let c = client.create_campaign(&req).await.with_context(|| {
-                    format!(
-                        "creating the campaign of {f} ({} of the {} listed were created)",
-                        created.len(),
-                        functions.len()
-                    )
-                })?;
-                eprintln!("queued campaign {} ({f}, priority {})", c.id, c.priority);
-                created.push(c);
+                let priority = Some(top.saturating_sub(i as i32));
+                let made = plan_and_create(&client, a, f, priority, None)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "the campaign of {f} ({} of the {} listed were created)",
+                            created.len(),
+                            functions.len()
+                        )
+                    })?;
+                if let Some(c) = made {
+                    eprintln!("queued campaign {} ({f}, priority {})", c.id, c.priority);
+                    created.push(c);
+                }
+            }
+            if a.dry_run {
+                return Ok(());
             }
             print_json(&created)
         }
@@ -254,7 +293,10 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             let estimate = read_estimate(file)?;
             print_json(&client.estimate(*id, &estimate).await?)
         }
-        CampaignCommand::List => {
+        CampaignCommand::List(ListArgs {
+            output: ListOutput::Json,
+        }) => print_json(&client.list_campaigns().await?),
+        CampaignCommand::List(_) => {
             outln!(
                 "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  name",
                 "id",
@@ -318,6 +360,73 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
     }
 }
 
+/// Waits for a campaign's creation, showing how long it has taken on a terminal (a whole
+/// binary80 function inserts a million units: tens of seconds).
+async fn creating<T>(
+    units: u64,
+    create: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        if units >= 100_000 {
+            eprintln!("tmd: creating the campaign's {units} units");
+        }
+        return create.await;
+    }
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} creating {msg} [{elapsed}]")
+            .expect("a valid template"),
+    );
+    spinner.set_message(format!("the campaign's {units} units"));
+    spinner.enable_steady_tick(Duration::from_millis(200));
+    let out = create.await;
+    spinner.finish_and_clear();
+    out
+}
+
+/// A campaign's plan for people (`campaign create --dry-run`).
+pub fn plan_text(p: &CampaignPlan) -> String {
+    let mut lines = vec![
+        format!(
+            "{} in {} at least {} bits: nothing created (dry run)",
+            p.function, p.format, p.min_bits
+        ),
+        format!("units        {} of 2^{} arguments", p.units, p.unit_bits),
+        format!("unit size    {}", p.unit_bits_reason),
+        format!("arguments    {} in {} binades", p.arguments, p.binades),
+        format!(
+            "HR-cases     about {:.0} expected ({:.1} per unit)",
+            p.expected_hr_cases, p.expected_cases_per_unit
+        ),
+        format!(
+            "skipped      {} arguments in {} blocks skipped whole{}",
+            p.skipped_arguments,
+            p.skipped_blocks.len(),
+            if p.skipped_blocks.len() >= crate::domain::sizing::MAX_SKIPPED_BLOCKS {
+                " (the first listed)"
+            } else {
+                ""
+            }
+        ),
+    ];
+    for b in &p.skipped_blocks {
+        lines.push(format!(
+            "  [{}, {}] ({} arguments)",
+            b.first, b.last, b.arguments
+        ));
+    }
+    lines.push(match (p.estimated_seconds, &p.estimate_backend) {
+        (Some(s), Some(b)) => format!(
+            "time         {} on the estimate's back end ({b})",
+            crate::cli::follow::duration(s)
+        ),
+        _ => "time         unknown: give --estimate FILE (`tmd-worker estimate --output json`)"
+            .into(),
+    });
+    lines.join("\n")
+}
+
 /// A cost estimate from a JSON file (`-`: standard input).
 fn read_estimate(file: &std::path::Path) -> anyhow::Result<tmd_wire::CostEstimate> {
     let text = if file.as_os_str() == "-" {
@@ -353,7 +462,49 @@ pub async fn run_token(api: &ApiArgs, cmd: &TokenCommand) -> anyhow::Result<()> 
             };
             print_json(&client.create_token(&req).await?)
         }
-        TokenCommand::List => print_json(&client.tokens().await?),
+        TokenCommand::List(ListArgs {
+            output: ListOutput::Json,
+        }) => print_json(&client.tokens().await?),
+        TokenCommand::List(_) => {
+            outln!(
+                "{:>6}  {:<8} {:<8} {:>9} {:>8} {:>11}  {:<20}  {:<16} note",
+                "id",
+                "state",
+                "trust",
+                "uses left",
+                "workers",
+                "quarantined",
+                "expires",
+                "owner"
+            )?;
+            let now = chrono::Utc::now();
+            for t in client.tokens().await? {
+                let state = if t.revoked_at.is_some() {
+                    "revoked"
+                } else if t.expires_at.is_some_and(|e| e <= now) {
+                    "expired"
+                } else if t.uses_left == Some(0) {
+                    "used up"
+                } else {
+                    "active"
+                };
+                outln!(
+                    "{:>6}  {:<8} {:<8} {:>9} {:>8} {:>11}  {:<20}  {:<16} {}",
+                    t.id,
+                    state,
+                    if t.trusted { "trusted" } else { "-" },
+                    t.uses_left.map_or("unlimited".into(), |n| n.to_string()),
+                    t.workers,
+                    t.quarantined_workers,
+                    t.expires_at
+                        .map(|e| e.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+                        .unwrap_or_else(|| "never".into()),
+                    printable(t.owner.as_deref().unwrap_or("-")),
+                    printable(t.note.as_deref().unwrap_or(""))
+                )?;
+            }
+            Ok(())
+        }
         TokenCommand::Revoke { id } => print_json(&client.revoke_token(*id).await?),
     }
 }
@@ -373,7 +524,10 @@ pub fn printable(s: &str) -> String {
 pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()> {
     let client = AdminClient::new(api)?;
     match cmd {
-        WorkerCommand::List => {
+        WorkerCommand::List(ListArgs {
+            output: ListOutput::Json,
+        }) => print_json(&client.workers().await?),
+        WorkerCommand::List(_) => {
             outln!(
                 "{:>6}  {:<12} {:>8} {:>7} {:>7} {:>6} {:>9} {:>7}  {:<16} name",
                 "id",

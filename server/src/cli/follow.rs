@@ -17,9 +17,18 @@ use tmd_wire::{ApiError, CampaignProgress, CampaignState};
 pub struct ExportArgs {
     /// Campaign id.
     pub id: i64,
-    /// `json`, `csv` or `wc` (one C99 hex argument per line, as CORE-MATH's worst-case files).
-    #[arg(long, default_value = "json", value_parser = ["json", "csv", "wc"])]
-    pub format: String,
+    /// The file format: json, csv (RFC 4180) or wc (one C99 hex argument per line, as
+    /// CORE-MATH's worst-case files) [default: json].
+    #[arg(long, value_name = "json|csv|wc")]
+    pub output: Option<String>,
+    /// For json: `array` (the cases alone) or `object` (the campaign's skipped runs too)
+    /// [default: array].
+    #[arg(long, value_parser = ["array", "object"])]
+    pub shape: Option<String>,
+    /// The former spelling of --output (--format is the number format elsewhere); still
+    /// taken, with a warning.
+    #[arg(long, hide = true, value_parser = ["json", "csv", "wc"])]
+    pub format: Option<String>,
     /// Only cases with at least this many identical bits after the rounding bit.
     #[arg(long)]
     pub min_bits: Option<u32>,
@@ -33,8 +42,64 @@ pub struct ExportArgs {
     #[arg(long)]
     pub limit: Option<u64>,
     /// Write here instead of stdout (removed again if the export fails half-way).
-    #[arg(long, short)]
-    pub output: Option<PathBuf>,
+    #[arg(long, short = 'o')]
+    pub output_file: Option<PathBuf>,
+}
+
+/// What `campaign export` writes, and where, once old spellings are read.
+#[derive(Debug, PartialEq)]
+pub struct ExportTarget {
+    pub output: String,
+    pub shape: Option<String>,
+    pub file: Option<PathBuf>,
+    /// What the command line said in an old spelling, for a warning each.
+    pub warnings: Vec<String>,
+}
+
+impl ExportArgs {
+    /// The file format, the JSON shape and the file. `--format json|csv|wc` and `--output
+    /// FILE` were the former spellings: both still work, each with a warning; `--output` with
+    /// anything but a file format's name is taken for a file only when -o is absent.
+    pub fn target(&self) -> anyhow::Result<ExportTarget> {
+        let mut warnings = Vec::new();
+        let mut file = self.output_file.clone();
+        let mut output = None;
+        match self.output.as_deref() {
+            Some(f @ ("json" | "csv" | "wc")) => output = Some(f.to_string()),
+            Some(other) if file.is_none() => {
+                warnings.push(format!(
+                    "--output {other}: --output is now the file format (json, csv or wc) and \
+                     -o/--output-file the file; writing to {other}"
+                ));
+                file = Some(PathBuf::from(other));
+            }
+            Some(other) => bail!("--output is the file format: json, csv or wc, not {other:?}"),
+            None => {}
+        }
+        if let Some(f) = &self.format {
+            if output.as_deref().is_some_and(|o| o != f) {
+                bail!(
+                    "--format {f} and --output {} disagree: give --output alone",
+                    output.unwrap_or_default()
+                );
+            }
+            warnings.push(format!(
+                "--format {f}: the file format is now --output {f} (--format is the number format \
+                 of `campaign create` and `tmd-worker search`)"
+            ));
+            output = Some(f.clone());
+        }
+        let output = output.unwrap_or_else(|| "json".into());
+        if self.shape.is_some() && output != "json" {
+            bail!("--shape is for --output json only");
+        }
+        Ok(ExportTarget {
+            output,
+            shape: self.shape.clone(),
+            file,
+            warnings,
+        })
+    }
 }
 
 /// `campaign watch` options.
@@ -104,8 +169,15 @@ impl Viewer {
 /// Runs `campaign export`: streams the server's export to stdout or `--output`.
 pub async fn run_export(api: &ApiArgs, a: &ExportArgs) -> anyhow::Result<()> {
     // No overall timeout: a large export may take long; the connection timeout still holds.
+    let target = a.target()?;
+    for w in &target.warnings {
+        eprintln!("tmd: warning: {w}");
+    }
     let viewer = Viewer::new(api, None)?;
-    let mut query = vec![("format", a.format.clone()), ("sort", a.sort.clone())];
+    let mut query = vec![("format", target.output.clone()), ("sort", a.sort.clone())];
+    if let Some(shape) = &target.shape {
+        query.push(("shape", shape.clone()));
+    }
     if let Some(b) = a.min_bits {
         query.push(("min_bits", b.to_string()));
     }
@@ -119,14 +191,14 @@ pub async fn run_export(api: &ApiArgs, a: &ExportArgs) -> anyhow::Result<()> {
     let mut resp = viewer
         .get(&format!("/campaigns/{}/hr-cases?{}", a.id, query.join("&")))
         .await?;
-    if a.format == "csv" {
+    if target.output == "csv" {
         // The csv holds cases alone; what they are judged as, and what was skipped, is said
         // here (the json and wc exports carry it themselves).
         for line in described(resp.headers()) {
             eprintln!("{line}");
         }
     }
-    let mut out: Box<dyn Write> = match &a.output {
+    let mut out: Box<dyn Write> = match &target.file {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
@@ -143,7 +215,7 @@ pub async fn run_export(api: &ApiArgs, a: &ExportArgs) -> anyhow::Result<()> {
     .await;
     if copied.is_err() {
         drop(out);
-        if let Some(path) = &a.output {
+        if let Some(path) = &target.file {
             // A partial export looks like a complete one with fewer cases: do not leave it.
             let _ = std::fs::remove_file(path);
         }
@@ -164,7 +236,8 @@ fn described(h: &reqwest::header::HeaderMap) -> Vec<String> {
             get(x::HEADER_MIN_BITS)
         ),
         format!(
-            "tmd: {} arguments skipped in {} runs (listed by --format json or wc, and in the progress)",
+            "tmd: {} arguments skipped in {} runs (listed by --output json --shape object, by \
+             --output wc, and in the progress)",
             get(x::HEADER_SKIPPED_ARGUMENTS),
             get(x::HEADER_SKIPPED_RUNS)
         ),
@@ -272,10 +345,18 @@ impl View {
     }
 }
 
+/// Why units wait, as one clause (empty when none do).
+fn waiting_text(p: &CampaignProgress) -> String {
+    p.waiting
+        .iter()
+        .map(|w| format!("; {}", w.message))
+        .collect()
+}
+
 /// The second line of the bars.
 fn status_text(p: &CampaignProgress) -> String {
     format!(
-        "leased {} · pending {} · quarantined {} · {} · ETA {} · {} HR-cases · {}",
+        "leased {} · pending {} · quarantined {} · {} · ETA {} · {} HR-cases · {}{}",
         p.leased.units,
         p.pending.units,
         p.quarantined.units,
@@ -283,6 +364,7 @@ fn status_text(p: &CampaignProgress) -> String {
         p.eta_seconds.map_or("unknown".into(), duration),
         p.hr_cases,
         p.state.as_str(),
+        waiting_text(p),
     )
 }
 
@@ -303,7 +385,7 @@ pub fn summary(p: &CampaignProgress) -> String {
         ""
     };
     format!(
-        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}",
+        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}{}",
         p.done.units,
         p.total.units,
         p.percent_done,
@@ -314,6 +396,7 @@ pub fn summary(p: &CampaignProgress) -> String {
         p.eta_seconds.map_or("unknown".into(), duration),
         p.hr_cases,
         p.state.as_str(),
+        waiting_text(p),
     )
 }
 
@@ -330,7 +413,7 @@ fn rate(per_second: f64) -> String {
 }
 
 /// A duration for people: `2d 3h`, `4h 05m`, `3m 20s`, `12s`.
-fn duration(seconds: f64) -> String {
+pub fn duration(seconds: f64) -> String {
     if !seconds.is_finite() {
         return "unknown".into();
     }
@@ -350,6 +433,48 @@ fn duration(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn export(words: &[&str]) -> ExportArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: ExportArgs,
+        }
+        let mut argv = vec!["export", "7"];
+        argv.extend(words);
+        Cli::try_parse_from(argv).unwrap().a
+    }
+
+    #[test]
+    fn export_speaks_one_vocabulary_and_reads_the_old_one_with_a_warning() {
+        let t = export(&["--output", "csv", "-o", "cases.csv"])
+            .target()
+            .unwrap();
+        assert_eq!(
+            (t.output.as_str(), t.file),
+            ("csv", Some("cases.csv".into()))
+        );
+        assert!(t.warnings.is_empty());
+        let t = export(&[]).target().unwrap();
+        assert_eq!((t.output.as_str(), t.file, t.shape), ("json", None, None));
+        let t = export(&["--shape", "object"]).target().unwrap();
+        assert_eq!(t.shape.as_deref(), Some("object"));
+        assert!(export(&["--output", "wc", "--shape", "object"])
+            .target()
+            .is_err());
+        // The former spellings: --format as the file format, --output as the file.
+        let t = export(&["--format", "csv", "--output", "old.csv"])
+            .target()
+            .unwrap();
+        assert_eq!((t.output.as_str(), t.file), ("csv", Some("old.csv".into())));
+        assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+        assert!(t.warnings.iter().any(|w| w.contains("--output csv")));
+        assert!(t.warnings.iter().any(|w| w.contains("-o/--output-file")));
+        assert!(export(&["--format", "csv", "--output", "json"])
+            .target()
+            .is_err());
+    }
 
     #[test]
     fn rates_and_durations_read_well() {

@@ -16,9 +16,9 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tmd_wire::{
-    ApiError, ArgRange, Campaign, CampaignProgress, CreateCampaign, CreateEnrollmentToken,
-    EnrollmentToken, EnrollmentTokenInfo, KnownCasesLoaded, LoadKnownCases, QuarantineWorker,
-    RequeueUnits, Requeued, WorkerInfo,
+    ApiError, ArgRange, Campaign, CampaignPlan, CampaignProgress, CreateCampaign,
+    CreateEnrollmentToken, EnrollmentToken, EnrollmentTokenInfo, KnownCasesLoaded, LoadKnownCases,
+    PlanCampaign, QuarantineWorker, RequeueUnits, Requeued, WorkerInfo,
 };
 
 /// `--version`: the release and the engine version whose workers it serves by default.
@@ -32,8 +32,26 @@ pub struct Cli {
     /// Log filter (tracing-subscriber syntax), e.g. `info` or `tmd_server=debug`.
     #[arg(long, env = "TMD_LOG", default_value = "info", global = true)]
     pub log: String,
+    /// Log lines as text for people, or as one JSON object per line for a log collector.
+    #[arg(
+        long,
+        env = "TMD_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true
+    )]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event (colours only on a terminal).
+    Text,
+    /// One JSON object per event (timestamp, level, target, fields).
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,21 +103,62 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
-    /// Connects a pool.
+    /// Connects a pool, after one connection of its own: a pool that cannot connect says only
+    /// that it timed out, one connection says why (refused, unknown host, password).
     pub async fn connect(&self) -> anyhow::Result<sqlx::PgPool> {
+        use sqlx::Connection;
         let t = self.db_acquire_timeout_seconds;
         if !(t.is_finite() && (0.1..=600.0).contains(&t)) {
             bail!("--db-acquire-timeout-seconds must be between 0.1 and 600");
+        }
+        let options = postgres_options(&self.database_url)?;
+        let place = format!(
+            "PostgreSQL at {}:{} (database {})",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("named after the user")
+        );
+        let advice = "is it running there, and are DATABASE_URL's host, port, user, password \
+                      and database right?";
+        let wait = Duration::from_secs_f64(t.max(5.0));
+        match tokio::time::timeout(wait, sqlx::PgConnection::connect_with(&options)).await {
+            Ok(Ok(c)) => {
+                let _ = c.close().await;
+            }
+            Ok(Err(e)) => {
+                return Err(anyhow::Error::new(e))
+                    .with_context(|| format!("cannot connect to {place}: {advice}"))
+            }
+            Err(_) => bail!(
+                "cannot connect to {place}: no answer in {} s; {advice}",
+                wait.as_secs()
+            ),
         }
         sqlx::postgres::PgPoolOptions::new()
             // A failed connection shows on use anyway; a ping per acquire costs a round trip.
             .test_before_acquire(false)
             .max_connections(self.max_connections)
             .acquire_timeout(Duration::from_secs_f64(t))
-            .connect(&self.database_url)
+            .connect_with(options)
             .await
-            .context("cannot connect to the database")
+            .with_context(|| format!("cannot connect to {place}"))
     }
+}
+
+/// The connection options of a PostgreSQL URL; anything else (another database's URL, a
+/// path, a typo) refused with what is expected.
+pub fn postgres_options(url: &str) -> anyhow::Result<sqlx::postgres::PgConnectOptions> {
+    const EXPECTED: &str = "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE";
+    match url.split_once("://") {
+        Some(("postgres" | "postgresql", _)) => {}
+        Some((scheme, _)) => bail!(
+            "DATABASE_URL is a {scheme}:// URL: tmd-server keeps its data in PostgreSQL \
+             ({EXPECTED})"
+        ),
+        None => bail!("DATABASE_URL is not a URL: expected {EXPECTED}"),
+    }
+    url.parse()
+        .with_context(|| format!("DATABASE_URL is not a valid PostgreSQL URL ({EXPECTED})"))
 }
 
 /// `serve` options; each has an environment variable and a default.
@@ -446,10 +505,10 @@ impl ApiArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum CampaignCommand {
-    /// Creates a campaign; prints it as JSON.
+    /// Creates a campaign; prints it as JSON. With --dry-run, prints its plan instead.
     Create(CreateArgs),
-    /// Lists campaigns, one per line.
-    List,
+    /// Lists campaigns: a table, or JSON with --output json.
+    List(ListArgs),
     /// Shows a campaign and its progress as JSON.
     Show { id: i64 },
     /// Stops handing out the campaign's units.
@@ -488,6 +547,23 @@ pub enum CampaignCommand {
     Watch(crate::cli::follow::WatchArgs),
 }
 
+/// What a `list` command prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListOutput {
+    /// Aligned columns for people.
+    Table,
+    /// The server's JSON, for scripts.
+    Json,
+}
+
+/// The options of every `list` command.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// A table for people, or JSON for scripts.
+    #[arg(long, value_enum, default_value_t = ListOutput::Table)]
+    pub output: ListOutput,
+}
+
 /// `campaign create` options.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
@@ -496,33 +572,24 @@ pub struct CreateArgs {
     /// (default 0), each next one less, so a farm finishes them one after the other.
     #[arg(long)]
     pub function: String,
-    /// `binary32`, `binary64`, or a precision (conflicts with --precision).
-    #[arg(
-        long,
-        conflicts_with = "precision",
-        required_unless_present = "precision"
-    )]
-    pub format: Option<String>,
-    /// Precision in bits, 8..=64.
+    /// The number format: binary16, bfloat16, binary32, binary64, binary80 (each with its
+    /// exponent range: overflow and underflow skipped, subnormal results on the subnormal
+    /// grid), or a bare precision in bits, p8 to p64 (exponent unbounded; or --precision).
+    #[arg(long, default_value = "binary64")]
+    pub format: String,
+    /// A bare precision in bits, 8..=64, instead of --format (exponent unbounded).
     #[arg(long)]
     pub precision: Option<u32>,
     /// Report cases with at least this many identical bits after the rounding bit.
     #[arg(long)]
     pub min_bits: u32,
     /// Start of a range (C99 hex or decimal; negative as written: --from -0x1p+3); repeat
-    /// with --to for several ranges.
-    #[arg(
-        long = "from",
-        allow_hyphen_values = true,
-        required_unless_present = "whole"
-    )]
+    /// with --to for several ranges. Without ranges, --whole.
+    // Not `required` in clap: its message would not name --whole; `ranges` says both.
+    #[arg(long = "from", allow_hyphen_values = true)]
     pub from: Vec<String>,
     /// End (excluded) of a range; one per --from.
-    #[arg(
-        long = "to",
-        allow_hyphen_values = true,
-        required_unless_present = "whole"
-    )]
+    #[arg(long = "to", allow_hyphen_values = true)]
     pub to: Vec<String>,
     /// The whole function: every finite argument of --format (a named format) where the
     /// function is defined, instead of --from/--to. Overflow, underflow, poles, trivial, far
@@ -532,7 +599,9 @@ pub struct CreateArgs {
     /// (huge arguments are out of reach), naming the range the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
-    /// log2 of the arguments per unit: each unit is one lease entry and one result row.
+    /// log2 of the arguments per unit: each unit is one lease entry and one result row. Without
+    /// it the coordinator chooses: the default below, or the smallest size above it that keeps
+    /// the campaign within its limits of units and of cases per unit (said on stderr).
     ///
     /// For GPU farms pick it from the rows per second the coordinator must record: GPUs x
     /// units per second per GPU. One H100 finishes about 90 units of 2^40 arguments per second
@@ -579,6 +648,34 @@ pub struct CreateArgs {
     /// is created (as `campaign estimate` does); without one, work is counted in arguments.
     #[arg(long)]
     pub estimate: Option<std::path::PathBuf>,
+    /// Print the plan (units and their size, blocks skipped whole, HR-cases expected, and the
+    /// time with --estimate) and create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl CreateArgs {
+    /// The ranges of --from/--to, or none with --whole; refuses neither and mismatched pairs.
+    pub fn ranges(&self) -> anyhow::Result<Vec<ArgRange>> {
+        if self.from.is_empty() && self.to.is_empty() && !self.whole {
+            bail!(
+                "no range: give --from and --to (a range, e.g. --from 1 --to 2; repeat for \
+                 several), or --whole (every finite argument of --format)"
+            );
+        }
+        if self.from.len() != self.to.len() {
+            bail!("give one --to per --from");
+        }
+        Ok(self
+            .from
+            .iter()
+            .zip(&self.to)
+            .map(|(f, t)| ArgRange {
+                from: f.clone(),
+                to: t.clone(),
+            })
+            .collect())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -603,16 +700,17 @@ pub enum TokenCommand {
         #[arg(long)]
         trusted: bool,
     },
-    /// Lists enrollment tokens (never the tokens themselves) with their workers.
-    List,
+    /// Lists enrollment tokens (never the tokens themselves) with their workers: a table, or
+    /// JSON with --output json.
+    List(ListArgs),
     /// Revokes an enrollment token: no worker registers with it any more.
     Revoke { id: i64 },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum WorkerCommand {
-    /// Lists workers, one per line, with their records.
-    List,
+    /// Lists workers with their records: a table, or JSON with --output json.
+    List(ListArgs),
     /// Shows one worker as JSON.
     Show { id: i64 },
     /// Quarantines a worker: no more work, its leases revoked, its results void, and the units
@@ -630,104 +728,4 @@ pub enum WorkerCommand {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn serve_defaults_are_the_documented_ones() {
-        let cli = Cli::try_parse_from([
-            "tmd-server",
-            "serve",
-            "--database-url",
-            "postgres://x@127.0.0.1/db",
-            "--admin-token",
-            "0123456789abcdef",
-        ])
-        .unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("serve expected")
-        };
-        let c = args.config().unwrap();
-        assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
-        assert_eq!(c.policy.ttl_seconds, 300);
-        assert_eq!(c.policy.max_attempts, 5);
-        assert_eq!(c.max_body_bytes, 1 << 20);
-        assert!(!format!("{c:?}").contains("0123456789abcdef"));
-        assert_eq!(c.policy.max_lease_seconds, 21_600);
-        assert_eq!(c.policy.max_units_per_worker, 128);
-        assert_eq!(c.policy.default_seconds, 60);
-        assert_eq!(c.policy.max_held_seconds, 600);
-        assert_eq!(c.policy.max_units, 20_000);
-        assert_eq!(c.max_cases_per_result, 10_000);
-        assert!(c.tls.is_none());
-    }
-
-    #[test]
-    fn the_shipped_placeholder_admin_token_is_refused() {
-        let env = include_str!("../../../deploy/coordinator.env");
-        let shipped = env
-            .lines()
-            .find_map(|l| l.strip_prefix("TMD_ADMIN_TOKEN="))
-            .expect("coordinator.env sets TMD_ADMIN_TOKEN");
-        for token in [shipped, PLACEHOLDER_ADMIN_TOKEN, "short"] {
-            let cli = Cli::try_parse_from([
-                "tmd-server",
-                "serve",
-                "--database-url",
-                "postgres://x@127.0.0.1/db",
-                "--admin-token",
-                token,
-            ])
-            .unwrap();
-            let Command::Serve(args) = cli.command else {
-                panic!("serve expected")
-            };
-            assert!(args.config().is_err(), "{token} accepted");
-        }
-        assert!(check_admin_token(&"ab12".repeat(8)).is_ok());
-    }
-
-    /// `campaign create`'s args from the words after it.
-    fn create(words: &[&str]) -> Result<CreateArgs, clap::Error> {
-        let mut argv = vec!["tmd-server", "campaign", "create", "--function", "exp"];
-        argv.extend(["--format", "binary64", "--min-bits", "44"]);
-        argv.extend(words);
-        let cli = Cli::try_parse_from(argv)?;
-        match cli.command {
-            Command::Campaign {
-                command: CampaignCommand::Create(a),
-                ..
-            } => Ok(a),
-            _ => panic!("campaign create expected"),
-        }
-    }
-
-    /// Issue 25: negative bounds as written, and --whole instead of bounds.
-    #[test]
-    fn campaign_create_takes_negative_bounds_and_whole() {
-        let a = create(&["--from", "-0x1p+3", "--to", "-0x1p+1"]).unwrap();
-        assert_eq!(
-            (a.from, a.to),
-            (vec!["-0x1p+3".into()], vec!["-0x1p+1".into()])
-        );
-        let a = create(&["--from", "-745", "--to", "1", "--from", "1", "--to", "2"]).unwrap();
-        assert_eq!(a.from, ["-745", "1"]);
-        let a = create(&["--whole"]).unwrap();
-        assert!(a.whole && a.from.is_empty());
-        assert!(create(&[]).is_err(), "neither bounds nor --whole");
-        assert!(create(&["--whole", "--from", "1", "--to", "2"]).is_err());
-    }
-
-    #[test]
-    fn terminal_escapes_are_printed_escaped() {
-        assert_eq!(printable("gpu-01"), "gpu-01");
-        let evil = printable("x\u{1b}]0;owned\u{7}\nfake row");
-        assert!(!evil.chars().any(char::is_control), "{evil}");
-    }
-}
+mod tests;

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod budget;
 pub mod engine;
 pub mod known;
+pub mod sizing;
 pub mod trust;
 pub mod work;
 

@@ -250,6 +250,87 @@ pub fn eta(left: f64, rate: f64) -> Option<f64> {
     (rate > 0.0).then(|| left.max(0.0) / rate)
 }
 
+/// What keeps units from being leased, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WaitCounts {
+    /// Pending units with a result that wait for the next replica.
+    pub awaiting_replica: i64,
+    /// Quarantined units.
+    pub held: i64,
+    /// Pending units of paused campaigns.
+    pub paused: i64,
+}
+
+/// Why units wait, for people: `campaign` (id, replication, distinct owners) when the counts
+/// are one campaign's, `None` when they add up several.
+pub fn waiting(n: WaitCounts, campaign: Option<(i64, u32, bool)>) -> Vec<tmd_wire::Waiting> {
+    let units = |n: i64| {
+        if n == 1 {
+            "1 unit".to_string()
+        } else {
+            format!("{n} units")
+        }
+    };
+    let mut out = Vec::new();
+    if n.awaiting_replica > 0 {
+        let message = match campaign {
+            Some((_, r, distinct)) => {
+                let who = if distinct { "owner" } else { "worker" };
+                let nth = if r == 2 { "a second" } else { "another" };
+                format!(
+                    "{} wait for {nth} {who} (replication {r}{}): each has a result, and only a \
+                     worker of another {who}, or of a trusted token (`token create --trusted`), \
+                     can settle it",
+                    units(n.awaiting_replica),
+                    if distinct { ", distinct owners" } else { "" }
+                )
+            }
+            None => format!(
+                "{} wait for a replica from another worker or owner (their campaigns' \
+                 replication): a worker of a trusted token settles one alone",
+                units(n.awaiting_replica)
+            ),
+        };
+        out.push(tmd_wire::Waiting {
+            reason: "replica".into(),
+            units: n.awaiting_replica,
+            message,
+        });
+    }
+    if n.held > 0 {
+        let requeue = match campaign {
+            Some((id, ..)) => format!("`tmd-server campaign requeue {id}`"),
+            None => "`tmd-server campaign requeue ID`".into(),
+        };
+        out.push(tmd_wire::Waiting {
+            reason: "held".into(),
+            units: n.held,
+            message: format!(
+                "{} {} held (quarantined after repeated failures or expiries, or kept for an \
+                 admin): {requeue} puts them back",
+                units(n.held),
+                if n.held == 1 { "is" } else { "are" }
+            ),
+        });
+    }
+    if n.paused > 0 {
+        let message = match campaign {
+            Some((id, ..)) => format!(
+                "the campaign is paused: its {} pending are not handed out until \
+                 `tmd-server campaign resume {id}`",
+                units(n.paused)
+            ),
+            None => format!("{} pending belong to paused campaigns", units(n.paused)),
+        };
+        out.push(tmd_wire::Waiting {
+            reason: "paused".into(),
+            units: n.paused,
+            message,
+        });
+    }
+    out
+}
+
 /// A campaign's work counters and the rate's base, as storage read them.
 #[derive(Debug, Clone, Default)]
 pub struct Readings {
@@ -349,6 +430,55 @@ pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_units_say_why() {
+        let n = WaitCounts {
+            awaiting_replica: 8,
+            held: 1,
+            paused: 0,
+        };
+        let w = waiting(n, Some((4, 2, true)));
+        assert_eq!(w.len(), 2);
+        assert_eq!((w[0].reason.as_str(), w[0].units), ("replica", 8));
+        assert!(
+            w[0].message
+                .starts_with("8 units wait for a second owner (replication 2, distinct owners)"),
+            "{}",
+            w[0].message
+        );
+        assert!(
+            w[1].message.starts_with("1 unit is held"),
+            "{}",
+            w[1].message
+        );
+        assert!(
+            w[1].message.contains("campaign requeue 4"),
+            "{}",
+            w[1].message
+        );
+        let paused = waiting(
+            WaitCounts {
+                paused: 3,
+                ..WaitCounts::default()
+            },
+            Some((4, 1, false)),
+        );
+        assert!(
+            paused[0].message.contains("campaign resume 4"),
+            "{:?}",
+            paused
+        );
+        assert!(waiting(WaitCounts::default(), None).is_empty());
+        let all = waiting(
+            WaitCounts {
+                awaiting_replica: 2,
+                ..WaitCounts::default()
+            },
+            None,
+        );
+        assert!(all[0].message.contains("trusted token"), "{:?}", all);
+    }
     use proptest::prelude::*;
 
     proptest! {

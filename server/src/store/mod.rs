@@ -448,6 +448,19 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     let rate = base.map_or(0.0, |(_, args, secs)| {
         domain::work::rate(done_args as f64, args, secs)
     });
+    let waits = domain::work::WaitCounts {
+        awaiting_replica: tallies::awaiting_replica(pool, id).await?,
+        held: t.units_quarantined,
+        paused: if campaign.state == CampaignState::Paused {
+            t.units_pending
+        } else {
+            0
+        },
+    };
+    let waiting = domain::work::waiting(
+        waits,
+        Some((id, campaign.replication, campaign.distinct_owners)),
+    );
     Ok(CampaignProgress {
         campaign_id: id,
         state: campaign.state,
@@ -497,6 +510,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
             },
         },
         work,
+        waiting,
     })
 }
 

@@ -64,17 +64,131 @@ pub async fn campaign_tally<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Resu
     .await?)
 }
 
-/// Units per state over all campaigns, from the counters (for `/metrics`).
+/// Units per state over all campaigns, from the counters (for `/metrics`). The units of a
+/// cancelled campaign that were not done are `cancelled`: none of them will be leased again,
+/// and counted as pending they would hide the queue's real length.
 pub async fn unit_state_counts(pool: &PgPool) -> Result<Vec<(String, i64)>> {
-    let t: Tally = sqlx::query_as(&format!("SELECT {SUMS} FROM campaign_tallies"))
+    let live = "campaign_id IN (SELECT id FROM campaigns WHERE state <> 'cancelled')";
+    let t: Tally = sqlx::query_as(&format!("SELECT {SUMS} FROM campaign_tallies WHERE {live}"))
         .fetch_one(pool)
         .await?;
+    let (cancelled, cancelled_done): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(sum(units_pending + units_leased + units_quarantined), 0)::int8, \
+                COALESCE(sum(units_done), 0)::int8 \
+         FROM campaign_tallies \
+         WHERE campaign_id IN (SELECT id FROM campaigns WHERE state = 'cancelled')",
+    )
+    .fetch_one(pool)
+    .await?;
     Ok(vec![
-        ("done".into(), t.units_done),
+        ("cancelled".into(), cancelled),
+        ("done".into(), t.units_done + cancelled_done),
         ("leased".into(), t.units_leased),
         ("pending".into(), t.units_pending),
         ("quarantined".into(), t.units_quarantined),
     ])
+}
+
+/// Pending units of campaign `id` that have a result and wait for their next replica, counted
+/// on the two partial indexes that hold them (reserved for an owner, or not yet).
+pub async fn awaiting_replica(pool: &PgPool, id: i64) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'pending' \
+                 AND replicas_done > 0 AND reserved_for IS NULL) \
+              + (SELECT count(*) FROM units WHERE campaign_id = $1 AND state = 'pending' \
+                 AND reserved_for IS NOT NULL)",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// What keeps units from being leased over every campaign that is not cancelled: units
+/// waiting for a replica and held units of active campaigns, pending units of paused ones.
+pub async fn wait_counts(pool: &PgPool) -> Result<crate::domain::work::WaitCounts> {
+    let (held, paused): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(sum(t.units_quarantined) FILTER (WHERE c.state = 'active'), 0)::int8, \
+                COALESCE(sum(t.units_pending) FILTER (WHERE c.state = 'paused'), 0)::int8 \
+         FROM campaign_tallies t JOIN campaigns c ON c.id = t.campaign_id",
+    )
+    .fetch_one(pool)
+    .await?;
+    // Campaign by campaign on the two partial indexes of such units (asked at every lease
+    // request without work: never a scan of the units).
+    let awaiting_replica: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(a.n + b.n), 0)::int8 FROM campaigns c, \
+           LATERAL (SELECT count(*) AS n FROM units WHERE campaign_id = c.id \
+                    AND state = 'pending' AND replicas_done > 0 AND reserved_for IS NULL) a, \
+           LATERAL (SELECT count(*) AS n FROM units WHERE campaign_id = c.id \
+                    AND state = 'pending' AND reserved_for IS NOT NULL) b \
+         WHERE c.state = 'active'",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(crate::domain::work::WaitCounts {
+        awaiting_replica,
+        held,
+        paused,
+    })
+}
+
+/// One campaign's series of `/metrics`.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct CampaignSeries {
+    pub id: i64,
+    pub state: String,
+    pub units_pending: i64,
+    pub units_leased: i64,
+    pub units_done: i64,
+    pub units_quarantined: i64,
+    pub arguments_done: f64,
+    pub arguments_total: f64,
+    pub hr_cases: i64,
+}
+
+/// The series of at most `limit` campaigns that are not cancelled, unfinished ones first, then
+/// by priority and newest: a farm's own queue, with a bounded number of label values.
+pub async fn campaign_series(pool: &PgPool, limit: i64) -> Result<Vec<CampaignSeries>> {
+    Ok(sqlx::query_as(
+        "SELECT c.id, c.state, \
+                COALESCE(sum(t.units_pending), 0)::int8 AS units_pending, \
+                COALESCE(sum(t.units_leased), 0)::int8 AS units_leased, \
+                COALESCE(sum(t.units_done), 0)::int8 AS units_done, \
+                COALESCE(sum(t.units_quarantined), 0)::int8 AS units_quarantined, \
+                COALESCE(sum(t.args_done), 0)::float8 AS arguments_done, \
+                c.arguments_total::float8 AS arguments_total, \
+                COALESCE(sum(t.hr_cases), 0)::int8 AS hr_cases \
+         FROM campaigns c LEFT JOIN campaign_tallies t ON t.campaign_id = c.id \
+         WHERE c.state <> 'cancelled' \
+         GROUP BY c.id \
+         ORDER BY COALESCE(sum(t.units_done), 0) < c.units_total DESC, c.priority DESC, c.id DESC \
+         LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// One worker's series of `/metrics`.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct WorkerSeries {
+    pub id: i64,
+    pub units_done: i64,
+    pub last_seen_seconds: f64,
+    pub quarantined: bool,
+}
+
+/// The series of at most `limit` workers seen in the last hour, the most recently seen first.
+pub async fn worker_series(pool: &PgPool, limit: i64) -> Result<Vec<WorkerSeries>> {
+    Ok(sqlx::query_as(
+        "SELECT id, units_done, extract(epoch FROM last_seen)::float8 AS last_seen_seconds, \
+                quarantined_at IS NOT NULL AS quarantined \
+         FROM workers WHERE last_seen > now() - interval '1 hour' \
+         ORDER BY last_seen DESC, id LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
 }
 
 /// The counters of a new campaign's units, all pending, written by the transaction that

@@ -135,9 +135,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     let dry_run = args.dry_run;
     let settings = Settings::resolve(args)?;
     if dry_run {
-        println!("{settings:#?}");
-        return Ok(());
+        print!("{}", settings.describe());
+        return settings.check_token();
     }
+    // Before any request: a placeholder or missing token is said here, not as the server's 401.
+    settings.check_token()?;
     if let Some(n) = settings.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
@@ -306,7 +308,10 @@ async fn login(settings: &Settings, state: &StateDir, shared: &Shared) -> Result
         let (leases, spooled) = (state.leases()?.len(), state.spool()?.len());
         if leases + spooled > 0 {
             bail!(
-                "{} does not know this worker (registered at {}), and the state directory {} holds                  {leases} leases and {spooled} results not yet accepted there: point --server back                  at {} (or at another replica on its database) until they are posted, or give this                  worker another --state-dir",
+                "{} does not know this worker (registered at {}), and the state directory {} holds \
+                 {leases} leases and {spooled} results not yet accepted there: point --server back \
+                 at {} (or at another replica on its database) until they are posted, or give \
+                 this worker another --state-dir",
                 settings.server,
                 c.server,
                 state.root().display(),
@@ -329,6 +334,7 @@ async fn register(
     let Some(enrollment) = settings.enrollment_token.as_deref() else {
         bail!("this worker is not registered yet: pass --token with an enrollment token from the admin (`tmd-server token create`)");
     };
+    settings::check_enrollment_token(enrollment)?;
     let answer = until_answered(shared, "register", || {
         anonymous.register(enrollment, &settings.name)
     });
@@ -422,17 +428,76 @@ fn spawn_signal_handler(shared: Arc<Shared>) {
 
 fn spawn_status(shared: Arc<Shared>, every: Duration) {
     tokio::spawn(async move {
+        let mut last = Snapshot::of(&shared);
         loop {
             tokio::time::sleep(every).await;
-            let secs = shared.started.elapsed().as_secs_f64();
-            let args = shared.arguments_done.load(Ordering::SeqCst) as f64;
+            let now = Snapshot::of(&shared);
+            let (arguments_per_s, busy_percent) = now.rates_since(&last);
             info!(
-                units_done = shared.units_done.load(Ordering::SeqCst),
-                arguments_per_s = format!("{:.3e}", args / secs.max(1e-9)),
-                engine_busy_percent = format!("{:.1}", shared.busy_percent()),
-                uptime_s = secs as u64,
+                units_done = now.units,
+                arguments_per_s = format!("{arguments_per_s:.3e}"),
+                engine_busy_percent = format!("{busy_percent:.1}"),
+                over_s = format!("{:.0}", now.at.duration_since(last.at).as_secs_f64()),
+                uptime_s = shared.started.elapsed().as_secs(),
                 "status"
             );
+            last = now;
         }
     });
+}
+
+/// The counters at one status line: the next line's rates are those of the time between
+/// them, not averages since start (which mix a day's idle hours into a busy minute).
+struct Snapshot {
+    at: Instant,
+    units: u64,
+    arguments: u64,
+    busy_ns: u64,
+}
+
+impl Snapshot {
+    fn of(shared: &Shared) -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            units: shared.units_done.load(Ordering::SeqCst),
+            arguments: shared.arguments_done.load(Ordering::SeqCst),
+            busy_ns: shared.busy_ns.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Arguments per second and percent of the time busy since `earlier`.
+    fn rates_since(&self, earlier: &Snapshot) -> (f64, f64) {
+        let secs = self.at.duration_since(earlier.at).as_secs_f64().max(1e-9);
+        let arguments = self.arguments.saturating_sub(earlier.arguments) as f64;
+        let busy = self.busy_ns.saturating_sub(earlier.busy_ns) as f64 * 1e-9;
+        (arguments / secs, (100.0 * busy / secs).min(100.0))
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    #[test]
+    fn status_rates_are_those_of_the_last_interval() {
+        let t0 = Instant::now();
+        // An hour idle, then a fully busy minute: the line after that minute says 100%, not
+        // the 1.6% an average since start would.
+        let idle = Snapshot {
+            at: t0 + Duration::from_secs(3600),
+            units: 0,
+            arguments: 0,
+            busy_ns: 0,
+        };
+        let busy = Snapshot {
+            at: t0 + Duration::from_secs(3660),
+            units: 60,
+            arguments: 60 << 40,
+            busy_ns: 60_000_000_000,
+        };
+        let (rate, percent) = busy.rates_since(&idle);
+        assert_eq!(percent, 100.0);
+        assert!((rate - (1u64 << 40) as f64).abs() < 1.0, "{rate}");
+        assert_eq!(idle.rates_since(&idle).0, 0.0);
+    }
 }

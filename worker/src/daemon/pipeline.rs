@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use tmd_wire::{codes, Lease, LeaseResponse, ReleaseLease};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// A device's context was lost while computing (exit status [`DEVICE_LOST_EXIT`]): the units
 /// in hand were given back, and a new process may test and use the device again.
@@ -479,7 +479,9 @@ impl<'p, C: Coordinator> Loop<'p, C> {
     /// A unit computed and spooled: counted, and its time taken into the unit's average.
     fn measured(&mut self, unit_id: i64, arguments: u64, elapsed: f64, hr_cases: usize) {
         self.p.shared.unit_done(arguments, elapsed);
-        info!(
+        // Debug: one line per unit is hundreds of thousands a day per GPU; the status line
+        // sums them.
+        debug!(
             unit.id = unit_id,
             duration_ms = (elapsed * 1e3) as u64,
             hr_cases,
@@ -614,9 +616,11 @@ impl<'p, C: Coordinator> Loop<'p, C> {
         }
         let wait = backoff::spread(Duration::from_secs(resp.retry_after_seconds.max(1) as u64));
         if idle {
+            let why: Vec<&str> = resp.waiting.iter().map(|w| w.message.as_str()).collect();
             info!(
                 retry_in_ms = wait.as_millis() as u64,
                 units_outstanding = resp.units_outstanding,
+                why = %why.join("; "),
                 "no work now"
             );
         } else {

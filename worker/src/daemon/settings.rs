@@ -10,6 +10,21 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tmd_kernels::cuda::MemoryBudget;
 
+/// The enrollment token `deploy/worker.env` ships with: refused here, before any request, so
+/// that a forgotten template says so instead of the server's 401.
+pub const PLACEHOLDER_TOKEN: &str = "paste-the-enrollment-token-here";
+
+/// Refuses the placeholder of `deploy/worker.env` as an enrollment token.
+pub fn check_enrollment_token(token: &str) -> Result<()> {
+    if token.trim() == PLACEHOLDER_TOKEN || token.contains("paste-the") {
+        bail!(
+            "the enrollment token is the placeholder of deploy/worker.env: put the token that \
+             `tmd-server token create` printed in TMD_TOKEN (or pass --token)"
+        );
+    }
+    Ok(())
+}
+
 /// Seconds of work a lease is asked for when nothing says otherwise: long enough that lease
 /// requests are rare on the server, short enough that a lost worker's lease is a small loss.
 pub const DEFAULT_LEASE_SECONDS: u32 = 60;
@@ -180,6 +195,82 @@ impl std::fmt::Debug for Settings {
 }
 
 impl Settings {
+    /// The settings for people, one per line (`run --dry-run`): the token redacted, each
+    /// default named as such.
+    pub fn describe(&self) -> String {
+        let or = |v: Option<String>, default: &str| v.unwrap_or_else(|| default.to_string());
+        let token = match &self.enrollment_token {
+            Some(_) => "set (redacted)".to_string(),
+            None => format!(
+                "none (the worker's own token in {} is used)",
+                self.state_dir.join("credentials.json").display()
+            ),
+        };
+        let lines = [
+            ("server", self.server.clone()),
+            ("enrollment token", token),
+            ("name", self.name.clone()),
+            ("state directory", self.state_dir.display().to_string()),
+            (
+                "engine threads",
+                or(self.threads.map(|n| n.to_string()), "all cores"),
+            ),
+            ("lease seconds", self.lease_seconds.to_string()),
+            (
+                "units in flight",
+                or(
+                    self.units_in_flight.map(|n| n.to_string()),
+                    "one per engine thread",
+                ),
+            ),
+            ("back end", format!("{:?}", self.backend).to_lowercase()),
+            (
+                "devices",
+                if self.devices.is_empty() {
+                    "every device".into()
+                } else {
+                    format!("{:?}", self.devices)
+                },
+            ),
+            ("GPU memory", self.gpu_memory.to_string()),
+            (
+                "extra CA",
+                or(
+                    self.ca_cert.as_ref().map(|p| p.display().to_string()),
+                    "none",
+                ),
+            ),
+            (
+                "stop after",
+                or(self.max_units.map(|n| format!("{n} units")), "never"),
+            ),
+            ("exit when idle", self.exit_when_idle.to_string()),
+            (
+                "status line every",
+                format!("{} s", self.status_every.as_secs()),
+            ),
+        ];
+        lines
+            .iter()
+            .map(|(k, v)| format!("{k:<18} {v}\n"))
+            .collect()
+    }
+
+    /// Refuses what a start would fail on without asking the server: the placeholder token,
+    /// and no token at all for a worker not registered yet (no credentials in its state
+    /// directory).
+    pub fn check_token(&self) -> Result<()> {
+        match &self.enrollment_token {
+            Some(t) => check_enrollment_token(t),
+            None if self.state_dir.join("credentials.json").exists() => Ok(()),
+            None => bail!(
+                "no enrollment token, and {} holds no credentials: pass --token (or \
+                 TMD_TOKEN) with a token from `tmd-server token create`",
+                self.state_dir.display()
+            ),
+        }
+    }
+
     pub fn resolve(a: RunArgs) -> Result<Settings> {
         let file: FileConfig = match &a.config {
             Some(path) => {
@@ -339,6 +430,48 @@ mod tests {
             ..RunArgs::default()
         })
         .is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_dry_run_reads_well_and_checks_the_token() {
+        let dir = std::env::temp_dir().join(format!("tmd-dry-{}", std::process::id()));
+        let with = |token: Option<&str>| {
+            Settings::resolve(RunArgs {
+                server: Some("http://127.0.0.1:8080".into()),
+                token: token.map(String::from),
+                state_dir: Some(dir.clone()),
+                ..RunArgs::default()
+            })
+            .unwrap()
+        };
+        let s = with(Some("a-real-enrollment-token"));
+        s.check_token().unwrap();
+        let text = s.describe();
+        assert!(
+            text.contains("server             http://127.0.0.1:8080"),
+            "{text}"
+        );
+        assert!(
+            text.contains("set (redacted)") && !text.contains("a-real"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("misbehave") && !text.contains("Some("),
+            "{text}"
+        );
+        let e = with(None).check_token().unwrap_err().to_string();
+        assert!(e.contains("--token"), "{e}");
+        let shipped = include_str!("../../../deploy/worker.env")
+            .lines()
+            .find_map(|l| l.strip_prefix("TMD_TOKEN="))
+            .expect("worker.env sets TMD_TOKEN");
+        let e = with(Some(shipped)).check_token().unwrap_err().to_string();
+        assert!(e.contains("placeholder"), "{e}");
+        // Registered already: no token needed.
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("credentials.json"), "{}").unwrap();
+        with(None).check_token().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -169,6 +169,7 @@ impl Coordinator for Fake {
                 lease: None,
                 retry_after_seconds: 1,
                 units_outstanding: held as i64 + i64::from(phantom),
+                waiting: Vec::new(),
             });
         }
         let units: Vec<LeasedUnit> = c.pending.drain(..n).collect();
@@ -180,6 +181,7 @@ impl Coordinator for Fake {
             lease: Some(fixtures::lease(id, units)),
             retry_after_seconds: 1,
             units_outstanding: 0,
+            waiting: Vec::new(),
         })
     }
 

@@ -187,8 +187,19 @@ fn warm_up(cfg: &SearchConfig, engine: &Engine, sample: &[(usize, UnitSpec)]) ->
 pub fn estimate(a: EstimateArgs) -> Result<()> {
     a.engine.init_threads()?;
     let cfg = a.engine.config()?;
-    let p = cfg.precision;
-    let unit_bits = a.engine.unit_bits.unwrap_or_else(|| default_unit_bits(p));
+    // Without --unit-bits, the size the coordinator would give the campaign: the estimate
+    // then weighs the very units it will lease, and a range too wide for the default size
+    // is sampled at a larger one instead of refused.
+    let unit_bits = match a.engine.unit_bits {
+        Some(u) => u,
+        None => {
+            let c = a.range.campaign_unit_bits(&cfg)?;
+            if !a.quiet {
+                eprintln!("tmd: {}", c.reason);
+            }
+            c.unit_bits
+        }
+    };
     let planned = a.range.plan(&cfg, Some(unit_bits))?;
     let mut strata = strata(&planned.units, unit_bits, a.seed);
     let engine = a.engine.backend()?;

@@ -67,9 +67,9 @@ fn is_zero(v: &u32) -> bool {
 fn describe_screen((on, route): (bool, u32)) -> String {
     match (on, route) {
         (false, _) => "with the line test alone (--no-quadratic-screen)".into(),
-        (true, 0) => {
-            "with the first quadratic screen (issue 26's fifth pass, --quadratic-screen)".into()
-        }
+        (true, 0) => "with the first quadratic screen (route 0, an earlier tmd-worker's \
+                      --quadratic-screen)"
+            .into(),
         (true, r) => format!("with the quadratic screen of route {r}"),
     }
 }
@@ -523,7 +523,7 @@ mod tests {
 
         written(&fifth_pass);
         let e = refusal(&screened);
-        assert!(e.contains("fifth pass"), "{e}");
+        assert!(e.contains("first quadratic screen (route 0"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -5,9 +5,11 @@ mod bench;
 mod estimate;
 mod journal;
 mod plan;
+mod single;
 mod tally;
 pub use bench::{bench, BenchArgs};
 pub use estimate::{estimate, EstimateArgs};
+pub use single::{eval, selftest, EvalArgs, SelftestArgs};
 
 use crate::state::replace_file;
 use anyhow::{bail, Context, Result};
@@ -24,7 +26,6 @@ use tally::Tally;
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::numbers::format::{float_to_hex, parse_number};
-use tmd_kernels::oracle::verify::{verify_case_in, Verdict};
 use tmd_kernels::plan::{default_unit_bits, split_range_in};
 use tmd_kernels::search::existence::{bare_loop, Test};
 use tmd_kernels::search::generation::{generate, FLAT_DOMAIN_BITS};
@@ -437,6 +438,7 @@ impl Ready {
 
 impl Sink {
     fn unit_done(&mut self, r: UnitResult, ready: Ready) -> Result<()> {
+        let _writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
         // The output first, the journal second: a crash between them leaves a unit the
         // journal lacks, which a resume computes again and drops from the rebuilt output.
         if let Some(f) = &mut self.stream {
@@ -518,6 +520,11 @@ pub fn search(a: SearchArgs) -> Result<()> {
         }
     };
     let todo = done.remaining(&units);
+    let arguments: u128 = todo.iter().map(|u| u128::from(u.count)).sum();
+    if let Some(line) = size_warning(arguments, todo.len()) {
+        eprintln!("{line}");
+    }
+    on_interrupt(a.output_file.clone());
     let stream = match (&a.output_file, a.output) {
         (Some(path), Output::Csv | Output::Wc) => {
             // Rebuilt from the journal: whatever a crash left after its last unit goes.
@@ -564,7 +571,8 @@ pub fn search(a: SearchArgs) -> Result<()> {
     if let Err(e) = outcome {
         if let Some(path) = &a.output_file {
             eprintln!(
-                "tmd: the search stopped; {} of {} units are kept in {}: fix the cause and                  run the same command with --resume",
+                "tmd: the search stopped; {} of {} units are kept in {}: fix the cause and run \
+                 the same command with --resume",
                 sink.tally.units,
                 units.len(),
                 journal::path_for(path).display()
@@ -597,6 +605,57 @@ pub fn search(a: SearchArgs) -> Result<()> {
         eprintln!("tmd: {line}");
     }
     Ok(())
+}
+
+/// Searches above this many arguments are warned about before they start (2^40: one unit of
+/// binary64 at the default size; a binade of binary80 is 2^63).
+const LARGE_SEARCH_ARGUMENTS: u128 = 1 << 40;
+
+/// A warning for a search too large to run blind on one machine.
+fn size_warning(arguments: u128, units: usize) -> Option<String> {
+    (arguments > LARGE_SEARCH_ARGUMENTS).then(|| {
+        format!(
+            "tmd: warning: this search covers 2^{:.1} arguments in {units} units; \
+             `tmd-worker estimate` with the same flags projects its time from a sample first, \
+             and a coordinator's campaign (`tmd-server campaign create`) spreads it over machines",
+            (arguments as f64).log2()
+        )
+    })
+}
+
+/// Held while a finished unit is written down, so that Ctrl-C never cuts a journal line.
+static WRITING: Mutex<()> = Mutex::new(());
+
+/// Ctrl-C ends the search at once with status 130, saying how to go on: the journal beside
+/// `output` keeps every unit finished so far.
+fn on_interrupt(output: Option<PathBuf>) {
+    let wait = move || -> std::io::Result<()> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?
+            .block_on(tokio::signal::ctrl_c())?;
+        let _writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        match &output {
+            Some(path) => eprintln!(
+                "\ntmd: interrupted; the units finished so far are kept in {}: run the same \
+                 command with --resume to go on",
+                journal::path_for(path).display()
+            ),
+            None => eprintln!(
+                "\ntmd: interrupted; nothing was kept: with --output-file FILE a search keeps \
+                 its finished units and --resume goes on where it stopped"
+            ),
+        }
+        std::process::exit(130);
+    };
+    // Without the handler Ctrl-C still ends the search, only without the hint.
+    let _ = std::thread::Builder::new()
+        .name("tmd-signal".into())
+        .spawn(move || {
+            if let Err(e) = wait() {
+                tracing::warn!(error = %e, "cannot watch for Ctrl-C");
+            }
+        });
 }
 
 /// What a csv output's rows are judged as, and the arguments it skipped, on stderr: the csv
@@ -719,102 +778,15 @@ fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
     Ok(())
 }
 
-#[derive(Args, Debug)]
-pub struct EvalArgs {
-    #[command(flatten)]
-    pub engine: EngineArgs,
-    /// The argument, C99 hex or decimal (decimal is rounded to nearest in the format).
-    #[arg(allow_hyphen_values = true)]
-    pub x: String,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub fn eval(a: EvalArgs) -> Result<()> {
-    let fmt = a.engine.format()?;
-    let p = fmt.precision;
-    let x = parse_number(&a.x, p.bits(), rug::float::Round::Nearest)?;
-    let hex = float_to_hex(&x);
-    let (y, _) = a.engine.function.eval(&x, 200);
-    println!("x = {hex}");
-    println!("{}(x) = {} (200 bits)", a.engine.function, float_to_hex(&y));
-    match verify_case_in(a.engine.function, fmt, a.engine.min_bits, &hex)? {
-        Verdict::Hard(c) => println!(
-            "hard: {} identical bits after the rounding bit (-log2 d = {:.4}), near a {}, rounded {}",
-            c.bits,
-            c.neg_log2_d,
-            if c.kind == tmd_kernels::oracle::verify::Kind::Fp { "floating-point number" } else { "midpoint" },
-            c.rounded
-        ),
-        Verdict::NotHard { bits } => println!(
-            "not hard at {} bits: {bits} identical bits after the rounding bit",
-            a.engine.min_bits
-        ),
-        Verdict::Exact(e) => println!("exact: {}(x) = {}", a.engine.function, e.value),
-        Verdict::Skipped(r) => println!("skipped in {}: {}", fmt.name(), r.rule()),
+    #[test]
+    fn a_huge_search_is_warned_about_and_a_small_one_is_not() {
+        assert!(size_warning(1 << 32, 4096).is_none());
+        let w = size_warning(1 << 63, 8192).expect("a binade of binary80 is warned about");
+        assert!(w.contains("2^63.0") && w.contains("8192 units"), "{w}");
+        assert!(w.contains("tmd-worker estimate"), "{w}");
     }
-    Ok(())
-}
-
-#[derive(Args, Debug)]
-pub struct SelftestArgs {
-    /// CUDA devices to test, e.g. 0,1 (default: every device).
-    #[arg(long, value_delimiter = ',', env = "TMD_DEVICES")]
-    pub devices: Vec<usize>,
-    /// Print the reports as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Device memory the test may use per device, as for `search` and `run`: the test runs in
-    /// the back end a search with this budget would open (its slots, its modules), so test
-    /// with the budget the device will work with.
-    #[arg(long, default_value = "auto", env = "TMD_GPU_MEMORY")]
-    pub gpu_memory: MemoryBudget,
-}
-
-/// Known-answer tests of each GPU's arithmetic against the CPU, in one back end opened with
-/// the given devices and memory budget; fails if any check fails.
-pub fn selftest(a: SelftestArgs) -> Result<()> {
-    // The CPU's answers are computed while the devices open.
-    let reference = std::sync::OnceLock::new();
-    let engine = std::thread::scope(|s| {
-        s.spawn(|| reference.get_or_init(cuda::Reference::compute));
-        if a.devices.is_empty() {
-            Cuda::all(a.gpu_memory)
-        } else {
-            Cuda::new(&a.devices, a.gpu_memory)
-        }
-    })
-    .context("opening the CUDA devices")?;
-    let mut all_passed = true;
-    for d in engine.ordinals() {
-        let t = Instant::now();
-        let report = engine
-            .selftest(d, &reference)
-            .with_context(|| format!("self-test of device {d}"))?;
-        all_passed &= report.passed();
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            continue;
-        }
-        println!("device {} ({}):", report.device, report.name);
-        for c in &report.checks {
-            println!(
-                "  {} {} ({} cases, {} failures)",
-                if c.passed() { "pass" } else { "FAIL" },
-                c.name,
-                c.cases,
-                c.failures
-            );
-            if let Some(f) = &c.first_failure {
-                println!("       first failure: {f}");
-            }
-        }
-        println!(
-            "  device {d}: {} in {:.2} s",
-            if report.passed() { "passed" } else { "FAILED" },
-            t.elapsed().as_secs_f64()
-        );
-    }
-    if !all_passed {
-        bail!("the GPU self-test failed: do not use this device");
-    }
-    Ok(())
 }

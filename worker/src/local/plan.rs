@@ -5,7 +5,10 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use tmd_kernels::numbers::format::float_to_hex;
-use tmd_kernels::plan::whole::{split_whole, whole_domain};
+use tmd_kernels::plan::size::{
+    campaign_unit_bits, choose_unit_bits, count_range_units, SizeChoice, SizeLimits,
+};
+use tmd_kernels::plan::whole::{split_whole, whole_domain, WholeError};
 use tmd_kernels::plan::{parse_range, split_range_in, UnitSpec};
 use tmd_kernels::search::SearchConfig;
 
@@ -13,10 +16,12 @@ use tmd_kernels::search::SearchConfig;
 pub struct RangeArgs {
     /// Start of the range (included), C99 hex (0x1.8p+0) or decimal; negative as written
     /// (`--from -0x1p+3`).
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "whole")]
+    // Not `required` in clap: its message would not name --whole, the other way to say what
+    // to cover; `plan` says both.
+    #[arg(long, allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End of the range (excluded), C99 hex or decimal.
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "whole")]
+    #[arg(long, allow_hyphen_values = true)]
     pub to: Option<String>,
     /// The whole function: every finite argument of --format where the function is defined
     /// (log: x >= 0 with 0 its pole; asin: [-1, 1]; ...). Overflow, underflow, poles, trivial,
@@ -28,6 +33,13 @@ pub struct RangeArgs {
     pub whole: bool,
 }
 
+/// The limits of a coordinator with its default settings (`--max-units-per-campaign`, half of
+/// `--max-cases-per-result`): an estimate's units are those its campaign would be cut into.
+pub const CAMPAIGN_LIMITS: SizeLimits = SizeLimits {
+    max_units: 2_000_000,
+    max_cases_per_unit: 5_000.0,
+};
+
 /// A planned local command: its units and the range they cover, canonical (C99 hex).
 pub struct Planned {
     pub units: Vec<UnitSpec>,
@@ -36,6 +48,31 @@ pub struct Planned {
 }
 
 impl RangeArgs {
+    /// The unit size a coordinator would choose for this range or whole function as a
+    /// campaign with no unit size: its default, or the smallest above it within
+    /// [`CAMPAIGN_LIMITS`], with the reason.
+    pub fn campaign_unit_bits(&self, cfg: &SearchConfig) -> Result<SizeChoice> {
+        let fmt = cfg.format();
+        let default = campaign_unit_bits(fmt.precision, cfg.min_bits);
+        let count = |u: u32| match (self.whole, &self.from, &self.to) {
+            (true, _, _) => match split_whole(cfg.function, fmt, cfg.min_bits, Some(u)) {
+                Ok(units) => Ok(units.len() as u64),
+                Err(WholeError::Plan(e)) => Err(e),
+                // Out of reach: `plan` says so, with the range the engine can do.
+                Err(_) => Ok(0),
+            },
+            (false, Some(from), Some(to)) => count_range_units(fmt, from, to, u),
+            // No range: `plan` says what to give.
+            _ => Ok(0),
+        };
+        Ok(choose_unit_bits(
+            default,
+            cfg.min_bits,
+            CAMPAIGN_LIMITS,
+            count,
+        )?)
+    }
+
     /// The units of the range or of the whole function, at `unit_bits` (the engine's default
     /// for the format when `None`).
     pub fn plan(&self, cfg: &SearchConfig, unit_bits: Option<u32>) -> Result<Planned> {
@@ -50,7 +87,10 @@ impl RangeArgs {
             (units, d.from, d.to)
         } else {
             let (Some(from), Some(to)) = (&self.from, &self.to) else {
-                bail!("give --from and --to, or --whole");
+                bail!(
+                    "no range: give --from and --to (a range, e.g. --from 1 --to 2), or --whole \
+                     (every finite argument of the format)"
+                );
             };
             let units = split_range_in(cfg.function, fmt, from, to, unit_bits)?;
             (units, from.clone(), to.clone())
@@ -61,5 +101,33 @@ impl RangeArgs {
             from: float_to_hex(&lo),
             to: float_to_hex(&hi),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+    use tmd_kernels::numbers::format::Format;
+    use tmd_kernels::Function;
+
+    /// exp in binary80 over 9,611 negative binades (and -2^13 alone in the next): 78,733,313
+    /// units at the default 2^50, more than a campaign may hold; an estimate samples them at
+    /// 2^56, 128 units a binade.
+    #[test]
+    fn a_wide_binary80_range_gets_units_an_estimate_can_plan() {
+        let cfg = SearchConfig::in_format(Function::Exp, Format::from_str("binary80").unwrap(), 64);
+        let range = RangeArgs {
+            from: Some("-0x1p+13".into()),
+            to: Some("-0x1p-9598".into()),
+            whole: false,
+        };
+        let c = range.campaign_unit_bits(&cfg).unwrap();
+        assert_eq!((c.unit_bits, c.units), (56, 9611 * 128 + 1));
+        assert!(
+            c.reason.contains("the default 2^50 would make"),
+            "{}",
+            c.reason
+        );
     }
 }
