@@ -39,16 +39,21 @@ pub fn true_cases(f: Function, fmt: &str, min_bits: u32, spec: &UnitSpec) -> Vec
     let unit = engine_unit(spec);
     (0..unit.count)
         .filter_map(|i| match classify_in(f, fmt, &unit.argument(i), min_bits) {
-            Ok(Verdict::Hard(c)) => Some(HrCase {
-                x: c.x,
-                bits: c.bits,
-                neg_log2_d: c.neg_log2_d,
-                kind: HrKind::parse(c.kind.as_str()).unwrap(),
-                rounded: c.rounded,
-            }),
+            Ok(Verdict::Hard(c)) => Some(wire_case(c)),
             _ => None,
         })
         .collect()
+}
+
+/// An HR-case as the engine finds it, as a worker reports it.
+pub fn wire_case(c: tmd_kernels::oracle::verify::HrCase) -> HrCase {
+    HrCase {
+        x: c.x,
+        bits: c.bits,
+        neg_log2_d: c.neg_log2_d,
+        kind: HrKind::parse(c.kind.as_str()).unwrap(),
+        rounded: c.rounded,
+    }
 }
 
 /// A result for `unit` of `lease` with these cases and runs, labelled with `engine`.

@@ -40,13 +40,7 @@ pub fn hard_cases(spec: &tmd_wire::UnitSpec) -> Vec<HrCase> {
                 &unit.argument(i),
                 MIN_BITS,
             ) {
-                Ok(Verdict::Hard(c)) => Some(HrCase {
-                    x: c.x,
-                    bits: c.bits,
-                    neg_log2_d: c.neg_log2_d,
-                    kind: HrKind::parse(c.kind.as_str()).unwrap(),
-                    rounded: c.rounded,
-                }),
+                Ok(Verdict::Hard(c)) => Some(super::engine::wire_case(c)),
                 _ => None,
             }
         })
