@@ -7,20 +7,12 @@ mod common;
 use common::{code_of, TestApp};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tmd_server::bench::{empty_result, WorkerClient};
+use tmd_server::bench::{empty_batch, WorkerClient};
 use tmd_wire::{BatchedResult, Lease, UnitOutcome, UnitOutcomeStatus};
 
 /// One batched result per unit of `lease`, without HR-cases.
 fn batch_of(lease: &Lease) -> Vec<BatchedResult> {
-    lease
-        .units
-        .iter()
-        .map(|u| BatchedResult {
-            lease_id: lease.lease_id,
-            unit_id: u.unit_id,
-            result: empty_result(lease.fencing_token, u.unit_id, 0.01),
-        })
-        .collect()
+    empty_batch(lease, 0.01)
 }
 
 fn statuses(outcomes: &[UnitOutcome]) -> Vec<(UnitOutcomeStatus, Option<&str>)> {

@@ -503,16 +503,9 @@ async fn a_fast_worker_takes_a_share_of_what_is_pending_not_the_campaign() {
             "{sizes:?}"
         );
         left -= l.units.len();
-        let batch: Vec<BatchedResult> = l
-            .units
-            .iter()
-            .map(|u| BatchedResult {
-                lease_id: l.lease_id,
-                unit_id: u.unit_id,
-                result: empty_result(l.fencing_token, u.unit_id, 1e-6),
-            })
-            .collect();
-        w.post_batch(batch).await.unwrap();
+        w.post_batch(tmd_server::bench::empty_batch(&l, 1e-6))
+            .await
+            .unwrap();
     }
     assert_eq!(left, 0, "{sizes:?}");
     assert_eq!(sizes[0], 103, "{sizes:?}");

@@ -202,6 +202,19 @@ pub fn empty_result(fencing_token: i64, unit_id: i64, elapsed: f64) -> UnitResul
     }
 }
 
+/// One [`empty_result`] per unit of `lease`, as one batch (`POST /results`).
+pub fn empty_batch(lease: &Lease, elapsed: f64) -> Vec<tmd_wire::BatchedResult> {
+    lease
+        .units
+        .iter()
+        .map(|u| tmd_wire::BatchedResult {
+            lease_id: lease.lease_id,
+            unit_id: u.unit_id,
+            result: empty_result(lease.fencing_token, u.unit_id, elapsed),
+        })
+        .collect()
+}
+
 /// The `p` quantile (0 to 1) of sorted values, the nearest rank; NaN for none.
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

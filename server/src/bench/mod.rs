@@ -8,7 +8,7 @@ pub mod cycles;
 pub mod farm;
 pub mod scale;
 
-pub use client::{empty_result, register, Refused, WorkerClient};
+pub use client::{empty_batch, empty_result, register, Refused, WorkerClient};
 
 use clap::Args;
 

@@ -6,7 +6,7 @@
 //! peak memory, the tables' sizes and each request's latency (p50/p99) and response size.
 
 use super::client::{
-    empty_result, exp_campaign, percentile, register, with_bench_database, BenchDatabase,
+    empty_batch, exp_campaign, percentile, register, with_bench_database, BenchDatabase,
     WorkerClient,
 };
 use crate::Config;
@@ -15,8 +15,7 @@ use clap::Args;
 use sqlx::PgPool;
 use std::time::{Duration, Instant};
 use tmd_wire::{
-    BatchedResult, BinadeCost, CostEstimate, CreateEnrollmentToken, EnrollmentToken,
-    COST_ESTIMATE_VERSION,
+    BinadeCost, CostEstimate, CreateEnrollmentToken, EnrollmentToken, COST_ESTIMATE_VERSION,
 };
 
 /// `bench scale` options.
@@ -258,15 +257,7 @@ async fn lease_and_post(worker: &WorkerClient, args: &ScaleArgs) -> anyhow::Resu
         };
         claims.push(t.elapsed().as_secs_f64() * 1e3);
         units += lease.units.len();
-        let results: Vec<BatchedResult> = lease
-            .units
-            .iter()
-            .map(|u| BatchedResult {
-                lease_id: lease.lease_id,
-                unit_id: u.unit_id,
-                result: empty_result(lease.fencing_token, u.unit_id, 1.0 / 1024.0),
-            })
-            .collect();
+        let results = empty_batch(&lease, 1.0 / 1024.0);
         let t = Instant::now();
         for chunk in results.chunks(1000) {
             worker.post_batch(chunk.to_vec()).await?;
