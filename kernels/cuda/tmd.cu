@@ -1,8 +1,9 @@
 // The CUDA kernels of the search (phases 1-3) and of the GPU self-test.
 //
-// Mirrors kernels/src/{fixed,existence,search}.rs line by line: every answer must be identical
+// Mirrors kernels/src/numbers/fixed.rs, kernels/src/search/existence.rs (with existence/
+// quadratic.rs) and kernels/src/search/phases.rs line by line: every answer must be identical
 // to the CPU back end's, so there is no floating point anywhere and every division is an exact
-// integer division. Compiled at run time by NVRTC (kernels/src/cuda.rs) once per word width
+// integer division. Compiled at run time by NVRTC (kernels/src/cuda/compile.rs) once per word width
 // TMD_L (64-bit limbs, little-endian) and polynomial degree TMD_DEG, so that the walked
 // differences live in registers (every array index is a compile-time constant after unrolling).
 //
@@ -26,7 +27,7 @@ typedef unsigned int u32;
 #endif
 
 #define L TMD_L
-// Lengths of the walked difference tables (generation.rs: walk_b, walk_slope, walk_r2).
+// Lengths of the walked difference tables (search/generation.rs: walk_b, walk_slope, walk_r2).
 #define NB (TMD_DEG + 1)
 #define NS (TMD_DEG)
 #define NR (TMD_DEG >= 2 ? TMD_DEG - 1 : 1)
@@ -215,7 +216,7 @@ __device__ __forceinline__ u64 div_estimate(u64 x, u64 y, u64 *rem) {
 }
 
 // (x / y, x % y) for y > 0: subtraction when the quotient is below 3 (the common case by
-// Gauss-Kuzmin), else the estimate above. Mirrors existence.rs `divrem`.
+// Gauss-Kuzmin), else the estimate above. Mirrors search/existence.rs `divrem`.
 __device__ __forceinline__ u64 divrem(u64 x, u64 y, u64 *rem) {
     if (x < y) {
         *rem = x;
@@ -243,7 +244,7 @@ __device__ __forceinline__ bool ceil_div_ge(u64 m, u64 u, u64 k) {
 
 // ---------------------------------------------------------------- existence tests
 
-// existence.rs `flat`: -1 when the points wrap around the circle, else the exact answer.
+// search/existence.rs `flat`: -1 when the points wrap around the circle, else the exact answer.
 __device__ __forceinline__ int flat(u64 a, u64 b, u64 n, u64 e) {
     u64 span = n > 0 ? n - 1 : 0;
     if (__umul64hi(a, span) == 0) {
@@ -280,7 +281,7 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
     for (;;) {
         if (d < p) {
             if (p == 0) return false;
-            // existence.rs: the turns with q / p = 0 at once.
+            // search/existence.rs: the turns with q / p = 0 at once.
             if (q < p) {
                 u64 turns_n = sum_ge(u, v, n) ? 0 : (n - 1 - u - v) / u + 1;
                 u64 m = (p - d - 1) / q + 1;
@@ -296,7 +297,7 @@ __device__ bool lefevre(u64 a, u64 b, u64 n, u64 e) {
             u64 k = divrem(q, p, &q);
             u = sat_add(u, sat_mul(k, v));
             if (sum_ge(u, v, n)) return true;
-            // Only v would grow from here, to the success above (see existence.rs).
+            // Only v would grow from here, to the success above (see search/existence.rs).
             if (q == 0) return true;
             p -= q;
             v = sat_add(v, u);
@@ -357,7 +358,7 @@ __device__ bool regular_general(u64 a, u64 b, u64 n, u64 e) {
         v = sat_add(v, sat_mul(k, u));
         // d < p + k q, so where d >= p, (d - p) / q < k. The partial quotients follow the
         // slope, which the threads of a warp share to many bits, while d differs from thread
-        // to thread: for k <= 2 the reduction is selected without a branch (existence.rs).
+        // to thread: for k <= 2 the reduction is selected without a branch (search/existence.rs).
         if (k <= 2) {
             u64 t = d - p;
             t = t >= q ? t - q : t;
@@ -421,7 +422,7 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
         v += (u32)k * u;
         // d < p + k q, so where d >= p, (d - p) / q < k. The partial quotients follow the
         // slope, which the threads of a warp share to many bits, while d differs from thread
-        // to thread: for k <= 2 the reduction is selected without a branch (existence.rs).
+        // to thread: for k <= 2 the reduction is selected without a branch (search/existence.rs).
         if (k <= 2) {
             u64 t = d - p;
             t = t >= q ? t - q : t;
@@ -454,13 +455,13 @@ __device__ bool regular(u64 a, u64 b, u64 n, u64 e) {
     }
 }
 
-// test: 0 = regular, 1 = Lefevre (existence.rs `Test`).
+// test: 0 = regular, 1 = Lefevre (search/existence.rs `Test`).
 __device__ __forceinline__ bool run_test(int test, u64 a, u64 b, u64 n, u64 e) {
     return test == 1 ? lefevre(a, b, n, e) : regular(a, b, n, e);
 }
 
 // The regular test as a state machine, so that one thread can run two domains' tests
-// interleaved (existence.rs `regular_lanes`): the two lanes' divisions are independent and
+// interleaved (search/existence/simd.rs `regular_lanes`): the two lanes' divisions are independent and
 // overlap in the pipeline. Each lane goes through exactly the steps of `regular`.
 struct Regular {
     u64 p, q, d, u, v;
@@ -486,59 +487,48 @@ __device__ __forceinline__ void regular_start(Regular &s, u64 a, u64 b, u64 n, u
     s.live = true;
 }
 
-// The first half of an iteration of `regular` (the p-gaps split).
-__device__ __forceinline__ void regular_half1(Regular &s, u64 n, u64 e) {
-    if (!s.live) return;
+// What both halves of an iteration of `regular` share: settles the lane when its counts reached
+// n or the dividing gap y is 0 (false), else splits the gap x by y, the quotient capped so that
+// the counts stay within n, grows the other count by k w and gives the quotient k (true).
+// The first half splits p by q (w = u, grows v); the second q by p (w = v, grows u).
+__device__ __forceinline__ bool regular_split(Regular &s, u64 &x, u64 y, u64 w, u64 &grown,
+                                              u64 n, u64 e, u64 *k) {
     if (sum_ge(s.u, s.v, n)) {
         s.answer = s.d >= e;
         s.live = false;
-        return;
+        return false;
     }
-    if (s.q == 0) {
+    if (y == 0) {
         s.answer = false;
         s.live = false;
-        return;
+        return false;
     }
     u64 rem;
-    u64 kf = divrem(s.p, s.q, &rem);
-    u64 k;
-    if (ceil_div_ge(n - s.u - s.v, s.u, kf)) {
-        s.p = rem;
-        k = kf;
+    u64 kf = divrem(x, y, &rem);
+    if (ceil_div_ge(n - s.u - s.v, w, kf)) {
+        x = rem;
+        *k = kf;
     } else {
-        u64 kn = div_ceil(n - s.u - s.v, s.u);
-        s.p -= kn * s.q;
-        k = kn;
+        u64 kn = div_ceil(n - s.u - s.v, w);
+        x -= kn * y;
+        *k = kn;
     }
-    s.v = sat_add(s.v, sat_mul(k, s.u));
+    grown = sat_add(grown, sat_mul(*k, w));
+    return true;
+}
+
+// The first half of an iteration of `regular` (the p-gaps split), then the offset d reduced
+// by the new p modulo q.
+__device__ __forceinline__ void regular_half1(Regular &s, u64 n, u64 e) {
+    u64 k;
+    if (!s.live || !regular_split(s, s.p, s.q, s.u, s.v, n, e, &k)) return;
     if (s.d >= s.p) divrem(s.d - s.p, s.q, &s.d);
 }
 
-// The second half (the q-gaps split).
+// The second half (the q-gaps split), then d less k p, or reduced modulo p where it is smaller.
 __device__ __forceinline__ void regular_half2(Regular &s, u64 n, u64 e) {
-    if (!s.live) return;
-    if (sum_ge(s.u, s.v, n)) {
-        s.answer = s.d >= e;
-        s.live = false;
-        return;
-    }
-    if (s.p == 0) {
-        s.answer = false;
-        s.live = false;
-        return;
-    }
-    u64 rem;
-    u64 kf = divrem(s.q, s.p, &rem);
     u64 k;
-    if (ceil_div_ge(n - s.u - s.v, s.v, kf)) {
-        s.q = rem;
-        k = kf;
-    } else {
-        u64 kn = div_ceil(n - s.u - s.v, s.v);
-        s.q -= kn * s.p;
-        k = kn;
-    }
-    s.u = sat_add(s.u, sat_mul(k, s.v));
+    if (!s.live || !regular_split(s, s.q, s.p, s.v, s.u, n, e, &k)) return;
     if (s.d < k * s.p) {
         divrem(s.d, s.p, &s.d);
     } else {
@@ -594,7 +584,7 @@ __device__ void binomials(u64 i0, int M, u64 *c) {
     }
 }
 
-// Difference l of a walked polynomial of n differences at domain i0 (generation.rs
+// Difference l of a walked polynomial of n differences at domain i0 (search/generation.rs
 // `Generated::shift`) into w (L limbs): sum_m C(i0, m) rho[l + m] mod 2^(64 L). rho holds packed
 // words (word l, limb k at [l * L + k]), c the binomials as `binomials` writes them.
 __device__ void shifted_word(u64 *w, int n, int l, const u64 *rho, const u64 *c) {
@@ -1016,7 +1006,7 @@ extern "C" __global__ void tmd_phase1_exact(const u64 *rho_b, const u64 *rho_s,
 
 // ---------------------------------------------------------------- phase 1's quadratic screen
 
-// existence/quadratic.rs line by line (docs/error-analysis.md §16): the arguments x < n whose
+// search/existence/quadratic.rs line by line (docs/error-analysis.md §16): the arguments x < n whose
 // line value (b - a x) mod 2^64 lies below e, found from a hit of the regular test's turns by
 // the two return gaps of the three-gap structure, each checked against the domain's quadratic.
 #define SCREEN_MAX_HITS 64u
@@ -1025,7 +1015,7 @@ struct Gap {
     u64 g, disp;
 };
 
-// quadratic.rs `record`: the first of k single steps value -= step, index += w below e.
+// search/existence/quadratic.rs `record`: the first of k single steps value -= step, index += w below e.
 __device__ __forceinline__ void screen_record(Gap &gap, u64 value, u64 index, u64 step, u64 w,
                                               u64 k, u64 e) {
     if (gap.g != U64_MAX) return;
@@ -1038,7 +1028,7 @@ __device__ __forceinline__ void screen_record(Gap &gap, u64 value, u64 index, u6
     gap.disp = value - j * step;
 }
 
-// quadratic.rs `capped_divrem`: x / y with its remainder (x >= y > 0), the quotient capped at
+// search/existence/quadratic.rs `capped_divrem`: x / y with its remainder (x >= y > 0), the quotient capped at
 // ceil(rest / w) as `regular_general` caps its last one (ceil_div_ge), the remainder then
 // x - k y.
 __device__ __forceinline__ u64 capped_divrem(u64 x, u64 y, u64 w, u64 rest, u64 *rem) {
@@ -1049,14 +1039,14 @@ __device__ __forceinline__ u64 capped_divrem(u64 x, u64 y, u64 w, u64 rest, u64 
     return k;
 }
 
-// quadratic.rs `start`'s `done`: m = jp + jq points reached n, or b's gap holds a hit and both
+// search/existence/quadratic.rs `start`'s `done`: m = jp + jq points reached n, or b's gap holds a hit and both
 // gaps are known.
 __device__ __forceinline__ bool screen_done(u64 m, u64 n, u64 d, u64 e, const Gap &down,
                                             const Gap &up) {
     return m >= n || (d < e && down.g != U64_MAX && up.g != U64_MAX);
 }
 
-// quadratic.rs `start`: 0 clear, 1 fail, 2 a hit (x, y) with the gaps. The regular test's
+// search/existence/quadratic.rs `start`: 0 clear, 1 fail, 2 a hit (x, y) with the gaps. The regular test's
 // turns (the first divides 2^64 by a, then the P- and Q-halves alternate with full partial
 // quotients), with b's gap kept exactly: its lower point xd at d, and whether it is a Q-gap.
 // For n < 2^31 (the host's pieces; the self-test's lengths) the counts jp, jq and xd stay below
@@ -1126,7 +1116,7 @@ __device__ __forceinline__ int screen_start(u64 a, u64 b, u64 n, u64 e, u64 *x_o
     return 2;
 }
 
-// quadratic.rs `next`: the next point forward (back = false) or backward; false past the ends.
+// search/existence/quadratic.rs `next`: the next point forward (back = false) or backward; false past the ends.
 __device__ __forceinline__ bool screen_next(u64 &x, u64 &y, Gap down, Gap up, u64 e, u64 n,
                                             bool back) {
     Gap lo = back ? up : down, hi = back ? down : up;
@@ -1157,10 +1147,10 @@ __device__ __forceinline__ bool screen_next(u64 &x, u64 &y, Gap down, Gap up, u6
     return true;
 }
 
-// phases.rs `quadratic_at` and `phase3_flags` on words of W limbs: 1 where the quadratic's top
+// search/phases.rs `quadratic_at` and `phase3_flags` on words of W limbs: 1 where the quadratic's top
 // 64 bits T lie within t3 of an integer ((T + t3) mod 2^64 <= 2 t3), 0 where not. W < L (the
 // two-limb walk): the words are the walked top limbs, and the host's `err` bounds how far the
-// walked T can be from the true one at any x of the domain (cuda/piece.rs `screen_error`), so
+// walked T can be from the true one at any x of the domain (kernels/src/cuda/piece.rs `screen_error`), so
 // the answer is the true T's only where every T within `err` gives it; elsewhere 2 (undecided:
 // the domain goes to the exact list). The host keeps t3 below 2^62 there.
 template <int W>
@@ -1198,7 +1188,7 @@ struct QuadCheck {
         }
         return (top <= t3 || top >= 0ull - t3) ? 1 : 0;
     }
-    // phases.rs `domain_polynomial` from the walked b, slope, r2 and eps1's top W limbs.
+    // search/phases.rs `domain_polynomial` from the walked b, slope, r2 and eps1's top W limbs.
     __device__ __forceinline__ void set(const u64 *b, const u64 *s, const u64 *r, const u64 *eps1,
                                         u64 k0, u64 k1) {
         u64 t[W];
@@ -1212,7 +1202,7 @@ struct QuadCheck {
     }
 };
 
-// quadratic.rs `screen_with` with MAX_HITS: 0 clear, 1 fail, 2 undecided (a check was).
+// search/existence/quadratic.rs `screen_with` with MAX_HITS: 0 clear, 1 fail, 2 undecided (a check was).
 // `check(x)` answers for each hit x < n as QuadCheck does (the self-test's HitSum counts them).
 template <class Check>
 __device__ __forceinline__ int screen(u64 a, u64 b, u64 n, u64 e, Check &check) {
@@ -1385,11 +1375,11 @@ extern "C" __global__ void tmd_phase1_exact_quad(const u64 *rho_b, const u64 *rh
 
 // ---------------------------------------------------------------- phase 2
 
-// One thread per (failed domain, subdomain): search.rs `domain_polynomial` and one iteration of
+// One thread per (failed domain, subdomain): search/phases.rs `domain_polynomial` and one iteration of
 // `phase2_domain`. consts: eps1 (L limbs), then eps2 (L limbs). counters[1] counts subdomains,
 // counters[2] failures, counters[3] their arguments. The output list holds at most
 // `nfailed << kappa_bits` entries, which is its capacity: it cannot overflow.
-// Blocks of phase 2 that must fit on a multiprocessor (compile.rs, PHASE2_MIN_BLOCKS: 4, i.e.
+// Blocks of phase 2 that must fit on a multiprocessor (cuda/compile.rs, PHASE2_MIN_BLOCKS: 4, i.e.
 // at most 64 registers); 0 leaves its registers to the compiler (80 at 5 limbs, 37.5%
 // occupancy on an H100).
 #ifndef TMD_P2_MINBLOCKS
@@ -1424,7 +1414,7 @@ extern "C" __global__ void TMD_P2_BOUNDS tmd_phase2(const u64 *in_index, const u
         slope[k] = in_words[(1 * L + k) * in_cap + j];
         r2[k] = in_words[(2 * L + k) * in_cap + j];
     }
-    // The line of the subdomain at x0 (search.rs `domain_polynomial`, then `subdomain_line`):
+    // The line of the subdomain at x0 (search/phases.rs `domain_polynomial`, then `subdomain_line`):
     //   r1 = slope - K1 r2,  r0 = b - eps1 + K0 r2,
     //   s0 = r0 + r1 x0 + r2 C(x0, 2),  s1 = r1 + r2 x0,
     //   c0 = s0 - K0' r2 + eps2,  c1 = s1 + K1' r2,
@@ -1616,7 +1606,7 @@ struct HitSum {
 // Both existence tests and `flat`: out[3 i] = regular, out[3 i + 1] = Lefevre,
 // out[3 i + 2] = flat (0, 1, or 2 for none). The quadratic screen's hits (docs/error-analysis.md
 // §16) with nothing flagged: hits[3 i] its answer (0 clear, 1 fail), hits[3 i + 1] how many it
-// visited, hits[3 i + 2] their sum mod 2^64 (selftest.rs compares them with the CPU's).
+// visited, hits[3 i + 2] their sum mod 2^64 (cuda/selftest.rs compares them with the CPU's).
 extern "C" __global__ void tmd_selftest_tests(const u64 *a, const u64 *b, const u64 *n,
                                               const u64 *e, u32 *out, u64 *hits, u64 count) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;

@@ -23,9 +23,11 @@ pub mod bench;
 pub mod cli;
 pub mod domain;
 pub mod error;
+pub mod flows;
 pub mod listen;
 pub mod metrics;
 pub mod outage;
+pub mod request;
 pub mod store;
 pub mod views;
 
@@ -73,7 +75,7 @@ pub struct Config {
     /// HTTPS: the acceptor built from the certificate and key files; plain HTTP when absent.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Requests per second and burst allowed per client address (`None`: no limit).
-    pub rate_limit: Option<api::guard::RateLimit>,
+    pub rate_limit: Option<request::guard::RateLimit>,
     /// Engine versions whose workers get work and whose results are taken (this build's
     /// `tmd_kernels::ENGINE_VERSION` by default; `--accept-engine` adds others).
     pub engines: Vec<u32>,
@@ -136,7 +138,7 @@ impl Default for Config {
 impl Config {
     /// Sets the admin token (only its hash is kept).
     pub fn with_admin_token(mut self, token: &str) -> Self {
-        self.admin_token_hash = Some(api::auth::hash_token(token));
+        self.admin_token_hash = Some(request::auth::hash_token(token));
         self
     }
 }
@@ -153,7 +155,7 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
     /// Worker tokens seen recently.
-    pub workers: Arc<api::auth::WorkerCache>,
+    pub workers: Arc<request::auth::WorkerCache>,
     /// When a lease request last ran an expiry pass.
     pub last_expiry: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// Whether the database is reachable, for one log line per outage.
@@ -164,7 +166,7 @@ pub struct AppState {
     /// The verification each worker's posts cost this coordinator (`domain::budget`).
     pub verify_ledger: Arc<std::sync::Mutex<domain::budget::VerifyLedger>>,
     /// Per-address request budgets and tokens recently refused.
-    pub guard: Arc<api::guard::Guard>,
+    pub guard: Arc<request::guard::Guard>,
 }
 
 /// A running server: the HTTP listener and the lease sweeper.
@@ -202,7 +204,7 @@ impl Server {
             verify_permits: Arc::new(tokio::sync::Semaphore::new(
                 config.verify_concurrency.max(1),
             )),
-            guard: Arc::new(api::guard::Guard::new(config.rate_limit)),
+            guard: Arc::new(request::guard::Guard::new(config.rate_limit)),
             verify_ledger: Arc::default(),
             config: Arc::new(config),
             metrics: Arc::new(metrics::Metrics::default()),
@@ -294,7 +296,7 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
         tokio::select! {
             _ = tick.tick() => {
                 // The sweep doubles as the probe that ends a database outage.
-                match api::expire(&state).await {
+                match flows::expire(&state).await {
                     Ok(()) => state.outage.up(),
                     Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                     Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
@@ -315,7 +317,7 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
                         Err(e) => tracing::warn!(error = %e, "progress snapshot failed"),
                         Ok(()) => {}
                     }
-                    match api::enforce(&state, None).await {
+                    match flows::enforce(&state, None).await {
                         Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
                         Err(e) => tracing::warn!(error = %e, "quarantine sweep failed"),
                         Ok(()) => {}

@@ -8,9 +8,9 @@ use common::{code_of, config, TestApp, ADMIN};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tmd_server::api::guard::RateLimit;
 use tmd_server::bench::WorkerClient;
 use tmd_server::listen::ConnLimits;
+use tmd_server::request::guard::RateLimit;
 use tmd_server::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -309,7 +309,7 @@ async fn unknown_tokens_do_not_reach_the_database_each_time() {
     let guess = "tmdw_0000000000000000000000000000000000000000000000000000000000000000";
     let w = WorkerClient::new(&app.base, guess, app.http.clone());
     assert_eq!(code_of(w.lease(None).await), "unauthorized");
-    let hash = tmd_server::api::auth::hash_token(guess);
+    let hash = tmd_server::request::auth::hash_token(guess);
     sqlx::query("INSERT INTO workers (name, token_hash, owner) VALUES ('x', $1, 'x')")
         .bind(&hash[..])
         .execute(app.db.pool())

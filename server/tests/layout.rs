@@ -1,7 +1,9 @@
 //! The layout of `server/src/` by role (ARCHITECTURE.md): which folders a folder's code may
 //! name through `crate::`. `domain` (rules without I/O) names no other room; `store` (SQL)
-//! names only the domain; nothing but `cli` (and the binary) names `bench`, and nothing names
-//! `cli`. Read from the source text outside tests; `super::` stays within a folder.
+//! names only the domain; `request` (extractors, tokens, the gate) and `flows` (what handlers
+//! and background tasks share) never name the handlers' room `api`; nothing but `cli` (and the
+//! binary) names `bench`, and nothing names `cli`; the crate's root names of `api` only its
+//! router. Read from the source text outside tests; `super::` stays within a folder.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -12,12 +14,19 @@ use std::path::Path;
 const RULES: &[(&str, &[&str])] = &[
     ("domain", &[]),
     ("store", &["domain"]),
-    ("api", &["lib", "domain", "store", "views"]),
-    // The dashboard and the exports are served through the API's extractors and admin guard.
-    ("views", &["lib", "api", "domain", "store"]),
+    ("request", &["lib", "store"]),
+    ("flows", &["lib", "domain", "store"]),
+    (
+        "api",
+        &["lib", "domain", "store", "views", "request", "flows"],
+    ),
+    ("views", &["lib", "domain", "store", "request"]),
     // The benches mint their admin token as the API does.
-    ("bench", &["lib", "api", "domain"]),
-    ("cli", &["lib", "api", "bench", "domain", "store", "views"]),
+    ("bench", &["lib", "request", "domain"]),
+    (
+        "cli",
+        &["lib", "api", "bench", "domain", "store", "views", "request"],
+    ),
 ];
 
 const LEAVES: &[&str] = &["error", "metrics", "listen", "outage"];
@@ -85,6 +94,25 @@ fn each_room_names_only_the_rooms_below_it() {
         }
     }
     assert!(broken.is_empty(), "{broken:#?}");
+}
+
+/// The running service (lib.rs) wires the router in and calls the flows from its background
+/// tasks; it never reaches into a handler.
+#[test]
+fn the_root_names_of_the_api_only_its_router() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let uses: BTreeSet<String> = lib
+        .match_indices("api::")
+        .filter(|(i, _)| !lib[..*i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+        .map(|(i, _)| {
+            lib[i + 5..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect();
+    assert_eq!(uses.into_iter().collect::<Vec<_>>(), ["router"]);
 }
 
 #[test]

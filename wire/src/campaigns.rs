@@ -298,12 +298,14 @@ pub struct EstimateApplied {
 
 /// A campaign's progress by expected work rather than by units: a unit's work is
 /// its arguments times its binade's weight, the binade's cost per argument relative to the
-/// campaign's mean (from a posted [`CostEstimate`]), so the campaign's total work equals its
-/// arguments. Without an estimate every weight is 1: work is counted in arguments.
+/// campaign's mean (from a posted [`CostEstimate`], else from the engine's plan of each
+/// binade), so the campaign's total work equals its arguments. Where the plan predicts no cost
+/// (and no estimate is posted) every weight is 1: work is counted in arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct WorkProgress {
-    /// `estimate` (weights from a posted estimate) or `arguments` (none: uniform weights).
+    /// `estimate` (weights from a posted estimate), `plan` (weights the engine's plan
+    /// predicts, no estimate yet) or `arguments` (uniform weights).
     pub basis: String,
     /// For people: where the weights come from, or "work: unknown, counted in units" when
     /// there is no estimate.

@@ -16,6 +16,7 @@ pub mod existence;
 pub mod generation;
 pub mod periodic;
 pub mod phases;
+pub mod prior;
 pub mod range;
 mod rise;
 pub mod stripe;

@@ -3,10 +3,10 @@
 //! load known cases (ringers) that every result of their unit is judged by, and remove planted
 //! cases.
 
-use crate::api::auth::Admin;
-use crate::api::{ApiJson, ApiPath};
 use crate::domain::engine;
 use crate::error::{Error, Result};
+use crate::request::auth::Admin;
+use crate::request::{ApiJson, ApiPath};
 use crate::store;
 use crate::store::admin as store_admin;
 use crate::store::known as store_known;
@@ -138,7 +138,7 @@ async fn load_known_cases(
     refused.extend(in_runs);
     let loaded = store_known::load(&s.pool, id, &placed).await?;
     if !loaded.workers.is_empty() {
-        crate::api::enforce(&s, Some(&loaded.workers)).await?;
+        crate::flows::enforce(&s, Some(&loaded.workers)).await?;
     }
     tracing::info!(
         campaign.id = id,

@@ -2,20 +2,19 @@
 //! result), the router, and the OpenAPI document generated from the handlers' annotations.
 
 pub mod admin;
-pub mod auth;
-pub mod extract;
-pub mod guard;
+mod errors_doc;
 pub mod plan;
 pub mod results;
 
 use crate::domain;
 use crate::error::{DatabaseUnavailable, Error, Result};
 use crate::metrics::Metrics;
+use crate::request::auth::{self, Admin, Worker};
+use crate::request::ApiPath;
 use crate::store;
 use crate::store::trust as store_trust;
 use crate::AppState;
-use auth::{Admin, Worker};
-use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -32,12 +31,8 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use crate::api::extract::ApiJson;
-
-/// A path parameter whose rejections become [`Error`]s.
-#[derive(FromRequestParts)]
-#[from_request(via(axum::extract::Path), rejection(Error))]
-pub struct ApiPath<T>(pub T);
+use crate::flows::{enforce, expire, note_quarantine, rules};
+use crate::request::ApiJson;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -68,7 +63,7 @@ impl Modify for BearerAuth {
 /// The application's routes and its OpenAPI document, built from the same list.
 pub fn router(state: AppState) -> Router {
     let (router, mut api) = api_router().split_for_parts();
-    crate::api::extract::document_errors(&mut api);
+    errors_doc::document_errors(&mut api);
     let api = std::sync::Arc::new(api);
     let max_body = state.config.max_body_bytes;
     router
@@ -94,7 +89,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::api::guard::gate,
+            crate::request::guard::gate,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -138,7 +133,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
 /// The OpenAPI document (also served at `/api/openapi.json`).
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut api = api_router().split_for_parts().1;
-    crate::api::extract::document_errors(&mut api);
+    errors_doc::document_errors(&mut api);
     api
 }
 
@@ -207,6 +202,7 @@ async fn create_campaign(
     if let Some(c) = &choice {
         tracing::info!(unit_bits = c.unit_bits, reason = %c.reason, "unit size chosen");
     }
+    let prior = plan::prior(&plan, new.min_bits).await?;
     let campaign = store::create_campaign(
         &s.pool,
         &store::CampaignInsert {
@@ -225,6 +221,7 @@ async fn create_campaign(
             trust_all_workers: new.trust_all_workers,
             priority: new.priority,
             units: &plan.units,
+            prior: prior.as_ref(),
         },
     )
     .await?;
@@ -618,48 +615,6 @@ async fn request_lease(
         units_outstanding,
         waiting,
     }))
-}
-
-/// Runs one expiry pass and counts what it did; the workers whose leases expired are held to
-/// the quarantine bar.
-pub async fn expire(s: &AppState) -> Result<()> {
-    let e = store::expire_leases(&s.pool, s.config.policy.max_attempts).await?;
-    let (returned, quarantined) = (e.units_returned, e.units_quarantined);
-    if returned + quarantined > 0 {
-        Metrics::add(&s.metrics.units_expired, returned + quarantined);
-        Metrics::add(&s.metrics.units_quarantined, quarantined);
-        tracing::info!(
-            leases = e.leases,
-            units.returned = returned,
-            units.quarantined = quarantined,
-            "expired leases"
-        );
-    }
-    if !e.workers.is_empty() {
-        enforce(s, Some(&e.workers)).await?;
-    }
-    Ok(())
-}
-
-/// Quarantines the workers (all, or `only`) whose record fell below the bar.
-pub async fn enforce(s: &AppState, only: Option<&[i64]>) -> Result<()> {
-    for q in store_trust::enforce(&s.pool, &s.config.quarantine, only, rules(s)).await? {
-        note_quarantine(s, &q);
-    }
-    Ok(())
-}
-
-/// What a quarantine takes back with it, from the server's settings.
-pub(crate) fn rules(s: &AppState) -> store_trust::Rules {
-    store_trust::Rules {
-        max_attempts: s.config.policy.max_attempts,
-        max_quarantined_per_token: s.config.max_quarantined_per_token,
-    }
-}
-
-pub(crate) fn note_quarantine(s: &AppState, q: &store_trust::Quarantined) {
-    Metrics::add(&s.metrics.workers_quarantined, 1);
-    Metrics::add(&s.metrics.units_reopened, q.purged.units_reopened);
 }
 
 /// Extends a lease.

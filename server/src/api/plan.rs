@@ -2,10 +2,10 @@
 //! --dry-run`), and the planning that creation shares with it: the unit size chosen when the
 //! request gives none.
 
-use crate::api::auth::Admin;
-use crate::api::ApiJson;
 use crate::domain::{self, engine, sizing};
 use crate::error::{Error, Result};
+use crate::request::auth::Admin;
+use crate::request::ApiJson;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -43,6 +43,30 @@ pub async fn plan(
     let (new, plan, choice) = planned?;
     domain::check_cases_fit(plan.unit_bits, new.min_bits, max_cases)?;
     Ok((new, plan, choice))
+}
+
+/// The binades' weights the engine's plan predicts for `plan` (one unit per binade planned,
+/// on a blocking thread), or `None` where it predicts no cost anywhere.
+pub async fn prior(
+    plan: &engine::Plan,
+    min_bits: u32,
+) -> Result<Option<domain::work::PriorWeights>> {
+    let fmt = engine::stored_format(plan.precision, plan.format.as_deref())?;
+    let (function, samples) = (plan.function.clone(), engine::binade_samples(&plan.units));
+    let started = std::time::Instant::now();
+    let costs = tokio::task::spawn_blocking(move || {
+        engine::planned_costs(&function, fmt, min_bits, &samples)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("planning task failed: {e}")))??;
+    let prior = domain::work::prior_weights(&costs);
+    tracing::info!(
+        binades = costs.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        weighed = prior.is_some(),
+        "binades weighed by the plan"
+    );
+    Ok(prior)
 }
 
 /// Plans a campaign without creating it: its units and their size (chosen when the request

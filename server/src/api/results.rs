@@ -5,13 +5,14 @@
 //! transaction, a few results at a time (`verify_permits`); then judge again and record every
 //! remaining post in one transaction (`store_results::record_results`).
 
-use crate::api::auth::Worker;
-use crate::api::{self, ApiJson, ApiPath};
 use crate::domain::budget::Spent;
 use crate::domain::engine;
 use crate::domain::{self, Judgement};
 use crate::error::{Error, Result};
+use crate::flows;
 use crate::metrics::Metrics;
+use crate::request::auth::Worker;
+use crate::request::{ApiJson, ApiPath};
 use crate::store::precheck::{self, PostContext, Posted};
 use crate::store::results::{self as store_results, Post, Recorded};
 use crate::store::trust as store_trust;
@@ -265,15 +266,15 @@ async fn verify_posts(
             .any(|o| matches!(o, Some(Recorded::Refused(Error::VerifyBudget(_)))));
         if overran && forged.is_none() {
             // Overruns count against the worker: held to the bar now.
-            api::enforce(s, Some(&[worker.id])).await?;
+            flows::enforce(s, Some(&[worker.id])).await?;
         }
         if let Some(why) = forged {
             // No honest engine reports a case MPFR refutes: the worker is quarantined at once
             // and what it alone vouched for is redone; the rest of its batch is refused below.
             store_trust::record_forgery(&s.pool, worker.id).await?;
             let reason = format!("reported a case MPFR refutes: {why}");
-            for q in store_trust::quarantine(&s.pool, worker.id, &reason, api::rules(s)).await? {
-                api::note_quarantine(s, &q);
+            for q in store_trust::quarantine(&s.pool, worker.id, &reason, flows::rules(s)).await? {
+                flows::note_quarantine(s, &q);
             }
             for o in outcomes.iter_mut().flatten() {
                 if let Recorded::Refused(Error::ForgedCase(why)) = o {
@@ -323,8 +324,8 @@ async fn record_verified(
         }
         if let Some((owner, why)) = &recorded.improbable_owner {
             tracing::warn!(owner = %owner, reason = %why, "count audit: quarantining an owner's workers");
-            for q in store_trust::quarantine_owner(&s.pool, owner, why, api::rules(s)).await? {
-                api::note_quarantine(s, &q);
+            for q in store_trust::quarantine_owner(&s.pool, owner, why, flows::rules(s)).await? {
+                flows::note_quarantine(s, &q);
             }
         }
         if !recorded.outvoted_workers.is_empty() {
@@ -332,7 +333,7 @@ async fn record_verified(
                 &s.metrics.results_outvoted,
                 recorded.outvoted_workers.len() as u64,
             );
-            api::enforce(s, Some(&recorded.outvoted_workers)).await?;
+            flows::enforce(s, Some(&recorded.outvoted_workers)).await?;
         }
         if accepted > 0 {
             s.workers.set_speed(&worker.token_hash, recorded.speed);

@@ -66,7 +66,7 @@ async fn run_on(args: &CyclesArgs, db: &str) -> anyhow::Result<()> {
         .max_connections(args.max_connections)
         .connect_with(options)
         .await?;
-    let admin_token = crate::api::auth::new_token("bench_");
+    let admin_token = crate::request::auth::new_token("bench_");
     let config = Config {
         sweep_interval: Duration::from_secs(5),
         ..Config::default()

@@ -160,7 +160,7 @@ async fn run_on(
     db_url: &str,
     children: &mut Vec<tokio::process::Child>,
 ) -> anyhow::Result<()> {
-    let admin_token = crate::api::auth::new_token("bench_");
+    let admin_token = crate::request::auth::new_token("bench_");
     let exe = match &args.server_exe {
         Some(path) => path.clone(),
         None => std::env::current_exe()?,

@@ -150,7 +150,7 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
         .max_connections(8)
         .connect_with(options)
         .await?;
-    let admin_token = crate::api::auth::new_token("bench_");
+    let admin_token = crate::request::auth::new_token("bench_");
     let binades = args.units.div_ceil(1 << 20).max(1);
     if binades > 1000 {
         bail!(

@@ -372,6 +372,8 @@ fn status_text(p: &CampaignProgress) -> String {
 fn work_name(p: &CampaignProgress) -> &'static str {
     if p.work.basis == "estimate" {
         "expected work"
+    } else if p.work.basis == "plan" {
+        "planned work"
     } else {
         "arguments"
     }
@@ -381,6 +383,8 @@ fn work_name(p: &CampaignProgress) -> &'static str {
 pub fn summary(p: &CampaignProgress) -> String {
     let of = if p.work.basis == "estimate" {
         " of expected work"
+    } else if p.work.basis == "plan" {
+        " of planned work"
     } else {
         ""
     };

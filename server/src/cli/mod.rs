@@ -349,7 +349,7 @@ impl ServeArgs {
                 tls_handshake: Duration::from_secs(self.header_timeout_seconds.max(1)),
             },
             rate_limit: (self.rate_limit_per_second > 0.0).then_some(
-                crate::api::guard::RateLimit {
+                crate::request::guard::RateLimit {
                     per_second: self.rate_limit_per_second,
                     burst: self.rate_limit_burst.max(1.0),
                     loopback: false,
@@ -421,7 +421,7 @@ impl ServeArgs {
         }
         if let Some(t) = &self.metrics_token {
             check_admin_token(t).context("--metrics-token")?;
-            c.metrics_token_hash = Some(crate::api::auth::hash_token(t));
+            c.metrics_token_hash = Some(crate::request::auth::hash_token(t));
         }
         Ok(c)
     }

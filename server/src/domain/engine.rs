@@ -161,6 +161,64 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
     })
 }
 
+/// One binade of a campaign as the plan's weights sample it: sign, exponent, its arguments
+/// and its middle unit.
+#[derive(Debug, Clone)]
+pub struct BinadeSample {
+    pub negative: bool,
+    pub exponent: i32,
+    pub arguments: u128,
+    pub middle: UnitSpec,
+}
+
+/// Each binade of `units` with its arguments and its middle unit, in (sign, exponent) order.
+pub fn binade_samples(units: &[UnitSpec]) -> Vec<BinadeSample> {
+    let mut binades: std::collections::BTreeMap<(bool, i32), (u128, Vec<&UnitSpec>)> =
+        Default::default();
+    for u in units {
+        let b = binades.entry((u.negative, u.exponent)).or_default();
+        b.0 += u128::from(u.count);
+        b.1.push(u);
+    }
+    binades
+        .into_iter()
+        .map(|((negative, exponent), (arguments, us))| BinadeSample {
+            negative,
+            exponent,
+            arguments,
+            middle: us[us.len() / 2].clone(),
+        })
+        .collect()
+}
+
+/// Each sampled binade as (sign, exponent, arguments, predicted cost per argument): the cost
+/// of its middle unit as the engine's plan predicts it (`tmd_kernels::search::prior`),
+/// binades in parallel. A unit is planned, not searched: trivial regions, skipped runs and
+/// generation only (about a millisecond a piece).
+pub fn planned_costs(
+    function: &str,
+    fmt: Format,
+    min_bits: u32,
+    samples: &[BinadeSample],
+) -> Result<Vec<(bool, i32, u128, f64)>> {
+    use rayon::prelude::*;
+    let f = Function::from_str(function).map_err(|e| Error::BadRequest(e.to_string()))?;
+    let cfg = tmd_kernels::search::SearchConfig::in_format(f, fmt, min_bits);
+    Ok(samples
+        .par_iter()
+        .map(|b| {
+            let middle = engine_unit(&b.middle);
+            let cost = tmd_kernels::search::prior::planned_cost(&cfg, middle);
+            (
+                b.negative,
+                b.exponent,
+                b.arguments,
+                cost / middle.count as f64,
+            )
+        })
+        .collect())
+}
+
 /// Two ranges that share arguments would search (and count) them twice.
 fn reject_overlaps(units: &[UnitSpec]) -> Result<()> {
     let mut keys: Vec<(bool, i32, u64, u64)> = units

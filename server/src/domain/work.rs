@@ -130,6 +130,42 @@ pub fn weigh(t: &EstimateTarget<'_>, e: &CostEstimate, estimate_format: &str) ->
     })
 }
 
+/// Weights from the engine's plan, before any estimate: each binade's predicted cost per
+/// argument (`tmd_kernels::search::prior`) over the campaign's mean, as an estimate's weights
+/// are, so that leases hold about the time they are meant to from the first claim and a worker
+/// measured on cheap units is not handed thousands of steep ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorWeights {
+    /// Sign, exponent and weight of each binade (at least [`MIN_WEIGHT`]).
+    pub binades: Vec<(bool, i32, f64)>,
+    /// The smallest of the weights.
+    pub min_weight: f64,
+}
+
+/// The plan's weights of binades given as (sign, exponent, arguments, predicted cost per
+/// argument). `None` where the plan predicts no cost anywhere, or a cost is not a finite
+/// non-negative number: then every weight stays 1, work is counted in arguments.
+pub fn prior_weights(binades: &[(bool, i32, u128, f64)]) -> Option<PriorWeights> {
+    if binades.iter().any(|b| !(b.3.is_finite() && b.3 >= 0.0)) {
+        return None;
+    }
+    let arguments: f64 = binades.iter().map(|b| b.2 as f64).sum();
+    let cost: f64 = binades.iter().map(|b| b.2 as f64 * b.3).sum();
+    let mean = cost / arguments;
+    if !(mean.is_finite() && mean > 0.0) {
+        return None;
+    }
+    let weighted: Vec<(bool, i32, f64)> = binades
+        .iter()
+        .map(|&(n, e, _, c)| (n, e, (c / mean).max(MIN_WEIGHT)))
+        .collect();
+    let min_weight = weighted.iter().map(|b| b.2).fold(f64::INFINITY, f64::min);
+    Some(PriorWeights {
+        binades: weighted,
+        min_weight,
+    })
+}
+
 /// The estimate's own consistency: version, unit size, every number finite and not negative.
 fn check_numbers(e: &CostEstimate) -> Result<()> {
     if e.version != COST_ESTIMATE_VERSION {
@@ -344,6 +380,8 @@ pub struct Readings {
     /// The estimate's seconds per weighted argument (absent without an estimate).
     pub seconds_per_work: Option<f64>,
     pub backend: Option<String>,
+    /// Whether the binades are weighed by the engine's plan (no estimate posted yet).
+    pub plan_weights: bool,
     /// The done work at the start of the recent window ([`RECENT_SECONDS`]), and the
     /// window's seconds.
     pub recent: Option<(f64, f64)>,
@@ -359,6 +397,10 @@ pub const RECENT_SECONDS: f64 = 90.0;
 /// The note a campaign without an estimate shows: its work is its arguments.
 pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate posted; \
      every argument weighs the same)";
+
+/// The note of a campaign weighed by its plan, before an estimate.
+pub const PLAN_WEIGHTS: &str = "work: weighted by the engine's plan (each binade's predicted \
+     cost per argument; no cost estimate posted, so time is unknown and the ETA rough)";
 
 /// The ETA of `left` work and what it rests on: the rate over the recent window
 /// ([`RECENT_SECONDS`]), which sees a worker join or leave within minutes; else the last
@@ -406,6 +448,7 @@ pub fn progress(r: &Readings) -> tmd_wire::WorkProgress {
                 backend.as_deref().unwrap_or("an unnamed back end")
             ),
         ),
+        (None, _) if r.plan_weights => ("plan", PLAN_WEIGHTS.to_string()),
         (None, _) => ("arguments", NO_ESTIMATE.to_string()),
     };
     tmd_wire::WorkProgress {

@@ -130,6 +130,8 @@ pub struct CampaignInsert<'a> {
     pub trust_all_workers: bool,
     pub priority: i32,
     pub units: &'a [UnitSpec],
+    /// The binades' weights from the plan (`None`: every weight 1 until an estimate).
+    pub prior: Option<&'a crate::domain::work::PriorWeights>,
 }
 
 /// Inserts a campaign and all its units, in order, in one transaction.
@@ -169,6 +171,9 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     .await?;
     insert_units(&mut tx, id, c.unit_bits, c.units).await?;
     tallies::init(&mut tx, id, c.units).await?;
+    if let Some(prior) = c.prior {
+        tallies::set_prior(&mut tx, id, prior).await?;
+    }
     let campaign = fetch_campaign(&mut *tx, id).await?;
     tx.commit().await?;
     // A large campaign changes the table's statistics at once, and autovacuum analyzes a
@@ -443,6 +448,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         base: base.map(|(w, _, secs)| (w, secs)),
         seconds_per_work: info.seconds_per_work,
         backend: info.backend,
+        plan_weights: info.plan_weights,
         recent: recent.map(|(w, _, secs)| (w, secs)),
     });
     let rate = base.map_or(0.0, |(_, args, secs)| {

@@ -316,8 +316,48 @@ pub async fn set_estimate(
     .bind(weights.min_weight)
     .execute(&mut *tx)
     .await?;
-    // The work of each state, recounted from the binades' arguments under the new weights;
-    // the campaign's shards fold into shard 0 for it.
+    recount_work(&mut tx, id).await?;
+    sqlx::query("DELETE FROM campaign_snapshots WHERE campaign_id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    let campaign = fetch_campaign(&mut *tx, id).await?;
+    tx.commit().await?;
+    Ok((campaign, weights))
+}
+
+/// Weighs a new campaign's binades by the plan's prediction (`domain::work::prior_weights`),
+/// in the transaction that creates it: no measured seconds (`seconds_per_argument` NULL), and
+/// the work of each state recounted under the weights. An estimate posted later replaces them.
+pub(crate) async fn set_prior(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: i64,
+    prior: &work::PriorWeights,
+) -> Result<()> {
+    let neg: Vec<bool> = prior.binades.iter().map(|b| b.0).collect();
+    let exp: Vec<i32> = prior.binades.iter().map(|b| b.1).collect();
+    let w: Vec<f64> = prior.binades.iter().map(|b| b.2).collect();
+    sqlx::query(
+        "INSERT INTO campaign_costs (campaign_id, negative, exponent, weight) \
+         SELECT $1, * FROM UNNEST($2::bool[], $3::int4[], $4::float8[])",
+    )
+    .bind(id)
+    .bind(&neg)
+    .bind(&exp)
+    .bind(&w)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("UPDATE campaigns SET min_weight = $2 WHERE id = $1")
+        .bind(id)
+        .bind(prior.min_weight)
+        .execute(&mut **tx)
+        .await?;
+    recount_work(tx, id).await
+}
+
+/// The work of each state of campaign `id`, recounted from its binades' arguments under the
+/// weights in `campaign_costs`; the campaign's shards fold into shard 0.
+async fn recount_work(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, id: i64) -> Result<()> {
     sqlx::query(
         "WITH w AS ( \
              SELECT sum(b.args_pending * k.weight::numeric) AS p, \
@@ -335,15 +375,9 @@ pub async fn set_estimate(
          FROM w WHERE t.campaign_id = $1",
     )
     .bind(id)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    sqlx::query("DELETE FROM campaign_snapshots WHERE campaign_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    let campaign = fetch_campaign(&mut *tx, id).await?;
-    tx.commit().await?;
-    Ok((campaign, weights))
+    Ok(())
 }
 
 /// What the progress shows of a campaign's estimate.
@@ -351,18 +385,23 @@ pub async fn set_estimate(
 pub struct EstimateInfo {
     pub seconds_per_work: Option<f64>,
     pub backend: Option<String>,
+    /// Weights from the engine's plan and no estimate.
+    pub plan_weights: bool,
 }
 
 /// The estimate's scale and back end, if one was posted.
 pub async fn estimate_info<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Result<EstimateInfo> {
-    let row: Option<(Option<f64>, Option<String>)> = sqlx::query_as(
-        "SELECT seconds_per_work, estimate->>'backend' FROM campaigns WHERE id = $1",
+    let row: Option<(Option<f64>, Option<String>, bool)> = sqlx::query_as(
+        "SELECT seconds_per_work, estimate->>'backend', \
+                EXISTS (SELECT 1 FROM campaign_costs k WHERE k.campaign_id = c.id) \
+         FROM campaigns c WHERE id = $1",
     )
     .bind(id)
     .fetch_optional(ex)
     .await?;
-    let (seconds_per_work, backend) = row.unwrap_or_default();
+    let (seconds_per_work, backend, weighed) = row.unwrap_or_default();
     Ok(EstimateInfo {
+        plan_weights: weighed && seconds_per_work.is_none(),
         seconds_per_work,
         backend,
     })

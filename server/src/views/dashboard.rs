@@ -7,12 +7,12 @@
 //! The page holds no secret: it asks for the admin token once, keeps it in `sessionStorage`
 //! and sends it as `Authorization: Bearer` to the admin API, like any other client.
 
-use crate::api::auth::Admin;
-use crate::api::ApiPath;
 use crate::error::{Error, Result};
+use crate::request::auth::Admin;
+use crate::request::ApiPath;
+use crate::request::ApiQuery;
 use crate::store;
 use crate::store::export as store_export;
-use crate::views::export::ApiQuery;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::header;

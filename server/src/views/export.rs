@@ -5,14 +5,14 @@
 //! response body drains the channel. The database is read only as fast as the client
 //! reads, and at most a few chunks of the export are in memory at any time.
 
-use crate::api::auth::Admin;
-use crate::api::ApiPath;
 use crate::error::{Error, Result};
+use crate::request::auth::Admin;
+use crate::request::{ApiPath, ApiQuery};
 use crate::store;
 use crate::store::export::{self as store_export, HrFilter, HrOrder};
 use crate::AppState;
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequestParts, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
@@ -22,11 +22,6 @@ use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrCasesDocument, HrKind, Skip
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-
-/// A query string whose rejections become [`Error`]s (the JSON envelope).
-#[derive(FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(Error))]
-pub struct ApiQuery<T>(pub T);
 
 /// The routes of this module, with their OpenAPI operations (nested under `/api/v1`).
 pub fn routes() -> OpenApiRouter<AppState> {

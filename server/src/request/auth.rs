@@ -181,7 +181,7 @@ impl FromRequestParts<AppState> for Worker {
 /// The worker (id, measured speed) whose token has the SHA-256 `hash`, from the cache or the
 /// database; `None` for none. A hash found unknown a moment ago is answered from memory:
 /// guessing costs no query.
-pub(super) async fn worker_by_hash(
+pub async fn worker_by_hash(
     state: &AppState,
     hash: &[u8; 32],
 ) -> Result<Option<(i64, Option<f64>)>, Error> {
