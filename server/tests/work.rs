@@ -370,15 +370,11 @@ async fn estimates_are_checked_and_weigh_progress() {
         .as_i64()
         .unwrap();
     let p = app.progress(id).await;
-    assert_eq!(p["work"]["basis"], "arguments");
-    assert!(
-        p["work"]["note"]
-            .as_str()
-            .unwrap()
-            .contains("unknown, counted in units"),
-        "{p}"
-    );
-    assert_eq!(p["work"]["total"], (1u64 << 24) as f64);
+    // Before an estimate, the engine's plan weighs the binades.
+    assert_eq!(p["work"]["basis"], "plan");
+    assert!(p["work"]["note"].as_str().unwrap().contains("plan"), "{p}");
+    let total = p["work"]["total"].as_f64().unwrap();
+    assert!((total - (1u64 << 24) as f64).abs() < 1e-3, "{p}");
     let path = format!("/api/v1/campaigns/{id}/estimate");
     let refused = |mut body: Value, edit: &dyn Fn(&mut Value)| {
         edit(&mut body);
@@ -546,7 +542,7 @@ async fn coverage_comes_in_pages() {
     assert_eq!(all[19]["exponent"], 9);
     assert!(all
         .iter()
-        .all(|b| b["units_total"] == 8 && b["weight"] == 1.0));
+        .all(|b| b["units_total"] == 8 && b["weight"].as_f64().unwrap() > 0.0));
     let (_, _, second) = page("?offset=5&limit=3").await;
     assert_eq!(second.as_array().unwrap()[..], all[5..8]);
     let (_, total, past) = page("?offset=40").await;
@@ -602,4 +598,117 @@ async fn units_generated_in_the_database_are_the_plan() {
     }
     let p = app.progress(id).await;
     assert_eq!(p["pending"]["units"], plan.units.len());
+}
+
+/// Before any estimate, the engine's plan weighs the binades: exp's units near 512 are about
+/// two hundred times dearer per argument than those of [0.5, 1). A worker measured on cheap
+/// units (one a second) that asks for a minute gets one steep unit, not sixty, so when it dies
+/// it leaves one unit waiting for expiry while another worker takes the rest.
+#[tokio::test]
+async fn the_plan_weighs_binades_before_an_estimate_so_a_dead_worker_holds_little() {
+    let app = TestApp::new().await;
+    // Steep first: units are leased in the order the ranges are given.
+    let id = app
+        .campaign(
+            json!({"function": "exp", "format": "binary64", "min_bits": 44,
+            "ranges": [{"from": "512", "to": "516"}, {"from": "0.5", "to": "1"}],
+            "unit_bits": 40}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let p = app.progress(id).await;
+    assert_eq!(p["work"]["basis"], "plan", "{p}");
+    assert!(p["work"]["rough"].as_bool().unwrap(), "{p}");
+    let url = app.url(&format!("/api/v1/campaigns/{id}/coverage"));
+    let cov: Value = app
+        .http
+        .get(url)
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let weight = |e: i64| {
+        cov.as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["exponent"] == e)
+            .unwrap()["weight"]
+            .as_f64()
+            .unwrap()
+    };
+    let (steep, cheap) = (weight(9), weight(-1));
+    assert!(steep / cheap > 60.0, "steep {steep}, cheap {cheap}");
+    // Total work is the campaign's arguments, as with an estimate's weights.
+    let total = p["work"]["total"].as_f64().unwrap();
+    let args = (32u64 << 40) as f64 + (1u64 << 52) as f64;
+    assert!((total - args).abs() < args * 1e-9, "{total} {args}");
+
+    let (dies, w) = app.worker("dies").await;
+    sqlx::query("UPDATE workers SET speed = $2 WHERE id = $1")
+        .bind(dies)
+        .bind(cheap * (1u64 << 40) as f64)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let held = w.lease(Some(60)).await.unwrap().lease.unwrap();
+    assert_eq!(held.units.len(), 1, "a minute at one cheap unit a second");
+    assert_eq!(held.units[0].spec.exponent, 9);
+    // The worker dies with its lease; another takes the other steep units.
+    let (_, other) = app.worker("other").await;
+    let mut steep_taken = 0;
+    while let Some(l) = other.lease(Some(60)).await.unwrap().lease {
+        steep_taken += l.units.iter().filter(|u| u.spec.exponent == 9).count();
+        if steep_taken >= 31 {
+            break;
+        }
+        other
+            .post_batch(tmd_server::bench::empty_batch(&l, 1e-6))
+            .await
+            .unwrap();
+    }
+    assert_eq!(steep_taken, 31);
+}
+
+/// A GPU computes its units side by side, each reporting its own elapsed time: 32 units that
+/// each took 32 s, posted together, took about 32 s of the worker's time, not 1,024 s. Its
+/// speed is measured over the elapsed times divided by the units it said it computes at once
+/// (and never faster than the server's clock allows); a worker that computes one unit at a
+/// time is measured as before.
+#[tokio::test]
+async fn a_worker_computing_units_side_by_side_is_measured_by_its_slots() {
+    let app = TestApp::new().await;
+    app.small_campaign(256, 4).await;
+    let speed = |id: i64| {
+        let pool = app.db.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, Option<f64>>("SELECT speed FROM workers WHERE id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let (gpu, g) = app.worker("gpu").await;
+    let (cpu, c) = app.worker("cpu").await;
+    for (w, slots) in [(&g, Some(32)), (&c, Some(1))] {
+        let l = w
+            .lease_with_slots(Some(60), slots)
+            .await
+            .unwrap()
+            .lease
+            .unwrap();
+        // Every unit 32 s: the GPU's took a second each of its time, the CPU's 32 s each.
+        w.post_batch(tmd_server::bench::empty_batch(&l, 32.0))
+            .await
+            .unwrap();
+    }
+    let per_unit = |s: f64| s / 16.0; // units of 2^4 arguments
+    let (g, c) = (per_unit(speed(gpu).await), per_unit(speed(cpu).await));
+    assert!((g - 1.0).abs() < 1e-9, "gpu {g} units/s");
+    assert!((c - 1.0 / 32.0).abs() < 1e-9, "cpu {c} units/s");
 }

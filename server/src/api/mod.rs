@@ -573,17 +573,17 @@ async fn request_lease(
     if due {
         expire(&s).await?;
     }
-    let lease = store::claim_lease(
-        &s.pool,
-        worker.id,
+    let ask = store::LeaseAsk {
+        worker_id: worker.id,
         formats,
-        policy.ttl_seconds.min(policy.max_lease_seconds),
-        policy.max_owner_share,
-        policy.max_pending_share,
-        |unit_bits, speed, held, min_weight| {
-            domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight, first)
-        },
-    )
+        ttl_seconds: policy.ttl_seconds.min(policy.max_lease_seconds),
+        owner_share: policy.max_owner_share,
+        pending_share: policy.max_pending_share,
+        slots: req.units_in_flight.unwrap_or(1),
+    };
+    let lease = store::claim_lease(&s.pool, &ask, |unit_bits, speed, held, min_weight| {
+        domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight, first)
+    })
     .await?;
     match &lease {
         Some(l) => {

@@ -101,11 +101,20 @@ impl WorkerClient {
 
     /// Asks for about `seconds` of work.
     pub async fn lease(&self, seconds: Option<u32>) -> anyhow::Result<LeaseResponse> {
+        self.lease_with_slots(seconds, None).await
+    }
+
+    /// Asks for about `seconds` of work for a worker that computes `slots` units at once.
+    pub async fn lease_with_slots(
+        &self,
+        seconds: Option<u32>,
+        slots: Option<u32>,
+    ) -> anyhow::Result<LeaseResponse> {
         self.call(
             "/leases",
             &LeaseRequest {
                 seconds,
-                units_in_flight: None,
+                units_in_flight: slots,
                 engine: Some(tmd_kernels::ENGINE_VERSION),
             },
         )

@@ -162,6 +162,9 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
         sweep_interval: Duration::from_secs(5),
         max_units_per_campaign: (binades as usize) << 20,
         max_body_bytes: 16 << 20,
+        // The creation of millions of units is what is measured, on machines of any load: not
+        // cut by the deadline a request gets in service.
+        request_timeout: Duration::from_secs(1800),
         ..Config::default()
     }
     .with_admin_token(&admin_token);

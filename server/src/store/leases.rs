@@ -117,6 +117,21 @@ struct ClaimedUnit {
     count: i64,
 }
 
+/// Who asks for a lease, and the server's limits on it.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseAsk {
+    pub worker_id: i64,
+    /// Whether the worker declared the formats it judges in (see [`claim_lease`]).
+    pub formats: bool,
+    pub ttl_seconds: u32,
+    /// Largest share of a campaign one owner's untrusted workers may hold.
+    pub owner_share: f64,
+    /// Largest share of a campaign's pending units one lease takes.
+    pub pending_share: f64,
+    /// The units the worker computes at once (its `units_in_flight`).
+    pub slots: u32,
+}
+
 /// Leases pending units of the active campaign with the highest priority that has any, of
 /// `size(unit_bits, speed, held)` units: the worker's measured speed and what it holds in its
 /// active leases are read here, from the database, so every coordinator sharing it sizes
@@ -134,13 +149,17 @@ struct ClaimedUnit {
 /// Picking, creating the lease and marking its units is one statement, so one transaction.
 pub async fn claim_lease(
     pool: &PgPool,
-    worker_id: i64,
-    formats: bool,
-    ttl_seconds: u32,
-    owner_share: f64,
-    pending_share: f64,
+    ask: &LeaseAsk,
     size: impl Fn(u32, Option<f64>, domain::Held, f64) -> domain::work::LeaseSize,
 ) -> Result<Option<Lease>> {
+    let LeaseAsk {
+        worker_id,
+        formats,
+        ttl_seconds,
+        owner_share,
+        pending_share,
+        slots,
+    } = *ask;
     let standing = standing(pool, worker_id).await?;
     let held = domain::Held {
         units: standing.held_units,
@@ -180,6 +199,7 @@ pub async fn claim_lease(
             ttl_seconds,
             work: lease.work,
             owner_share,
+            slots: slots.clamp(1, 4096) as i32,
         };
         let units = claim_run(pool, &c, &claim).await?;
         let Some(head) = units.first() else {
@@ -252,6 +272,8 @@ struct Claim<'a> {
     /// The share of a campaign's units one owner's settled results may reach before its
     /// replicas go to others first.
     owner_share: f64,
+    /// The units the worker computes at once, recorded for its speed's measurement.
+    slots: i32,
 }
 
 /// Claims for `claim`'s worker at most `want` pending units of campaign `c` (up to `work`
@@ -355,7 +377,7 @@ async fn claim_run(
              RETURNING units.id, units.seq, units.negative, units.exponent, \
                        units.first::text AS first, units.count), \
          w AS ( \
-             UPDATE workers SET leases_total = leases_total + 1, \
+             UPDATE workers SET leases_total = leases_total + 1, slots = $9, \
                  units_leased = units_leased + (SELECT count(*) FROM picked) \
              FROM l WHERE workers.id = $3), \
          cursor AS ( \
@@ -374,6 +396,7 @@ async fn claim_run(
     .bind(&keys)
     .bind(start as i32)
     .bind(scattered)
+    .bind(claim.slots)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

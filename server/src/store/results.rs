@@ -164,6 +164,8 @@ struct Poster {
     quarantine_reason: Option<String>,
     revoked: bool,
     since_last_result: Option<f64>,
+    /// The units the worker computes at once (its last lease request's `units_in_flight`).
+    slots: i32,
 }
 
 async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Result<BatchRecorded> {
@@ -224,7 +226,8 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     let result_ids = insert_results(&mut tx, worker_id, &poster, &cols, &r_verdict).await?;
     insert_skipped_runs(&mut tx, posts, accepted, &locked.units, &result_ids).await?;
 
-    // Speed is measured over the whole batch: its arguments in the worker's elapsed time, but
+    // Speed is measured over the whole batch: its arguments in the worker's elapsed time (the
+    // units' own times over the units it computes at once: a GPU's units run side by side), but
     // never faster than the server's clock allows since the worker's previous result or the
     // batch's oldest lease, whichever is later (a batch of one: exactly the single post's rule).
     let wall = poster
@@ -233,7 +236,8 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     {
         let own = changes.worker(worker_id);
         own.done += accepted.len() as i64;
-        own.speed = domain::speed_sample_work(settled.count, settled.elapsed, wall);
+        let slots = f64::from(poster.slots.max(1));
+        own.speed = domain::speed_sample_work(settled.count, settled.elapsed / slots, wall);
     }
     store_trust::apply_verdicts(&mut tx, changes).await?;
     let records = store_trust::apply_records(&mut tx, changes).await?;
@@ -382,7 +386,8 @@ async fn poster(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, worker_id: i64) 
         "SELECT streak, trusted, owner, quarantined_at IS NOT NULL AS quarantined, \
                 quarantine_reason, \
                 revoked_at IS NOT NULL AS revoked, \
-                extract(epoch FROM now() - last_result_at)::float8 AS since_last_result \
+                extract(epoch FROM now() - last_result_at)::float8 AS since_last_result, \
+                slots \
          FROM workers WHERE id = $1",
     )
     .bind(worker_id)
