@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: a GPU daemon's start to its first unit, from a fresh kernel cache and again with a
+# A GPU daemon's start to its first unit, from a fresh kernel cache and again with a
 # warm one, and `tmd-worker selftest`'s wall both ways, for one or several worker binaries
 # alternated in one run (before and after a change on the same machine).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 on a GPU machine: the CPU and CUDA back ends give identical results (HR-cases, exact
+# On a GPU machine: the CPU and CUDA back ends give identical results (HR-cases, exact
 # cases, skipped runs, phase counts) on the named formats' new cases (subnormal results,
 # underflow and overflow listed, negative ranges at binade edges, binary80), then the binary80
 # benchmark: exp on [1, 2) at 54 bits (CORE-MATH's binary80 threshold), one GPU, with the time
@@ -95,7 +95,7 @@ check "erf binary32 far edge" erf binary32 4 8 16 16
 check "erfc binary32 near 2" erfc binary32 -8 -2 16 16
 check "tanh bfloat16 every argument" tanh bfloat16 -0x1.fep+127 0x1.fep+127 5 10
 check "erfc binary16 every argument" erfc binary16 -0x1.ffcp+15 0x1.ffcp+15 7 10
-# Issue 29: a unit on a run's edge (one run, no case), periodic verdicts copied per class,
+# A unit on a run's edge (one run, no case), periodic verdicts copied per class,
 # and pieces split where the curvature fills the circle (new piece shapes on the back end).
 check "exp2m1 binary32 unit on a run's edge" exp2m1 binary32 -0x1.5p+5 -0x1.4p+5 16 18
 check "sinpi binary32 [2^19, 2^20) (periodic classes)" sinpi binary32 0x1p+19 0x1p+20 16 16

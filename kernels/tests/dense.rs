@@ -76,7 +76,7 @@ fn compare(
     on
 }
 
-/// Issue 29 item 3: erfc in binary32 on [9, 9.0078125), where most pieces were judged by MPFR
+/// erfc in binary32 on [9, 9.0078125), where most pieces were judged by MPFR
 /// one argument at a time (0.25 ms each).
 #[test]
 fn erfc_binary32_near_9() {

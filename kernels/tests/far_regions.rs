@@ -315,7 +315,7 @@ fn binary64_far_regions_finish() {
     }
 }
 
-/// Issue 29: exp2m1 at `x = -(k + p + 1)` has `d = 2^-k` exactly (`2^x - 1` is dyadic), and
+/// exp2m1 at `x = -(k + p + 1)` has `d = 2^-k` exactly (`2^x - 1` is dyadic), and
 /// every argument beyond it `d < 2^-k`. A unit that starts there is one trivial run of `k`
 /// bits (the bound `2^-k` is inclusive), not `2^U` HR-cases listed one by one (binary32: 262,144
 /// of them; binary64 aborted on a 1.9 GB list), in binary16, bfloat16 and binary32 against the

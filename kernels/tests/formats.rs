@@ -489,7 +489,7 @@ fn neg_log2_d_at_2048(f: Function, fmt: Format, x: &Float) -> Float {
     -Float::with_val(2048, &g - &n).abs().log2()
 }
 
-/// Issue 29: the printed `neg_log2_d` is a lower bound of `-log2 d`, within `10^-4` of it, and
+/// The printed `neg_log2_d` is a lower bound of `-log2 d`, within `10^-4` of it, and
 /// its floor is `bits`, for every HR-case (at 3 bits) of every argument of binary16 and
 /// bfloat16 for a few functions (log2p1 in bfloat16 at 2^109 printed 106.4713 above the true
 /// 106.471234, from a `d` known to 13 bits).
@@ -538,7 +538,7 @@ fn neg_log2_d_is_a_lower_bound() {
     assert!(checked > 10_000, "{checked}");
 }
 
-/// Issue 29 item 3: sinpi and cospi where binary32's arguments are multiples of `2^-4` and
+/// sinpi and cospi where binary32's arguments are multiples of `2^-4` and
 /// `2^-9` (a period of 32 and 1024 arguments) judge one argument per class and copy its
 /// verdict: the same HR-cases and exact cases as the brute force, both signs, at a threshold
 /// with cases (tanpi, whose poles this oracle calls overflows, against MPFR argument by

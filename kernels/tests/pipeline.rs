@@ -57,7 +57,7 @@ fn brute_force(
 
 include!("common/steep_cases.rs");
 
-/// Issue 14 item 5: the brute force took the floor after rounding `-log2 d` to an f64, one
+/// The brute force took the floor after rounding `-log2 d` to an f64, one
 /// too many where `d` lies just above a power of two.
 #[test]
 fn brute_force_hardness_is_exact() {
@@ -184,7 +184,7 @@ fn route_against_brute_force(
     }
 }
 
-/// Issue 26: steep regions (exp and sinh far from 0, tan next to its pole at pi/2, exp of a
+/// Steep regions (exp and sinh far from 0, tan next to its pole at pi/2, exp of a
 /// negative argument) with the steep split forced on (`max_limbs: 0`): every steep piece of
 /// `128` domains or more halves. The HR-cases and exact cases are the brute force's, with both
 /// tests, on more pieces than the default route (which never splits at these precisions), with
@@ -230,7 +230,7 @@ fn fewer_domains(claim: String) -> impl Fn(&str, &RangeResult, &RangeResult) {
     }
 }
 
-/// Issue 26: phase 1's quadratic screen in the steep regions: larger domains than the line
+/// Phase 1's quadratic screen in the steep regions: larger domains than the line
 /// test's, whose line points within its threshold are checked against the quadratic. The
 /// HR-cases and exact cases are the brute force's with both tests (phase 2's), on fewer
 /// domains than with the line test alone.
@@ -256,7 +256,7 @@ fn steep_regions_screened_against_brute_force() {
     }
 }
 
-/// Issue 26, §16: screened domains rise above `domain_bits` up to `flat_domain_bits`, bound by
+/// §16: screened domains rise above `domain_bits` up to `flat_domain_bits`, bound by
 /// the points per domain and the left-out terms only. At these precisions `k - 4` caps domains
 /// at 11 and the screen's points at 7, so the rise is forced from a smaller `domain_bits` (6,
 /// above the line's 5): the HR-cases and exact cases are the brute force's with both tests, on
@@ -285,7 +285,7 @@ fn screened_domains_rise_against_brute_force() {
     }
 }
 
-/// Issue 26: domains larger than `domain_bits` where `f` is flat. At these precisions `k - 4`
+/// Domains larger than `domain_bits` where `f` is flat. At these precisions `k - 4`
 /// caps the domain size below the published 15, so the rise is forced from a smaller
 /// `domain_bits` (5) to `flat_domain_bits` (11): the HR-cases and exact cases are the brute
 /// force's with both tests, on fewer domains than without the rise, for the line's rise

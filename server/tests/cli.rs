@@ -306,7 +306,7 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert!(String::from_utf8_lossy(&head).contains("openapi"));
 }
 
-/// Issue 13: the admin's remedies from the command line, with the token read from a file (a
+/// The admin's remedies from the command line, with the token read from a file (a
 /// command line shows in `ps`), and names printed with their control characters escaped.
 #[tokio::test]
 async fn admin_remedies_from_the_command_line() {

@@ -130,7 +130,7 @@ async fn failure_reports_need_several_workers_and_admins_can_requeue() {
 }
 
 /// Item 1: leases given back untouched do not count, so they cannot dilute the fraction of a
-/// worker's leases that expired. Issue 24: they count as idle instead, and a worker that only
+/// worker's leases that expired. They count as idle instead, and a worker that only
 /// takes leases and gives them back untouched loses its standing at the fifth.
 #[tokio::test]
 async fn lease_release_cycles_do_not_dilute_the_expired_fraction() {

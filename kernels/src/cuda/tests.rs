@@ -107,7 +107,7 @@ fn the_two_limb_walk_stays_within_its_slack() {
     assert!(walk_slack(13, 4096).is_none());
 }
 
-/// Issue 26: the packet keeps the two-limb walk where the default would lose it (exp in
+/// The packet keeps the two-limb walk where the default would lose it (exp in
 /// binary64 near 300 on a piece of 2^38: degree 11, 8 limbs, 2^28 domains), and stays the
 /// default where the walk already fits (exp on a unit of [1, 2)).
 #[test]

@@ -596,7 +596,7 @@ mod tests {
         assert!(verify_case(Function::Exp, p, 40, "zz").is_err());
     }
 
-    /// Issue 29 item 4: `d = 1/2` exactly (an exact `y` halfway between a floating-point
+    /// `d = 1/2` exactly (an exact `y` halfway between a floating-point
     /// number and a midpoint) is a case of kind `fp` by convention (docs/error-analysis.md §7),
     /// with `bits` 1 and `neg_log2_d` 1.
     #[test]
@@ -623,7 +623,7 @@ mod tests {
         }
     }
 
-    /// Issue 14 item 5: `bits` is `floor(-log2 d)` and `neg_log2_d` is truncated, never
+    /// `bits` is `floor(-log2 d)` and `neg_log2_d` is truncated, never
     /// rounded up to the next integer (this case printed bits 45 with -log2 d 46.0).
     #[test]
     fn bits_and_neg_log2_d_agree() {

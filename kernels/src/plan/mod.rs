@@ -429,7 +429,7 @@ mod tests {
         assert!(split_range(Function::Tanpi, p, "1", "2", None).is_ok());
     }
 
-    /// Issue 14 item 1: the inclusive end of a negative range was rounded to nearest in the
+    /// The inclusive end of a negative range was rounded to nearest in the
     /// binades above it, so a range just below -1 took -1 as well (and atanh refused it).
     #[test]
     fn negative_ranges_take_no_argument_outside_them() {

@@ -678,7 +678,7 @@ mod tests {
         }
     }
 
-    /// Issue 26: the turns with a zero quotient taken at once give the same answers as one by
+    /// The turns with a zero quotient taken at once give the same answers as one by
     /// one, on random and adversarial inputs (near-rational slopes: large partial quotients).
     #[test]
     fn lefevres_test_answers_as_turn_by_turn() {

@@ -59,7 +59,7 @@ fn shifted_differences_are_exact() {
     assert_eq!(s[2], Integer::from(7));
 }
 
-/// Issue 29 item 3: erfc in binary32 near 9 moves `G` by about 2^-7.7 per step squared, so
+/// erfc in binary32 near 9 moves `G` by about 2^-7.7 per step squared, so
 /// the line's quadratic residual fills the circle on a piece of 8192 arguments; that is
 /// `Curvature` (split), not `Threshold` (every argument through MPFR at about 0.5 ms), and
 /// a half generates.
@@ -82,7 +82,7 @@ fn curvature_splits_where_halves_fit() {
     assert!(generate(Function::Erfc, p, &cfg, piece(4096)).is_ok());
 }
 
-/// Issue 14 item 5: a threshold E that does not fit below 2^64 saturates at 2^64 - 1,
+/// A threshold E that does not fit below 2^64 saturates at 2^64 - 1,
 /// which a test could still pass (the flat-line shortcut, or d = 2^64 - 1). Generation
 /// never hands one out: it refuses the piece, which is then searched exhaustively.
 #[test]
@@ -105,7 +105,7 @@ fn saturated_thresholds_are_never_handed_to_a_test() {
     }
 }
 
-/// Issue 26: where `f` is flatter than exp on [1, 2), domains rise above `domain_bits` up to
+/// Where `f` is flatter than exp on [1, 2), domains rise above `domain_bits` up to
 /// `flat_domain_bits` as far as the curvature allows (the cap of §5), and nowhere else: exp on
 /// [1, 2) keeps `2^15`, exp near `2^-2` gets `2^17`, near `2^-10` the whole `2^20`.
 #[test]
@@ -141,7 +141,7 @@ fn flat_regions_take_larger_domains() {
     }
 }
 
-/// Issue 26, §16: with the quadratic screen (the default), pieces whose line domains stay
+/// §16: with the quadratic screen (the default), pieces whose line domains stay
 /// below the largest size take larger domains (exp in binary64 near 256: `2^13`, where the
 /// cubic terms reach 16 radii, against `2^10`); screened domains rise above `domain_bits`
 /// where the points allow (near 4 `2^17`, on [1, 2) `2^18`, near `2^-2` `2^19`),

@@ -463,7 +463,7 @@ mod tests {
             .collect()
     }
 
-    /// Issue 26: the steep pieces go straight to the size the halving route reached, and it is
+    /// The steep pieces go straight to the size the halving route reached, and it is
     /// the same cut: exp in binary64 at 44 bits on units of `2^40` from [16, 32) to [512, 1024)
     /// and on the negative side, sinh near 256, and exp in binary80 near 256, with the line
     /// test and with the quadratic screen.

@@ -1,4 +1,4 @@
-// Issue 26's steep regions at small precisions, `(function, precision bits, from, to, k, unit
+// The steep regions at small precisions, `(function, precision bits, from, to, k, unit
 // bits)`: exp and sinh far from 0, tan next to its pole at pi/2, exp of a negative argument.
 // One table for the two tests that force the steep split on them: `kernels/tests/pipeline.rs`
 // (against brute force) and `kernels/src/search/unit.rs`'s (against the halving routes), each

@@ -162,7 +162,7 @@ fn planning_resolves_names_and_refuses_overlaps() {
     );
 }
 
-/// Issue 25: a whole campaign plans every finite argument of its format, stores the
+/// A whole campaign plans every finite argument of its format, stores the
 /// domain as its one range, and refuses what is out of reach.
 #[test]
 fn whole_campaigns_plan_the_format_and_refuse_what_is_out_of_reach() {
@@ -372,7 +372,7 @@ fn skipped_runs_are_recomputed_and_a_forged_or_missing_run_is_refused() {
         .is_empty());
 }
 
-/// Issue 29: a tie at `d = 1/2` (exp2(-26) = 2^-26 in binary16, halfway between 0 and the
+/// A tie at `d = 1/2` (exp2(-26) = 2^-26 in binary16, halfway between 0 and the
 /// midpoint 2^-25) is stored as `fp`, the convention of the engine's verification
 /// (docs/error-analysis.md §7), whatever the worker said.
 #[test]
@@ -395,7 +395,7 @@ fn ties_at_one_half_are_stored_as_fp() {
 
 #[test]
 fn subnormal_results_are_verified_on_the_subnormal_grid() {
-    // Issue 14's example: exp(-0x1.8feebp+6) is about 16.3 bits hard on binary32's
+    // An example: exp(-0x1.8feebp+6) is about 16.3 bits hard on binary32's
     // subnormal grid, and -0x1.8ff9eap+6 (hard only with an unbounded exponent) is not.
     let b32 = Format::named("binary32").unwrap();
     let unit = UnitSpec {

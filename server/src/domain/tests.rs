@@ -369,7 +369,7 @@ fn campaign_validation_names_the_bad_field() {
     assert_eq!(v.name, "exp-binary32");
     assert_eq!(v.replication, 2);
     let msg = |c: CreateCampaign| validate_campaign(&c).unwrap_err().to_string();
-    // Issue 25: whole instead of ranges, never both, never neither.
+    // Whole instead of ranges, never both, never neither.
     let whole = validate_campaign(&CreateCampaign {
         ranges: Vec::new(),
         whole: Some(true),
@@ -496,7 +496,7 @@ fn only_sensible_campaign_transitions() {
     assert!(!transition_allowed(Active, Active));
 }
 
-/// Issue 14 item 5: the engine's threshold is at most 60 bits (phase 3 keeps 64 bits of
+/// The engine's threshold is at most 60 bits (phase 3 keeps 64 bits of
 /// each fraction); the server refused only above 256.
 #[test]
 fn min_bits_above_the_engines_limit_is_refused() {

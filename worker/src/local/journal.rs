@@ -442,7 +442,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Issue 26: a journal written before `--flat-domain-bits` (no such field) is resumed by
+    /// A journal written before `--flat-domain-bits` (no such field) is resumed by
     /// this one; one with another value is another search.
     #[test]
     fn a_journal_without_flat_domains_resumes() {
@@ -472,7 +472,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Issue 26: the quadratic screen changes a steep unit's statistics, so a journal resumes
+    /// The quadratic screen changes a steep unit's statistics, so a journal resumes
     /// only with the screen it was written with, and the refusal says which and what to do.
     /// Without the screen the header is written as before the screen existed.
     #[test]
