@@ -107,6 +107,8 @@ impl WorkerClient {
                 seconds,
                 units_in_flight: None,
                 engine: Some(tmd_kernels::ENGINE_VERSION),
+                backend: Some("cpu".into()),
+                device: Some("tmd-server bench client".into()),
             },
         )
         .await
