@@ -230,6 +230,10 @@ async fn openapi_document_lists_every_route() {
         ("/api/v1/campaigns/{id}/estimate", "post"),
         // A campaign's plan, nothing created (tests below and in cli.rs).
         ("/api/v1/campaigns/plan", "post"),
+        // The dashboard's views of time and the queue (tests in timeline.rs).
+        ("/api/v1/campaigns/{id}/history", "get"),
+        ("/api/v1/campaigns/{id}/times", "get"),
+        ("/api/v1/campaigns/queue", "get"),
     ];
     for (path, method) in expected {
         assert!(
@@ -239,7 +243,7 @@ async fn openapi_document_lists_every_route() {
     }
     assert_eq!(
         paths.len(),
-        33,
+        36,
         "a route was added without a test here: {:?}",
         paths.keys()
     );

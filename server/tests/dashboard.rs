@@ -199,7 +199,24 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         units_done,
         ..
     } = seeded_campaign(&app).await;
+    // An estimate of an hour per unit, a case per 256 arguments: the burn-up's projection,
+    // the binades' estimated seconds and the HR-cases it expects.
+    let (status, v) = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/api/v1/campaigns/{id}/estimate"),
+            Some(seeded_estimate()),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
     let progress = app.progress(id).await;
+    let (_, times) = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/api/v1/campaigns/{id}/times"),
+            None,
+        )
+        .await;
 
     // Without a token the page asks for one.
     let dom = headless(&bin, &app.url("/"), &["--dump-dom".into()]).await;
@@ -227,6 +244,13 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     check(&dom, "app", "data-state", "ready");
     check(&dom, "app", "data-view", "list");
     check(&dom, "campaigns", "data-count", 1);
+    // The queue (the one campaign, active) and the farm's workers.
+    check(&dom, "queue", "data-count", 1);
+    assert!(
+        dom.contains(&format!("data-campaign=\"{id}\" data-priority=\"0\"")),
+        "{dom}"
+    );
+    check(&dom, "workers-table", "data-count", 1);
     assert!(
         dom.contains(&format!("data-hr=\"{}\"", cases.len())),
         "{dom}"
@@ -278,6 +302,23 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
     check(&dom, "workers-table", "data-count", 1);
     check(&dom, "hr-rows", "data-count", cases.len().min(500));
     assert!(dom.contains("seed-worker"), "{dom}");
+    // The worker was heard from just now, and said what it computes on.
+    assert!(dom.contains("data-state=\"active\""), "{dom}");
+    assert!(dom.contains("tmd-server bench client"), "{dom}");
+    // Time per binade: the estimate's seconds beside the reported ones; cases expected.
+    check(&dom, "binade-times", "data-count", 3);
+    assert!(
+        dom.contains("data-exponent=\"0\" data-negative=\"false\" data-estimated=\"7200\""),
+        "two units of an hour: {dom}"
+    );
+    check(
+        &dom,
+        "hr-expected-estimate",
+        "data-value",
+        format!("{:.1}", times["expected_hr_cases_so_far"].as_f64().unwrap()),
+    );
+    check(&dom, "burnup-chart", "data-estimate-seconds", 21600);
+    assert!(dom.contains("id=\"burnup-projection\""), "{dom}");
     let hardest = cases.iter().max_by(|a, b| {
         (a.bits, a.neg_log2_d)
             .partial_cmp(&(b.bits, b.neg_log2_d))
@@ -329,8 +370,15 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         )
         .await;
     assert_eq!(status, 200, "{v}");
+    // And a worker silent past a heartbeat's interval is no longer active.
+    sqlx::query("UPDATE workers SET last_seen = now() - interval '200 seconds'")
+        .execute(app.db.pool())
+        .await
+        .unwrap();
     let dom = headless(&bin, &page, &["--dump-dom".into()]).await;
     check(&dom, "errors", "data-count", 0);
+    assert!(dom.contains("data-state=\"stale\""), "{dom}");
+    assert!(!dom.contains("data-state=\"active\""), "{dom}");
     check(&dom, "waiting", "data-count", 1);
     assert!(dom.contains("data-reason=\"paused\""), "{dom}");
     assert!(dom.contains(&format!("campaign resume {id}")), "{dom}");
@@ -343,6 +391,41 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         .await;
     assert_eq!(status, 200, "{v}");
 
+    // Five hours of history: the campaign started five hours ago, readings every half hour
+    // (those older than two hours thinned to one an hour), the worker back.
+    let pool = app.db.pool();
+    sqlx::query("UPDATE campaigns SET created_at = now() - interval '5 hours' WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO campaign_snapshots (campaign_id, taken_at, work_done, args_done, work_total) \
+         SELECT $1, now() - make_interval(mins => 300 - 30 * k), k * 0.06, k * 300, 1 \
+         FROM generate_series(1, 9) AS k",
+    )
+    .bind(id)
+    .execute(pool)
+    .await
+    .unwrap();
+    tmd_server::store::tallies::snapshot(pool).await.unwrap();
+    sqlx::query("UPDATE workers SET last_seen = now()")
+        .execute(pool)
+        .await
+        .unwrap();
+    let (_, history) = app
+        .admin(
+            reqwest::Method::GET,
+            &format!("/api/v1/campaigns/{id}/history"),
+            None,
+        )
+        .await;
+    let points = history["points"].as_array().unwrap().len();
+    assert!(points >= 6, "{history}");
+    let dom = headless(&bin, &page, &["--dump-dom".into()]).await;
+    check(&dom, "errors", "data-count", 0);
+    check(&dom, "burnup-chart", "data-points", points);
+
     // A screenshot for people.
     let png = target_dir().join("dashboard.png");
     let _ = std::fs::remove_file(&png);
@@ -351,7 +434,7 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         &page,
         &[
             format!("--screenshot={}", png.display()),
-            "--window-size=1280,900".into(),
+            "--window-size=1280,1500".into(),
             "--hide-scrollbars".into(),
         ],
     )
@@ -363,6 +446,23 @@ async fn the_dashboard_shows_a_seeded_campaign_in_chromium() {
         bytes.len()
     );
     eprintln!("screenshot: {}", png.canonicalize().unwrap().display());
+}
+
+/// An estimate of the seeded campaign: three binades of two units, an hour a unit, 8 cases
+/// expected per binade (one per 256 arguments).
+fn seeded_estimate() -> serde_json::Value {
+    let binade = |negative: bool, exponent: i32| {
+        serde_json::json!({"negative": negative, "exponent": exponent, "units": 2, "sampled": 2,
+            "seconds_per_unit": 3600.0, "seconds_per_unit_stderr": 0.0,
+            "expected_hr_cases": 8.0, "expected_hr_cases_stderr": 0.0})
+    };
+    serde_json::json!({
+        "version": 1, "function": "exp", "format": "binary32",
+        "min_bits": common::seed::MIN_BITS, "unit_bits": 10, "backend": "cuda (1 device: test)",
+        "seed": 1, "binades": [binade(true, 1), binade(false, -1), binade(false, 0)],
+        "total_seconds": 21600.0, "total_seconds_stderr": 0.0,
+        "total_hr_cases": 24.0, "total_hr_cases_stderr": 0.0
+    })
 }
 
 /// `GET /campaigns/progress`: every campaign's progress in one answer, newest first, the same

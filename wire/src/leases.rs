@@ -37,6 +37,15 @@ pub struct LeaseRequest {
     /// with `engine_version` before any work is handed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<u32>,
+    /// What the worker computes on (`cpu` or `cuda`), shown to people in the worker list;
+    /// absent from workers older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 200))]
+    pub backend: Option<String>,
+    /// Its device as it names it (a GPU's name, a CPU's model and threads), for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 200))]
+    pub device: Option<String>,
 }
 
 /// The arguments of one unit: significands `X` in `[first, first + count)` of the binade

@@ -131,6 +131,43 @@ pub struct WorkerInfo {
     /// When an admin revoked its token; it cannot authenticate after that.
     #[serde(default)]
     pub revoked_at: Option<DateTime<Utc>>,
+    /// What it computes on, as its latest lease request said (`cpu`, `cuda`); absent for a
+    /// worker that does not say.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Its device, as it names it (`NVIDIA H100 80GB HBM3`, `AMD EPYC 9654 (96 threads)`).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// From its last contact: see [`WorkerState`].
+    #[serde(default)]
+    pub state: WorkerState,
+}
+
+/// Whether a worker is at work, from its last contact with the coordinators. A working worker
+/// heartbeats every third of the lease's lifetime and an idle one asks for work every few
+/// seconds, so a silence longer than a heartbeat's interval (plus a minute of slack) is
+/// `stale`, and one longer than two lease lifetimes (its leases have expired) `offline`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// Heard from within a heartbeat's interval.
+    Active,
+    /// Silent longer than that: stopped, or cut off; its leases may still be running out.
+    Stale,
+    /// Silent for two lease lifetimes, or never heard from since it registered.
+    #[default]
+    Offline,
+}
+
+impl WorkerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerState::Active => "active",
+            WorkerState::Stale => "stale",
+            WorkerState::Offline => "offline",
+        }
+    }
 }
 
 /// A worker's record.

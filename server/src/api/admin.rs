@@ -318,5 +318,7 @@ async fn revoke_worker(
     // refused from the next request on.
     s.workers.clear();
     tracing::info!(worker.id = id, "worker revoked");
-    Ok(Json(store::get_worker(&s.pool, id).await?))
+    Ok(Json(
+        store::get_worker(&s.pool, id, s.config.policy.ttl_seconds).await?,
+    ))
 }

@@ -457,7 +457,9 @@ async fn identify_worker(
 #[utoipa::path(get, path = "/workers", tag = "workers", security(("admin" = [])),
     responses((status = 200, body = Vec<WorkerInfo>), (status = 401, body = ApiError)))]
 async fn list_workers(State(s): State<AppState>, _: Admin) -> Result<Json<Vec<WorkerInfo>>> {
-    Ok(Json(store::list_workers(&s.pool).await?))
+    Ok(Json(
+        store::list_workers(&s.pool, s.config.policy.ttl_seconds).await?,
+    ))
 }
 
 /// One worker, with its record.
@@ -470,7 +472,9 @@ async fn get_worker(
     _: Admin,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<WorkerInfo>> {
-    Ok(Json(store::get_worker(&s.pool, id).await?))
+    Ok(Json(
+        store::get_worker(&s.pool, id, s.config.policy.ttl_seconds).await?,
+    ))
 }
 
 /// Quarantines a worker by hand (a machine known to be broken): it gets no more work, its
@@ -488,7 +492,7 @@ async fn quarantine_worker(
     ApiJson(req): ApiJson<QuarantineWorker>,
 ) -> Result<Json<WorkerInfo>> {
     let reason = domain::check_text("reason", &req.reason, 500)?;
-    store::get_worker(&s.pool, id).await?;
+    store::get_worker(&s.pool, id, s.config.policy.ttl_seconds).await?;
     let reason = format!("by an admin: {reason}");
     let quarantined = store_trust::quarantine(&s.pool, id, &reason, rules(&s)).await?;
     if quarantined.is_empty() {
@@ -499,7 +503,9 @@ async fn quarantine_worker(
     for q in &quarantined {
         note_quarantine(&s, q);
     }
-    Ok(Json(store::get_worker(&s.pool, id).await?))
+    Ok(Json(
+        store::get_worker(&s.pool, id, s.config.policy.ttl_seconds).await?,
+    ))
 }
 
 /// Lifts a worker's quarantine: it starts again with a clean record, untrusted.
@@ -514,7 +520,9 @@ async fn reinstate_worker(
 ) -> Result<Json<WorkerInfo>> {
     store_trust::reinstate(&s.pool, id).await?;
     tracing::info!(worker.id = id, "worker reinstated");
-    Ok(Json(store::get_worker(&s.pool, id).await?))
+    Ok(Json(
+        store::get_worker(&s.pool, id, s.config.policy.ttl_seconds).await?,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -558,6 +566,24 @@ async fn request_lease(
         ));
     }
     domain::check_engine(&s.config.engines, req.engine)?;
+    let backend = req
+        .backend
+        .as_deref()
+        .map(|b| domain::check_text("backend", b, 200));
+    let device = req
+        .device
+        .as_deref()
+        .map(|d| domain::check_text("device", d, 200));
+    if backend.is_some() || device.is_some() {
+        // For people only, and rewritten by the next request: a lost write is harmless.
+        store::note_device(
+            &s.relaxed_pool,
+            worker.id,
+            backend.transpose()?,
+            device.transpose()?,
+        )
+        .await?;
+    }
     let first = domain::first_lease_units(req.units_in_flight);
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
     // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy

@@ -116,6 +116,8 @@ impl WorkerClient {
                 seconds,
                 units_in_flight: slots,
                 engine: Some(tmd_kernels::ENGINE_VERSION),
+                backend: Some("cpu".into()),
+                device: Some("tmd-server bench client".into()),
             },
         )
         .await

@@ -58,6 +58,11 @@ impl AdminClient {
         self.call::<(), _>(Method::GET, "/campaigns", None).await
     }
 
+    pub async fn queue(&self) -> anyhow::Result<Vec<tmd_wire::QueuedCampaign>> {
+        self.call::<(), _>(Method::GET, "/campaigns/queue", None)
+            .await
+    }
+
     pub async fn campaign(&self, id: i64) -> anyhow::Result<Campaign> {
         self.call::<(), _>(Method::GET, &format!("/campaigns/{id}"), None)
             .await
@@ -297,8 +302,15 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
             output: ListOutput::Json,
         }) => print_json(&client.list_campaigns().await?),
         CampaignCommand::List(_) => {
+            // Why units of the active and paused campaigns wait, from the queue's one request.
+            let waiting: std::collections::HashMap<i64, String> = client
+                .queue()
+                .await?
+                .into_iter()
+                .map(|q| (q.id, waiting_text(&q.waiting)))
+                .collect();
             outln!(
-                "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  name",
+                "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  {:<28}  name",
                 "id",
                 "state",
                 "function",
@@ -306,11 +318,12 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                 "min",
                 "units",
                 "priority",
-                "completed"
+                "completed",
+                "waiting"
             )?;
             for c in client.list_campaigns().await? {
                 outln!(
-                    "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  {}",
+                    "{:>6}  {:<10} {:<10} {:>4} {:>5} {:>10} {:>8}  {:<20}  {:<28}  {}",
                     c.id,
                     c.state.as_str(),
                     c.function,
@@ -321,6 +334,7 @@ pub async fn run_campaign(api: &ApiArgs, cmd: &CampaignCommand) -> anyhow::Resul
                     c.completed_at
                         .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
                         .unwrap_or_else(|| "-".into()),
+                    waiting.get(&c.id).map_or("-", String::as_str),
                     printable(&c.name)
                 )?;
             }
@@ -569,4 +583,16 @@ pub async fn run_worker(api: &ApiArgs, cmd: &WorkerCommand) -> anyhow::Result<()
         WorkerCommand::Reinstate { id } => print_json(&client.reinstate(*id).await?),
         WorkerCommand::Revoke { id } => print_json(&client.revoke_worker(*id).await?),
     }
+}
+
+/// Why a campaign's units wait, on one line (`replica 12, held 1`), or `-` when none do.
+fn waiting_text(waiting: &[tmd_wire::Waiting]) -> String {
+    if waiting.is_empty() {
+        return "-".into();
+    }
+    waiting
+        .iter()
+        .map(|w| format!("{} {}", w.reason, w.units))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

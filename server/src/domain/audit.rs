@@ -47,6 +47,35 @@ pub fn expected_cases(judged: f64, min_bits: u32, cases_per_argument: Option<f64
     (judged.max(0.0) * rate).max(0.0)
 }
 
+/// HR-cases an estimate expects of a campaign, over all its arguments and over those done:
+/// each binade's expected cases per argument (its `expected_hr_cases` over the arguments of
+/// the estimate's units there, `units × 2^unit_bits`) times the campaign's arguments of the
+/// binade. `binades` is `(negative, exponent, arguments total, arguments done)`; a binade the
+/// estimate lacks expects none.
+pub fn estimate_expects(
+    e: &tmd_wire::CostEstimate,
+    binades: &[(bool, i32, f64, f64)],
+) -> (f64, f64) {
+    let per_unit = 2f64.powi(e.unit_bits.min(62) as i32);
+    let rate: std::collections::HashMap<(bool, i32), f64> = e
+        .binades
+        .iter()
+        .filter(|b| b.units > 0)
+        .map(|b| {
+            (
+                (b.negative, b.exponent),
+                b.expected_hr_cases / (b.units as f64 * per_unit),
+            )
+        })
+        .collect();
+    binades
+        .iter()
+        .fold((0.0, 0.0), |(all, done), &(n, x, total, so_far)| {
+            let r = rate.get(&(n, x)).copied().unwrap_or(0.0);
+            (all + r * total, done + r * so_far)
+        })
+}
+
 /// `P(X <= k)` for `X` Poisson with mean `lambda`, summed in logarithms (no underflow for
 /// large means).
 pub fn poisson_cdf(k: u64, lambda: f64) -> f64 {
@@ -97,6 +126,46 @@ pub fn counters_admit_omission(stats: &UnitStats, listed: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_estimate_expects_cases_per_argument_of_each_binade() {
+        let binade = |exponent, units, expected_hr_cases| tmd_wire::BinadeCost {
+            negative: false,
+            exponent,
+            units,
+            sampled: 1,
+            seconds_per_unit: 1.0,
+            seconds_per_unit_stderr: 0.0,
+            expected_hr_cases,
+            expected_hr_cases_stderr: 0.0,
+        };
+        let e = tmd_wire::CostEstimate {
+            version: tmd_wire::COST_ESTIMATE_VERSION,
+            function: "exp".into(),
+            format: "p24".into(),
+            min_bits: 20,
+            unit_bits: 10,
+            backend: "cpu".into(),
+            seed: 1,
+            // 8 cases in 4 units of 1024: 1/512 per argument; 1 in 1 unit: 1/1024.
+            binades: vec![binade(0, 4, 8.0), binade(1, 1, 1.0)],
+            total_seconds: 5.0,
+            total_seconds_stderr: 0.0,
+            total_hr_cases: 9.0,
+            total_hr_cases_stderr: 0.0,
+        };
+        // The campaign covers half of binade 0 (half of it done), all of binade 1 (none
+        // done) and a binade the estimate lacks.
+        let (all, done) = estimate_expects(
+            &e,
+            &[
+                (false, 0, 2048.0, 1024.0),
+                (false, 1, 1024.0, 0.0),
+                (false, 2, 1e6, 1e6),
+            ],
+        );
+        assert_eq!((all, done), (4.0 + 1.0, 2.0));
+    }
 
     #[test]
     fn counters_that_admit_dropped_cases_are_caught() {

@@ -622,5 +622,33 @@ pub fn judge_post(
     Ok(Judgement::Accept)
 }
 
+/// A worker's state from its last contact (see [`tmd_wire::WorkerState`]), for a lease
+/// lifetime of `ttl_seconds`. A working worker heartbeats every `ttl / 3` seconds (100 s by
+/// default) and an idle one asks for work every `retry_after` seconds (10 s); `last_seen` is
+/// written at most every 10 s and tokens are cached 10 s more, so it lags a contact by up to
+/// 20 s. Active: heard from within `ttl / 3 + 60` seconds (160 s by default): a heartbeat's
+/// interval and a minute of slack. Offline: silent for `2 × ttl` (600 s), when every lease it
+/// held has expired; stale between the two. A revoked worker cannot be heard from: offline.
+pub fn worker_state(
+    last_seen: Option<chrono::DateTime<chrono::Utc>>,
+    revoked: bool,
+    now: chrono::DateTime<chrono::Utc>,
+    ttl_seconds: u32,
+) -> tmd_wire::WorkerState {
+    use tmd_wire::WorkerState;
+    let Some(seen) = last_seen.filter(|_| !revoked) else {
+        return WorkerState::Offline;
+    };
+    let silent = (now - seen).num_milliseconds() as f64 / 1000.0;
+    let ttl = f64::from(ttl_seconds.max(1));
+    if silent < ttl / 3.0 + 60.0 {
+        WorkerState::Active
+    } else if silent < 2.0 * ttl {
+        WorkerState::Stale
+    } else {
+        WorkerState::Offline
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -575,3 +575,25 @@ fn a_lease_takes_a_share_of_the_pending_units_never_below_the_floor() {
     assert_eq!(pending_cap(1_000, 1.0), 1_000);
     assert_eq!(pending_cap(1_000, f64::NAN), 1_000);
 }
+
+#[test]
+fn worker_state_follows_the_heartbeat_and_the_lease_lifetime() {
+    use tmd_wire::WorkerState;
+    let now = chrono::Utc::now();
+    let ago = |s: i64| Some(now - chrono::Duration::seconds(s));
+    // Default lease lifetime 300 s: heartbeats every 100 s.
+    assert_eq!(worker_state(ago(5), false, now, 300), WorkerState::Active);
+    assert_eq!(worker_state(ago(150), false, now, 300), WorkerState::Active);
+    assert_eq!(worker_state(ago(170), false, now, 300), WorkerState::Stale);
+    assert_eq!(worker_state(ago(599), false, now, 300), WorkerState::Stale);
+    assert_eq!(
+        worker_state(ago(600), false, now, 300),
+        WorkerState::Offline
+    );
+    // Never heard from, or revoked: offline whatever the clock says.
+    assert_eq!(worker_state(None, false, now, 300), WorkerState::Offline);
+    assert_eq!(worker_state(ago(1), true, now, 300), WorkerState::Offline);
+    // The thresholds scale with the lifetime: 60 s leases heartbeat every 20 s.
+    assert_eq!(worker_state(ago(90), false, now, 60), WorkerState::Stale);
+    assert_eq!(worker_state(ago(130), false, now, 60), WorkerState::Offline);
+}

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod export;
+pub mod history;
 pub mod known;
 mod leases;
 pub mod precheck;

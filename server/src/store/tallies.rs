@@ -258,7 +258,7 @@ async fn binades<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Result<Vec<(boo
 /// counted under the old weights after the recount. The recount reads the binades' counters,
 /// not the units: a few thousand rows at most (a format's binades times 16 shards), so the
 /// wait is milliseconds whatever the campaign's size. The rate's snapshots of the campaign
-/// are dropped (work before and after would not compare).
+/// are dropped (work before and after would not compare), their hours kept in its history.
 pub async fn set_estimate(
     pool: &PgPool,
     id: i64,
@@ -316,6 +316,10 @@ pub async fn set_estimate(
     .bind(weights.min_weight)
     .execute(&mut *tx)
     .await?;
+    // The history keeps their hours (as done fractions, which compare across weights), folded
+    // before the recount so that a snapshot without its own work in all is read under the
+    // weights it was taken with.
+    super::history::fold_snapshots(&mut *tx, Some(id), -1.0).await?;
     recount_work(&mut tx, id).await?;
     sqlx::query("DELETE FROM campaign_snapshots WHERE campaign_id = $1")
         .bind(id)
@@ -449,12 +453,15 @@ pub async fn base_within<'e, E: sqlx::PgExecutor<'e>>(
 }
 
 /// Takes a snapshot of each active campaign's done work whose latest is older than 50 s
-/// (several coordinators sweeping add one a minute between them), and drops those older than
-/// two hours. O(campaigns).
+/// (several coordinators sweeping add one a minute between them), and thins those older than
+/// two hours into the campaign's hourly history (`store::history`) before dropping them.
+/// O(campaigns).
 pub async fn snapshot(pool: &PgPool) -> Result<()> {
     sqlx::query(
-        "INSERT INTO campaign_snapshots (campaign_id, work_done, args_done) \
-         SELECT c.id, COALESCE(sum(t.work_done), 0), COALESCE(sum(t.args_done), 0) \
+        "INSERT INTO campaign_snapshots (campaign_id, work_done, args_done, work_total) \
+         SELECT c.id, COALESCE(sum(t.work_done), 0), COALESCE(sum(t.args_done), 0), \
+                COALESCE(sum(t.work_pending + t.work_leased + t.work_done \
+                             + t.work_quarantined), 0) \
          FROM campaigns c LEFT JOIN campaign_tallies t ON t.campaign_id = c.id \
          WHERE c.state = 'active' AND NOT EXISTS ( \
              SELECT 1 FROM campaign_snapshots s \
@@ -463,9 +470,17 @@ pub async fn snapshot(pool: &PgPool) -> Result<()> {
     )
     .execute(pool)
     .await?;
-    sqlx::query("DELETE FROM campaign_snapshots WHERE taken_at < now() - interval '2 hours'")
-        .execute(pool)
-        .await?;
+    // Folded and dropped in one transaction, so a crash between them loses no hour.
+    let keep = super::history::SNAPSHOT_KEEP_SECONDS;
+    let mut tx = pool.begin().await?;
+    super::history::fold_snapshots(&mut *tx, None, keep).await?;
+    sqlx::query(
+        "DELETE FROM campaign_snapshots WHERE taken_at < now() - make_interval(secs => $1)",
+    )
+    .bind(keep)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
     Ok(())
 }
 

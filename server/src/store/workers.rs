@@ -130,30 +130,35 @@ pub async fn authenticate_worker(
 }
 
 /// All workers with last seen, speed, units done and their record.
-pub async fn list_workers(pool: &PgPool) -> Result<Vec<WorkerInfo>> {
+pub async fn list_workers(pool: &PgPool, ttl_seconds: u32) -> Result<Vec<WorkerInfo>> {
     let rows: Vec<WorkerRow> =
         sqlx::query_as(&format!("SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"))
             .fetch_all(pool)
             .await?;
-    Ok(rows.into_iter().map(WorkerRow::into_wire).collect())
+    let now = Utc::now();
+    Ok(rows
+        .into_iter()
+        .map(|r| r.into_wire(now, ttl_seconds))
+        .collect())
 }
 
 /// One worker.
-pub async fn get_worker(pool: &PgPool, id: i64) -> Result<WorkerInfo> {
+pub async fn get_worker(pool: &PgPool, id: i64, ttl_seconds: u32) -> Result<WorkerInfo> {
     let row: Option<WorkerRow> = sqlx::query_as(&format!(
         "SELECT {WORKER_COLUMNS} FROM workers WHERE id = $1"
     ))
     .bind(id)
     .fetch_optional(pool)
     .await?;
-    row.map(WorkerRow::into_wire)
+    row.map(|r| r.into_wire(Utc::now(), ttl_seconds))
         .ok_or_else(|| Error::NotFound(format!("no worker {id}")))
 }
 
 const WORKER_COLUMNS: &str = "id, name, created_at, last_seen, speed, units_done, owner, \
      trusted, valid, invalid, forged, leases_total, leases_expired, streak, \
      units_failed AS failed_units, refuted, leases_idle, units_leased, units_idle, \
-     verify_overruns, verify_seconds, quarantined_at, quarantine_reason, revoked_at";
+     verify_overruns, verify_seconds, quarantined_at, quarantine_reason, revoked_at, backend, \
+     device";
 
 #[derive(sqlx::FromRow)]
 struct WorkerRow {
@@ -171,11 +176,22 @@ struct WorkerRow {
     quarantined_at: Option<DateTime<Utc>>,
     quarantine_reason: Option<String>,
     revoked_at: Option<DateTime<Utc>>,
+    backend: Option<String>,
+    device: Option<String>,
 }
 
 impl WorkerRow {
-    fn into_wire(self) -> WorkerInfo {
+    /// The wire's worker, its state judged at `now` for leases of `ttl_seconds`.
+    fn into_wire(self, now: DateTime<Utc>, ttl_seconds: u32) -> WorkerInfo {
         WorkerInfo {
+            state: crate::domain::worker_state(
+                self.last_seen,
+                self.revoked_at.is_some(),
+                now,
+                ttl_seconds,
+            ),
+            backend: self.backend,
+            device: self.device,
             id: self.id,
             name: self.name,
             created_at: self.created_at,
@@ -191,4 +207,24 @@ impl WorkerRow {
             revoked_at: self.revoked_at,
         }
     }
+}
+
+/// Records what worker `id` computes on, as its lease request says; writes only when that
+/// changed, so the lease requests of a worker that says the same cost one indexed read.
+pub async fn note_device(
+    pool: &PgPool,
+    id: i64,
+    backend: Option<&str>,
+    device: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE workers SET backend = $2, device = $3 \
+         WHERE id = $1 AND (backend IS DISTINCT FROM $2 OR device IS DISTINCT FROM $3)",
+    )
+    .bind(id)
+    .bind(backend)
+    .bind(device)
+    .execute(pool)
+    .await?;
+    Ok(())
 }

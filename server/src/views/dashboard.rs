@@ -66,6 +66,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(all_progress))
         .routes(routes!(coverage))
         .routes(routes!(hardness))
+        .merge(super::history::routes())
 }
 
 /// How many campaigns the list shows (and [`all_progress`] reports), newest first.

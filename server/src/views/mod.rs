@@ -1,5 +1,7 @@
-//! Views of a campaign for people: the dashboard page and its data, and the exports of
-//! HR-cases (JSON, CSV, `.wc`); `cli::follow` is the terminal's view.
+//! Views of a campaign for people: the dashboard page and its data (with its views of time in
+//! `history`), and the exports of HR-cases (JSON, CSV, `.wc`); `cli::follow` is the terminal's
+//! view.
 
 pub mod dashboard;
 pub mod export;
+pub mod history;
