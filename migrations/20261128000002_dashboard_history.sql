@@ -10,7 +10,8 @@
 --   for that fraction (NULL for snapshots older than this migration: the work of the
 --   campaign's tallies then stands in).
 -- * `binade_tallies.seconds` and `.results`: the seconds results report (`elapsed_seconds`,
---   the worker's wall clock on the unit) and the results counted, per binade, so the time a
+--   the worker's wall clock on the unit, over the units it computes at once, `workers.slots`:
+--   a GPU's side-by-side units share its time) and the results counted, per binade, so the time a
 --   binade costs can be set against the estimate's without scanning results. Kept by a
 --   statement trigger on results like the other counters (`20261124100001_work_tallies.sql`).
 -- * `workers.backend` and `.device`: what the worker says it computes on, from its lease
@@ -44,9 +45,10 @@ DECLARE
     s smallint := (pg_backend_pid() % 16)::smallint;
 BEGIN
     INSERT INTO binade_tallies AS t (campaign_id, negative, exponent, shard, seconds, results)
-    SELECT u.campaign_id, u.negative, u.exponent, s, sum(n.elapsed_seconds), count(*)
+    SELECT u.campaign_id, u.negative, u.exponent, s, sum(n.elapsed_seconds / w.slots), count(*)
     FROM new_results n, LATERAL (
-        SELECT campaign_id, negative, exponent FROM units WHERE units.id = n.unit_id LIMIT 1) u
+        SELECT campaign_id, negative, exponent FROM units WHERE units.id = n.unit_id LIMIT 1) u,
+        LATERAL (SELECT slots FROM workers WHERE workers.id = n.worker_id LIMIT 1) w
     GROUP BY u.campaign_id, u.negative, u.exponent
     ORDER BY u.campaign_id, u.negative, u.exponent
     ON CONFLICT (campaign_id, negative, exponent, shard) DO UPDATE SET
@@ -61,8 +63,8 @@ CREATE TRIGGER results_seconds_tally AFTER INSERT ON results
 
 -- The results already there, from one scan (shard 0).
 INSERT INTO binade_tallies AS t (campaign_id, negative, exponent, shard, seconds, results)
-SELECT u.campaign_id, u.negative, u.exponent, 0, sum(r.elapsed_seconds), count(*)
-FROM results r JOIN units u ON u.id = r.unit_id
+SELECT u.campaign_id, u.negative, u.exponent, 0, sum(r.elapsed_seconds / w.slots), count(*)
+FROM results r JOIN units u ON u.id = r.unit_id JOIN workers w ON w.id = r.worker_id
 GROUP BY u.campaign_id, u.negative, u.exponent
 ON CONFLICT (campaign_id, negative, exponent, shard) DO UPDATE SET
     seconds = t.seconds + EXCLUDED.seconds,

@@ -4,7 +4,7 @@
 //! local search over the same range.
 
 use std::time::Duration;
-use tmd_tests::{assert_exp_local_search, every_unit_done_once, Site, EXP_BINARY64_UNITS};
+use tmd_tests::{assert_exp_local_search, count, every_unit_done_once, Site, EXP_BINARY64_UNITS};
 
 const UNITS: i64 = EXP_BINARY64_UNITS;
 
@@ -57,6 +57,15 @@ async fn a_campaign_survives_a_killed_worker_a_restart_and_an_outage() {
     assert_exp_local_search(&every_unit_done_once(&site.db, campaign, UNITS).await);
     let computed: usize = workers.iter().map(|w| w.units_computed()).sum();
     assert!(computed >= UNITS as usize);
+    // Each daemon named its back end and device in its lease requests.
+    let named = count(
+        &site.db,
+        "SELECT count(*) FROM workers WHERE backend = 'cpu' AND device LIKE 'cpu (%' \
+         AND id >= $1",
+        0,
+    )
+    .await;
+    assert_eq!(named, 3);
     site.finish((workers, server)).await;
 }
 

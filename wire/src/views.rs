@@ -145,8 +145,9 @@ pub struct BinadeTime {
     /// predicts relative cost, not seconds) or without any weight.
     pub estimated_seconds: Option<f64>,
     pub estimated_seconds_done: Option<f64>,
-    /// Seconds the results of its units reported (each worker's wall clock on a unit, summed
-    /// over every result, replicas included), and how many results that is.
+    /// Seconds the results of its units reported (each worker's wall clock on a unit over the
+    /// units it computes at once, summed over every result, replicas included), and how many
+    /// results that is.
     pub measured_seconds: f64,
     pub results: i64,
 }

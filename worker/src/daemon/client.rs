@@ -95,6 +95,9 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// The back end (`cpu`, `cuda`) and device this worker computes on, once its engine is
+    /// ready: sent with every lease request, for the coordinator's list of workers.
+    device: std::sync::Arc<std::sync::Mutex<Option<(String, String)>>>,
 }
 
 impl Client {
@@ -127,6 +130,7 @@ impl Client {
             http,
             base: server.trim_end_matches('/').to_string(),
             token,
+            device: Default::default(),
         })
     }
 
@@ -277,15 +281,34 @@ impl Client {
         units_in_flight: u32,
     ) -> Result<LeaseResponse, ClientError> {
         let units_in_flight = Some(units_in_flight.clamp(1, 4096));
+        let device = self
+            .device
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (backend, device) = device.unzip();
         self.post(
             "/leases",
             &LeaseRequest {
                 seconds,
                 units_in_flight,
                 engine: Some(tmd_kernels::ENGINE_VERSION),
+                backend,
+                device,
             },
         )
         .await
+    }
+
+    /// Names the back end and the device this worker computes on (the device cut to the 200
+    /// bytes the coordinator keeps), for every later lease request.
+    pub fn set_device(&self, backend: &str, device: &str) {
+        let mut end = device.len().min(200);
+        while !device.is_char_boundary(end) {
+            end -= 1;
+        }
+        *self.device.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((backend.to_string(), device[..end].to_string()));
     }
 
     pub async fn heartbeat(

@@ -23,6 +23,10 @@ pub trait Coordinator: Clone + Send + Sync + 'static {
         fencing_token: i64,
     ) -> impl Future<Output = Result<HeartbeatResponse, ClientError>> + Send;
 
+    /// Names the back end (`cpu`, `cuda`) and device the worker computes on, once its engine
+    /// is ready, for the lease requests after it (the coordinator lists them per worker).
+    fn set_device(&self, _backend: &str, _device: &str) {}
+
     fn post_result(
         &self,
         lease_id: i64,
@@ -49,6 +53,10 @@ impl Coordinator for Client {
         units_in_flight: u32,
     ) -> impl Future<Output = Result<LeaseResponse, ClientError>> + Send {
         Client::lease(self, seconds, units_in_flight)
+    }
+
+    fn set_device(&self, backend: &str, device: &str) {
+        Client::set_device(self, backend, device)
     }
 
     fn heartbeat(

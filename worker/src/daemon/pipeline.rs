@@ -523,6 +523,14 @@ impl<'p, C: Coordinator> Loop<'p, C> {
         match r {
             Ok(b) => {
                 info!(backend = %b.name(), "engine ready");
+                // The CPU back end names itself `cpu (...)`; the other one is CUDA's.
+                let name = b.name();
+                let kind = if name.starts_with("cpu") {
+                    "cpu"
+                } else {
+                    "cuda"
+                };
+                self.p.coord.set_device(kind, &name);
                 let (slots, misbehave) = (self.p.slots, self.p.settings.misbehave);
                 let results = self.results_tx.clone();
                 self.dispatch = Some(Dispatch::new(slots, b.clone(), misbehave, results));
