@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use std::time::Instant;
 
 /// How one piece of a unit is searched.
-pub(super) enum PiecePlan {
+pub(crate) enum PiecePlan {
     /// Every argument through MPFR.
     Exhaustive,
     Generated(Box<Generated>),
@@ -69,7 +69,7 @@ impl UnitResult {
 /// pieces first (`partition::partition`, the same cut the coordinator checks a result's runs
 /// with), the rest generated, split where generation asks. Counts the clear arguments and the
 /// generation's time.
-pub(super) fn plan_pieces(
+pub(crate) fn plan_pieces(
     cfg: &SearchConfig,
     unit: UnitSpec,
     stats: &mut Stats,
