@@ -91,6 +91,9 @@ async fn play(min_bits: u32) -> Outcome {
 
     let mut truth: HashMap<i64, Vec<HrCase>> = HashMap::new();
     let cases = |spec: &UnitSpec| true_cases(Function::Exp, "binary32", min_bits, spec);
+    // A round that leases nothing ends the play only when the next few do too: a replica
+    // reserved for an owner just quarantined is drawn again by the next claim or sweep.
+    let mut idle_rounds = 0;
     for _round in 0..400 {
         let mut leased = 0;
         for p in players.iter_mut().filter(|p| !p.out) {
@@ -112,9 +115,15 @@ async fn play(min_bits: u32) -> Outcome {
                 p.out = true;
             }
         }
-        if leased == 0 {
+        if leased > 0 {
+            idle_rounds = 0;
+            continue;
+        }
+        idle_rounds += 1;
+        if idle_rounds > 10 {
             break;
         }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
 
     let pool = app.db.pool();
