@@ -666,7 +666,7 @@ async fn campaign_watch_follows_until_the_end() {
     assert!(ok, "{err}");
     assert!(
         out.lines().last().unwrap().starts_with(&format!(
-            "campaign {cid} complete: 2/2 units done (100.00%)"
+            "campaign {cid} complete: 2/2 units done (100.00% of planned work)"
         )),
         "{out}"
     );
@@ -702,7 +702,7 @@ async fn campaign_watch_follows_until_the_end() {
         }
         assert!(out.status.success(), "{screen}");
         assert!(
-            screen.contains("2/2 units done (100.00% of arguments)"),
+            screen.contains("2/2 units done (100.00% of planned work)"),
             "{screen}"
         );
         assert!(
