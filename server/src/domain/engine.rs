@@ -191,9 +191,40 @@ pub fn binade_samples(units: &[UnitSpec]) -> Vec<BinadeSample> {
         .collect()
 }
 
+/// Most binades whose units the plan's weights plan one by one; beyond it every k-th is
+/// planned and the others take the cost of the nearest planned binade (a whole binary80
+/// function has tens of thousands of binades, and its cost moves slowly from one to the next).
+pub const MAX_PLANNED_BINADES: usize = 512;
+
+/// Which of `n` binades are planned: all up to [`MAX_PLANNED_BINADES`], else every k-th and
+/// the last, at most that many and one more.
+pub fn planned_binades(n: usize) -> Vec<usize> {
+    if n <= MAX_PLANNED_BINADES {
+        return (0..n).collect();
+    }
+    let k = n.div_ceil(MAX_PLANNED_BINADES);
+    let mut picked: Vec<usize> = (0..n).step_by(k).collect();
+    if picked.last() != Some(&(n - 1)) {
+        picked.push(n - 1);
+    }
+    picked
+}
+
+/// The index in `picked` (sorted, not empty) of the one nearest to `i` (the first of two as
+/// near).
+pub fn nearest_planned(picked: &[usize], i: usize) -> usize {
+    let j = picked.partition_point(|&p| p < i);
+    match (j.checked_sub(1), picked.get(j)) {
+        (Some(a), Some(&c)) if i - picked[a] <= c - i => a,
+        (Some(a), None) => a,
+        _ => j,
+    }
+}
+
 /// Each sampled binade as (sign, exponent, arguments, predicted cost per argument): the cost
 /// of its middle unit as the engine's plan predicts it (`tmd_kernels::search::prior`),
-/// binades in parallel. A unit is planned, not searched: trivial regions, skipped runs and
+/// binades in parallel ([`planned_binades`] of them; the others take their nearest planned
+/// neighbour's cost). A unit is planned, not searched: trivial regions, skipped runs and
 /// generation only (about a millisecond a piece).
 pub fn planned_costs(
     function: &str,
@@ -204,17 +235,20 @@ pub fn planned_costs(
     use rayon::prelude::*;
     let f = Function::from_str(function).map_err(|e| Error::BadRequest(e.to_string()))?;
     let cfg = tmd_kernels::search::SearchConfig::in_format(f, fmt, min_bits);
-    Ok(samples
+    let picked = planned_binades(samples.len());
+    let costs: Vec<f64> = picked
         .par_iter()
-        .map(|b| {
-            let middle = engine_unit(&b.middle);
-            let cost = tmd_kernels::search::prior::planned_cost(&cfg, middle);
-            (
-                b.negative,
-                b.exponent,
-                b.arguments,
-                cost / middle.count as f64,
-            )
+        .map(|&i| {
+            let middle = engine_unit(&samples[i].middle);
+            tmd_kernels::search::prior::planned_cost(&cfg, middle) / middle.count as f64
+        })
+        .collect();
+    Ok(samples
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let near = nearest_planned(&picked, i);
+            (b.negative, b.exponent, b.arguments, costs[near])
         })
         .collect())
 }

@@ -631,3 +631,25 @@ fn adjacent_runs_of_one_reason_merge_across_units_and_binades() {
     ];
     assert_eq!(merge_runs(fmt, apart).len(), 2);
 }
+
+/// Up to 512 binades every one is planned; beyond, every k-th and the last, at most 513, and
+/// each binade takes the cost of the planned one nearest to it.
+#[test]
+fn the_plan_weighs_many_binades_by_a_sample() {
+    assert_eq!(planned_binades(3), [0, 1, 2]);
+    assert_eq!(planned_binades(512).len(), 512);
+    for n in [513, 1000, 2046, 32_766] {
+        let p = planned_binades(n);
+        assert!(p.len() <= MAX_PLANNED_BINADES + 1, "{n}: {}", p.len());
+        assert_eq!((p[0], *p.last().unwrap()), (0, n - 1));
+        assert!(p.windows(2).all(|w| w[0] < w[1]));
+        for i in 0..n {
+            let near = p[nearest_planned(&p, i)];
+            let best = p.iter().map(|&q| q.abs_diff(i)).min().unwrap();
+            assert_eq!(near.abs_diff(i), best, "{n}: binade {i}");
+        }
+    }
+    assert_eq!(nearest_planned(&[0, 4, 8], 2), 0);
+    assert_eq!(nearest_planned(&[0, 4, 8], 3), 1);
+    assert_eq!(nearest_planned(&[0, 4, 8], 8), 2);
+}
