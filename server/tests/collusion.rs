@@ -106,13 +106,16 @@ async fn play(min_bits: u32) -> Outcome {
             };
             let Some(lease) = lease else { continue };
             leased += 1;
-            let u = &lease.units[0];
-            let truth = truth.entry(u.unit_id).or_insert_with(|| cases(&u.spec));
-            let runs = honest_runs(Function::Exp, "binary32", min_bits, &u.spec);
-            let claim: &[HrCase] = if p.colluder { &[] } else { truth };
-            let r = result(&lease, u.unit_id, claim, &runs);
-            if p.client.post(lease.lease_id, u.unit_id, &r).await.is_err() {
-                p.out = true;
+            // Every unit of the lease: one left unposted would wait for the lease's expiry.
+            for u in &lease.units {
+                let truth = truth.entry(u.unit_id).or_insert_with(|| cases(&u.spec));
+                let runs = honest_runs(Function::Exp, "binary32", min_bits, &u.spec);
+                let claim: &[HrCase] = if p.colluder { &[] } else { truth };
+                let r = result(&lease, u.unit_id, claim, &runs);
+                if p.client.post(lease.lease_id, u.unit_id, &r).await.is_err() {
+                    p.out = true;
+                    break;
+                }
             }
         }
         if leased > 0 {
