@@ -300,15 +300,13 @@ impl Client {
         .await
     }
 
-    /// Names the back end and the device this worker computes on (the device cut to the 200
-    /// bytes the coordinator keeps), for every later lease request.
+    /// Names the back end and the device this worker computes on, for every later lease
+    /// request: the device on one line within the 200 bytes the coordinator takes (it refuses
+    /// the whole request otherwise); nothing where no name is left.
     pub fn set_device(&self, backend: &str, device: &str) {
-        let mut end = device.len().min(200);
-        while !device.is_char_boundary(end) {
-            end -= 1;
-        }
-        *self.device.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((backend.to_string(), device[..end].to_string()));
+        let device = super::engine::one_line_within(device, 200);
+        let named = (!device.trim().is_empty()).then(|| (backend.to_string(), device));
+        *self.device.lock().unwrap_or_else(|e| e.into_inner()) = named;
     }
 
     pub async fn heartbeat(

@@ -237,20 +237,26 @@ pub fn failure_reason(failures: &[String]) -> String {
 /// A reason as the server takes it: on one line (it refuses control characters, and an NVRTC
 /// log or a driver message may hold newlines) and within its 2000 bytes.
 pub fn one_line(text: &str) -> String {
+    one_line_within(text, 2000)
+}
+
+/// `text` on one line, without control characters, within `max` bytes (at least 16): cut at
+/// a character's boundary and marked ` …` where it was longer.
+pub fn one_line_within(text: &str, max: usize) -> String {
     let words: Vec<&str> = text
         .split(char::is_control)
         .filter(|s| !s.is_empty())
         .collect();
-    let mut reason = words.join(" ");
-    if reason.len() > 2000 {
-        let mut cut = 1990;
-        while !reason.is_char_boundary(cut) {
+    let mut line = words.join(" ");
+    if line.len() > max {
+        let mut cut = max - 10;
+        while !line.is_char_boundary(cut) {
             cut -= 1;
         }
-        reason.truncate(cut);
-        reason.push_str(" …");
+        line.truncate(cut);
+        line.push_str(" …");
     }
-    reason
+    line
 }
 
 /// A unit's result as the server takes it.

@@ -670,3 +670,20 @@ async fn a_quarantine_refusing_the_last_posts_outranks_the_unit_limit() {
     assert!(fake.c.lock().unwrap().done.is_empty(), "nothing was taken");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A device's name as the coordinator takes it: one line, no control character (a NUL or a
+/// newline would have the whole lease request refused), within 200 bytes cut at a character's
+/// boundary.
+#[test]
+fn a_device_name_is_one_line_within_the_coordinators_limit() {
+    use super::engine::one_line_within;
+    assert_eq!(
+        one_line_within("NVIDIA\0H100\n80GB", 200),
+        "NVIDIA H100 80GB"
+    );
+    let long = "é".repeat(150);
+    let cut = one_line_within(&long, 200);
+    assert!(cut.len() <= 200 && cut.ends_with(" …"), "{}", cut.len());
+    assert!(cut.chars().all(|c| !c.is_control()));
+    assert_eq!(one_line_within("short", 200), "short");
+}
