@@ -1,0 +1,251 @@
+//! Tests of the reductions: whole functions of small formats searched with and without them
+//! give the same HR-cases, exact cases and skipped runs, and MPFR on every derived argument
+//! finds exactly the derived cases.
+
+use super::*;
+use crate::plan::whole::split_whole;
+use crate::search::{search_units, Cpu, RangeResult, SearchConfig};
+use std::collections::BTreeSet;
+
+/// A search of `units`, cases and runs in value order.
+fn searched(cfg: &SearchConfig, units: &[UnitSpec]) -> RangeResult {
+    search_units(cfg, units, &Cpu, &|_| {}).expect("the search runs")
+}
+
+/// What a comparison looks at: the HR-cases (argument, bits, kind), the exact cases, the runs.
+type Lists = (Vec<(String, u32, &'static str)>, Vec<String>, Vec<String>);
+
+fn lists(r: &RangeResult) -> Lists {
+    (
+        r.hr_cases
+            .iter()
+            .map(|c| (c.x.clone(), c.bits, c.kind.as_str()))
+            .collect(),
+        r.exact_cases.iter().map(|c| c.x.clone()).collect(),
+        r.skipped
+            .iter()
+            .map(|s| format!("{} {} {}", s.first, s.last, s.count))
+            .collect(),
+    )
+}
+
+/// The whole of `f` in `fmt` at `min_bits`, searched unit by unit and reduced: both lists, and
+/// the reduced plan.
+fn both(f: Function, name: &str, min_bits: u32, u: u32) -> (Lists, Lists, Derivation) {
+    both_in(f, Format::named(name).unwrap(), min_bits, u)
+}
+
+/// As [`both`], in any format.
+fn both_in(f: Function, fmt: Format, min_bits: u32, u: u32) -> (Lists, Lists, Derivation) {
+    let name = fmt.name();
+    let cfg = SearchConfig::in_format(f, fmt, min_bits);
+    let units = split_whole(f, fmt, min_bits, Some(u)).unwrap();
+    let whole = searched(&cfg, &units);
+    let (kept, plan) = reduce(f, fmt, min_bits, units);
+    let base = searched(&cfg, &kept);
+    let (hard, exact) = derive(f, fmt, min_bits, &plan, &base.hr_cases, &base.exact_cases)
+        .unwrap_or_else(|e| panic!("{f} {name}: {e}"));
+    let mut all = base.clone();
+    all.hr_cases.extend(hard);
+    all.exact_cases.extend(exact);
+    let all = all.finish_in(fmt);
+    (lists(&whole), lists(&all), plan)
+}
+
+/// Every function with a reduction, whole in binary16 and bfloat16 (each with subnormal
+/// arguments), with and without it: the same lists, and a good share derived.
+#[test]
+fn small_formats_lose_nothing_by_the_reductions() {
+    for (name, min_bits, u) in [("binary16", 4, 6), ("bfloat16", 3, 4)] {
+        for f in [
+            Function::Exp2,
+            Function::Cbrt,
+            Function::Sqrt,
+            Function::Rsqrt,
+        ] {
+            let (whole, reduced, plan) = both(f, name, min_bits, u);
+            assert!(plan.derives(), "{f} {name}: nothing derived");
+            assert!(!whole.0.is_empty(), "{f} {name}: no HR-case to compare");
+            assert_eq!(whole.0.len(), reduced.0.len(), "{f} {name}: HR-case count");
+            assert_eq!(whole, reduced, "{f} {name}");
+        }
+    }
+}
+
+/// The plan derives what it says: the runs' counts are the arguments taken out of the search,
+/// subnormal arguments among them for the scalings, and each derived argument is judged by
+/// MPFR as the derived lists say (no case derived that is not one, none missed).
+#[test]
+fn derived_runs_count_what_the_search_leaves_out() {
+    let fmt = Format::named("binary16").unwrap();
+    for f in [
+        Function::Exp2,
+        Function::Cbrt,
+        Function::Sqrt,
+        Function::Rsqrt,
+    ] {
+        let units = split_whole(f, fmt, 4, Some(6)).unwrap();
+        let all: u128 = units.iter().map(|u| u128::from(u.count)).sum();
+        let (kept, plan) = reduce(f, fmt, 4, units);
+        let searched_count: u128 = kept.iter().map(|u| u128::from(u.count)).sum();
+        assert_eq!(searched_count + plan.derived_arguments(), all, "{f}");
+        if f != Function::Exp2 {
+            // Subnormal arguments (binades below 2^-14) derived, all but the unit holding zero
+            // and the narrowest of them.
+            assert!(
+                plan.derived.values().flatten().any(|&e| e < -14),
+                "{f}: no subnormal argument derived"
+            );
+            let subnormal_units = kept
+                .iter()
+                .filter(|u| u.exponent == -14 && u.first >> 10 == 0 && !u.negative)
+                .count();
+            assert_eq!(subnormal_units, 1, "{f}: subnormal units searched");
+        }
+        // Every argument of every derived binade, judged by MPFR: hard or exact exactly where
+        // the derivation says.
+        let cfg = SearchConfig::in_format(f, fmt, 4);
+        let base = searched(&cfg, &kept);
+        let (hard, exact) = derive(f, fmt, 4, &plan, &base.hr_cases, &base.exact_cases).unwrap();
+        let hard: BTreeSet<String> = hard.into_iter().map(|c| c.x).collect();
+        let exact: BTreeSet<String> = exact.into_iter().map(|c| c.x).collect();
+        let mut judged = 0u64;
+        for (b, ranges) in &plan.regions {
+            for &(lo, hi) in ranges {
+                for s in lo..hi {
+                    let a = Argument {
+                        negative: b.negative,
+                        exponent: b.exponent.max(-14),
+                        significand: s as u64,
+                    };
+                    let x = a.to_hex(fmt.precision);
+                    match classify_in(f, fmt, &a, 4).unwrap() {
+                        Verdict::Hard(_) => assert!(hard.contains(&x), "{f}: {x} missed"),
+                        Verdict::Exact(_) => assert!(exact.contains(&x), "{f}: {x} missed"),
+                        v => assert!(
+                            !hard.contains(&x) && !exact.contains(&x),
+                            "{f}: {x} derived, MPFR says {v:?}"
+                        ),
+                    }
+                    judged += 1;
+                }
+            }
+        }
+        assert_eq!(u128::from(judged), plan.derived_arguments(), "{f}");
+    }
+}
+
+/// A case that MPFR does not confirm stops the derivation: a base list with a forged case.
+#[test]
+fn a_forged_base_case_is_refused() {
+    let fmt = Format::named("binary16").unwrap();
+    let f = Function::Cbrt;
+    let (_, plan) = reduce(f, fmt, 4, split_whole(f, fmt, 4, Some(6)).unwrap());
+    // cbrt(0x1.004p+0) is no HR-case at 9 bits (its hardness is far below).
+    let forged = HrCase {
+        x: "0x1.004p+0".into(),
+        bits: 9,
+        neg_log2_d: 9.5,
+        kind: crate::oracle::verify::Kind::Fp,
+        rounded: "0x1p+0".into(),
+    };
+    let e = derive(f, fmt, 4, &plan, &[forged], &[]).unwrap_err();
+    assert!(matches!(e, ReduceError::Disagrees { .. }), "{e}");
+}
+
+/// exp2 of `(-16, -8]` in binary16: results below `2^-14` (subnormal) for `x < -14`; the units
+/// above are derived, those below searched, and the runs say which.
+#[test]
+fn part_of_a_binade_is_derived_where_every_result_is_normal() {
+    let fmt = Format::named("binary16").unwrap();
+    let f = Function::Exp2;
+    let (kept, plan) = reduce(f, fmt, 4, split_whole(f, fmt, 4, Some(6)).unwrap());
+    let b = Binade {
+        negative: true,
+        exponent: 3,
+    };
+    let ranges = &plan.regions[&b];
+    let derived: u128 = ranges.iter().map(|r| r.1 - r.0).sum();
+    // Units of 64 significands: those with |x| <= 14 (significands up to 1792) derived.
+    assert_eq!(ranges, &vec![(1024, 1792)], "{ranges:?}");
+    assert_eq!(derived, 768);
+    let searched = kept
+        .iter()
+        .filter(|u| u.negative && u.exponent == 3 && u.first >= 1024)
+        .map(|u| u.count)
+        .sum::<u64>();
+    assert_eq!(searched, 256);
+    assert!(
+        plan.runs.iter().any(|r| r.first == "-0x1.bfcp+3"),
+        "{:?}",
+        plan.runs
+    );
+}
+
+/// Functions without a reduction, bare precisions and partial binades are left as planned.
+#[test]
+fn what_cannot_be_derived_is_searched() {
+    let fmt = Format::named("binary16").unwrap();
+    let units = split_whole(Function::Exp, fmt, 4, Some(6)).unwrap();
+    let n = units.len();
+    let (kept, plan) = reduce(Function::Exp, fmt, 4, units);
+    assert_eq!((kept.len(), plan.derives()), (n, false));
+    let bare = Format::bare(crate::numbers::format::Precision::new(11).unwrap());
+    let units = crate::plan::split_range_in(Function::Sqrt, bare, "1", "64", Some(6)).unwrap();
+    assert!(!reduce(Function::Sqrt, bare, 4, units).1.derives());
+    // [1, 6): the base binades and half of [4, 8), which derives nothing; [1, 16) derives
+    // [4, 16) from [1, 4).
+    let units = crate::plan::split_range_in(Function::Sqrt, fmt, "1", "6", Some(6)).unwrap();
+    assert!(!reduce(Function::Sqrt, fmt, 4, units).1.derives());
+    let units = crate::plan::split_range_in(Function::Sqrt, fmt, "1", "16", Some(6)).unwrap();
+    let (_, plan) = reduce(Function::Sqrt, fmt, 4, units);
+    assert_eq!(plan.runs.len(), 1);
+    assert_eq!(
+        (plan.runs[0].first.as_str(), plan.runs[0].last.as_str()),
+        ("0x1p+2", "0x1.ffcp+3")
+    );
+    assert_eq!(plan.runs[0].count, 2048);
+}
+
+/// The whole of bfloat16 at every threshold from 2 to 6 bits.
+#[test]
+fn bfloat16_at_every_threshold_loses_nothing() {
+    for min_bits in 2..=6 {
+        for f in [
+            Function::Exp2,
+            Function::Cbrt,
+            Function::Sqrt,
+            Function::Rsqrt,
+        ] {
+            let (whole, reduced, _) = both_in(f, Format::named("bfloat16").unwrap(), min_bits, 4);
+            assert_eq!(whole, reduced, "{f} at {min_bits} bits");
+        }
+    }
+}
+
+/// With `--long`: precisions 20 to 24 over the exponents -6 to 7 (every argument, subnormal
+/// ones included, 2^24 to 2^28 of them), and the whole of binary32 for cbrt at 21 bits.
+#[test]
+#[ignore = "long: about a minute on 2 cores"]
+fn wider_precisions_lose_nothing() {
+    for bits in 20..=24 {
+        let fmt = Format {
+            precision: crate::numbers::format::Precision::new(bits).unwrap(),
+            exponents: Some(crate::numbers::format::Exponents { emin: -6, emax: 7 }),
+        };
+        for f in [
+            Function::Exp2,
+            Function::Cbrt,
+            Function::Sqrt,
+            Function::Rsqrt,
+        ] {
+            let (whole, reduced, plan) = both_in(f, fmt, bits / 2 + 2, bits - 6);
+            assert!(plan.derives(), "{f} p{bits}");
+            assert_eq!(whole, reduced, "{f} p{bits}");
+        }
+    }
+    let fmt = Format::named("binary32").unwrap();
+    let (whole, reduced, _) = both_in(Function::Cbrt, fmt, 21, 18);
+    assert!(whole.0.len() > 1000, "{} HR-cases", whole.0.len());
+    assert_eq!(whole, reduced, "cbrt binary32");
+}
