@@ -200,7 +200,10 @@ pub fn estimate(a: EstimateArgs) -> Result<()> {
             c.unit_bits
         }
     };
-    let planned = a.range.plan(&cfg, Some(unit_bits))?;
+    // The coordinator weighs a campaign by the JSON estimate, and campaigns search every
+    // binade: only the table (a local search's projection) takes the reduction.
+    let reduce = a.output == EstimateOutput::Table;
+    let planned = a.range.plan(&cfg, Some(unit_bits), reduce)?;
     let mut strata = strata(&planned.units, unit_bits, a.seed);
     let engine = a.engine.backend()?;
     let backend = engine.backend();
@@ -428,6 +431,17 @@ fn table(est: &CostEstimate, engine: &Engine, planned: &plan::Planned, share: f6
             1.0 / share
         ),
     );
+    if planned.derivation.derives() {
+        push(
+            &mut out,
+            format!(
+                "derived instead of searched: {} arguments in {} runs (their cases are judged \
+                 by MPFR after the search, not in the projection; --no-reduction weighs them)",
+                planned.derivation.derived_arguments(),
+                planned.derivation.runs.len()
+            ),
+        );
+    }
     if let Some(n) = h100s(engine, &est.backend) {
         push(
             &mut out,

@@ -47,6 +47,10 @@ pub struct Header {
     /// range's own (`tmd_kernels::plan::whole`). Absent (false) in journals written before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole: bool,
+    /// The binades a reduction derives are not searched (`tmd_kernels::plan::reduce`): other
+    /// units. Absent (false) in journals written before or with `--no-reduction`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reduced: bool,
     /// Phase 1's quadratic screen on steep units (on unless `--no-quadratic-screen`):
     /// other statistics there. Absent (false) in journals written without it, before the
     /// screen existed or with the flag.
@@ -321,6 +325,7 @@ mod tests {
             domain_bits: 15,
             flat_domain_bits: Some(20),
             whole: false,
+            reduced: false,
             quadratic_screen: false,
             screen_route: 0,
         }

@@ -26,6 +26,7 @@ use tally::Tally;
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::numbers::format::{float_to_hex, parse_number};
+use tmd_kernels::plan::reduce::{derive, Derivation, DerivedRun};
 use tmd_kernels::plan::{default_unit_bits, split_range_in};
 use tmd_kernels::search::existence::{bare_loop, Test};
 use tmd_kernels::search::generation::{generate, FLAT_DOMAIN_BITS};
@@ -316,11 +317,45 @@ impl Progress {
     }
 }
 
-/// What a search's output names: function, format, threshold and range.
+/// What a search's output names: function, format, threshold, range and derived runs.
 struct Described<'a> {
     cfg: &'a SearchConfig,
     from: &'a str,
     to: &'a str,
+    derived: &'a [DerivedRun],
+}
+
+/// The search's result with the cases of the derived binades added (judged again by MPFR),
+/// in argument order.
+fn with_derived(
+    cfg: &SearchConfig,
+    derivation: &Derivation,
+    mut result: RangeResult,
+    quiet: bool,
+) -> Result<RangeResult> {
+    if !derivation.derives() {
+        return Ok(result);
+    }
+    let t = Instant::now();
+    let (hard, exact) = derive(
+        cfg.function,
+        cfg.format(),
+        cfg.min_bits,
+        derivation,
+        &result.hr_cases,
+        &result.exact_cases,
+    )?;
+    if !quiet {
+        eprintln!(
+            "tmd: {} HR-cases and {} exact cases derived and judged by MPFR in {:.2} s",
+            hard.len(),
+            exact.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    result.hr_cases.extend(hard);
+    result.exact_cases.extend(exact);
+    Ok(result.finish_in(cfg.format()))
 }
 
 /// The first lines of a csv or wc output.
@@ -340,6 +375,9 @@ fn write_stream_header(out: &mut dyn Write, kind: Output, d: &Described) -> Resu
                 d.cfg.min_bits
             )?;
             writeln!(out, "# format {}", d.cfg.format().describe())?;
+            for run in d.derived {
+                writeln!(out, "# {}", plan::derived_line(run))?;
+            }
         }
         Output::Table | Output::Json => {}
     }
@@ -462,7 +500,12 @@ pub fn search(a: SearchArgs) -> Result<()> {
     a.engine.init_threads()?;
     let cfg = a.engine.config()?;
     let p = cfg.precision;
-    let plan::Planned { units, from, to } = a.range.plan(&cfg, a.engine.unit_bits)?;
+    let plan::Planned {
+        units,
+        derivation,
+        from,
+        to,
+    } = a.range.plan(&cfg, a.engine.unit_bits, true)?;
     if units.iter().map(|u| u128::from(u.count)).sum::<u128>() > u128::from(u64::MAX) {
         bail!(
             "the search holds more than 2^64 arguments, more than its counters hold: cut it \
@@ -473,6 +516,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         cfg: &cfg,
         from: &from,
         to: &to,
+        derived: &derivation.runs,
     };
     let header = journal::Header {
         tmd_search_journal: journal::VERSION,
@@ -487,6 +531,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         domain_bits: a.engine.domain_bits,
         flat_domain_bits: Some(a.engine.flat_domain_bits),
         whole: a.range.whole,
+        reduced: derivation.derives(),
         quadratic_screen: !a.engine.no_quadratic_screen,
         screen_route: if a.engine.no_quadratic_screen {
             0
@@ -580,9 +625,9 @@ pub fn search(a: SearchArgs) -> Result<()> {
         }
         return Err(e);
     }
-    let elapsed = start.elapsed().as_secs_f64();
     sink.tally.finish_in(cfg.format());
-    let result = sink.tally.result;
+    let result = with_derived(&cfg, &derivation, sink.tally.result, a.quiet)?;
+    let elapsed = start.elapsed().as_secs_f64();
     let text = render(a.output, &described, &result, &engine, elapsed)?;
     if a.output == Output::Csv {
         describe_csv(&described, &result);
@@ -662,9 +707,16 @@ fn on_interrupt(output: Option<PathBuf>) {
 /// itself holds its header and its cases alone, so that every csv reader takes it whole.
 fn describe_csv(d: &Described, result: &RangeResult) {
     eprintln!("tmd: format {}", d.cfg.format().describe());
+    for run in d.derived {
+        eprintln!("tmd: {}", plan::derived_line(run));
+    }
     for s in &result.skipped {
         eprintln!("{}", skipped_line("tmd: skipped", s));
     }
+}
+
+fn derived_arguments(d: &Described) -> u128 {
+    d.derived.iter().map(|r| r.count).sum()
 }
 
 fn skipped_arguments(r: &RangeResult) -> u64 {
@@ -701,6 +753,11 @@ fn render(
                 "exact_cases": result.exact_cases,
                 "skipped": result.skipped,
                 "skipped_arguments": skipped_arguments(result),
+                "derived": d.derived,
+                "derived_arguments": match u64::try_from(derived_arguments(d)) {
+                    Ok(n) => json!(n),
+                    Err(_) => json!(derived_arguments(d).to_string()),
+                },
                 "timings": result.timings,
                 "elapsed_s": elapsed,
                 "gpu_memory": engine.gpu_memory(),
@@ -713,9 +770,13 @@ fn render(
             write_stream_skipped(&mut out, kind, &result.skipped)?;
         }
         Output::Table => {
+            let derived = match derived_arguments(d) {
+                0 => String::new(),
+                n => format!(" searched and {n} derived"),
+            };
             writeln!(
                 out,
-                "{}({}) on [{}, {}): {} arguments, at least {} bits",
+                "{}({}) on [{}, {}): {} arguments{derived}, at least {} bits",
                 cfg.function,
                 cfg.format().name(),
                 d.from,
@@ -745,6 +806,9 @@ fn render(
             }
             for s in &result.skipped {
                 writeln!(out, "{}", skipped_line("skipped:", s))?;
+            }
+            for run in d.derived {
+                writeln!(out, "{}", plan::derived_line(run))?;
             }
             write_stats(&mut out, &result.stats)?;
             writeln!(

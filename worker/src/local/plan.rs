@@ -5,6 +5,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use tmd_kernels::numbers::format::float_to_hex;
+use tmd_kernels::plan::reduce::{self as reduction, Derivation, DerivedRun};
 use tmd_kernels::plan::size::{
     campaign_unit_bits, choose_unit_bits, count_range_units, SizeChoice, SizeLimits,
 };
@@ -31,6 +32,13 @@ pub struct RangeArgs {
     /// the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
+    /// Search every binade of exp2, cbrt, sqrt and rsqrt. By default the binades whose cases
+    /// follow exactly from a base region (exp2(m + b) = 2^m exp2(b), cbrt(8x) = 2 cbrt(x),
+    /// sqrt(4x) = 2 sqrt(x), rsqrt(4x) = rsqrt(x) / 2), where the range covers them and their
+    /// base whole, are not searched: their cases are computed from the base's, each judged
+    /// again by MPFR, and listed with the others; the output names the derived runs.
+    #[arg(long)]
+    pub no_reduction: bool,
 }
 
 /// The limits of a coordinator with its default settings (`--max-units-per-campaign`, half of
@@ -40,9 +48,11 @@ pub const CAMPAIGN_LIMITS: SizeLimits = SizeLimits {
     max_cases_per_unit: 5_000.0,
 };
 
-/// A planned local command: its units and the range they cover, canonical (C99 hex).
+/// A planned local command: its units, what it derives instead of searching, and the range
+/// they cover, canonical (C99 hex).
 pub struct Planned {
     pub units: Vec<UnitSpec>,
+    pub derivation: Derivation,
     pub from: String,
     pub to: String,
 }
@@ -74,8 +84,14 @@ impl RangeArgs {
     }
 
     /// The units of the range or of the whole function, at `unit_bits` (the engine's default
-    /// for the format when `None`).
-    pub fn plan(&self, cfg: &SearchConfig, unit_bits: Option<u32>) -> Result<Planned> {
+    /// for the format when `None`), reduced where `reduce` and the function has a reduction
+    /// (unless `--no-reduction`).
+    pub fn plan(
+        &self,
+        cfg: &SearchConfig,
+        unit_bits: Option<u32>,
+        reduce: bool,
+    ) -> Result<Planned> {
         let fmt = cfg.format();
         let p = cfg.precision;
         let (units, from, to) = if self.whole {
@@ -96,12 +112,29 @@ impl RangeArgs {
             (units, from.clone(), to.clone())
         };
         let (lo, hi) = parse_range(p, &from, &to)?;
+        let (units, derivation) = if reduce && !self.no_reduction {
+            reduction::reduce(cfg.function, fmt, cfg.min_bits, units)
+        } else {
+            (units, Derivation::default())
+        };
+        for run in &derivation.runs {
+            eprintln!("tmd: {}", derived_line(run));
+        }
         Ok(Planned {
             units,
+            derivation,
             from: float_to_hex(&lo),
             to: float_to_hex(&hi),
         })
     }
+}
+
+/// A derived run for people: `derived [first, last] (count arguments) from base: rule`.
+pub fn derived_line(run: &DerivedRun) -> String {
+    format!(
+        "derived [{}, {}] ({} arguments) from {}: {}",
+        run.first, run.last, run.count, run.base, run.rule
+    )
 }
 
 #[cfg(test)]
@@ -121,6 +154,7 @@ mod tests {
             from: Some("-0x1p+13".into()),
             to: Some("-0x1p-9598".into()),
             whole: false,
+            no_reduction: false,
         };
         let c = range.campaign_unit_bits(&cfg).unwrap();
         assert_eq!((c.unit_bits, c.units), (56, 9611 * 128 + 1));
