@@ -2,6 +2,8 @@
 //! `tmd-server` and a CPU `tmd-worker` daemon. The coordinator accepts every unit, the
 //! collapsed ones (a block whose every argument is skipped, larger than a unit) included, and
 //! the campaign's HR-cases and skipped arguments equal those of `tmd-worker search --whole`.
+//! A campaign searches every binade: for a function with a reduction (cbrt) its cases equal
+//! those of a whole search that derives most binades from a base region.
 
 use tmd_test_support::TestDb;
 use tmd_tests::{admin, compute_on_one_worker, every_unit_done_once, scratch, Server};
@@ -61,4 +63,47 @@ async fn a_whole_campaign_equals_a_whole_search() {
     .await
     .unwrap();
     assert!(big > 0, "no collapsed unit");
+}
+
+/// cbrt in binary16: the campaign searches every binade, the local search only `[1, 8)` and
+/// `(-8, -1]` with a few subnormal units, deriving the rest; the same HR-cases.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_campaign_of_every_binade_equals_a_reduced_search() {
+    let args = [
+        "--function",
+        "cbrt",
+        "--format",
+        "binary16",
+        "--min-bits",
+        "6",
+        "--unit-bits",
+        "7",
+    ];
+    let db = TestDb::new().await;
+    let dir = scratch("campaign-whole-cbrt");
+    let server = Server::start(db.url(), &dir, &[]);
+    let url = server.url();
+    let mut create = vec!["campaign", "create", "--whole"];
+    create.extend(args);
+    let c = admin(&url, &create);
+    let campaign = c["id"].as_i64().unwrap();
+    let units = c["units_total"].as_i64().unwrap();
+    compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
+    let got = every_unit_done_once(&db, campaign, units).await;
+    let mut local = vec!["--whole"];
+    local.extend(args);
+    let v = tmd_tests::search_json(&local);
+    let derived = v["derived"].as_array().expect("derived runs listed");
+    assert_eq!(derived.len(), 4, "two runs per sign: {derived:?}");
+    assert!(
+        v["derived_arguments"].as_u64().unwrap() > v["arguments"].as_u64().unwrap(),
+        "most arguments derived: {} searched",
+        v["arguments"]
+    );
+    assert!(got.len() > 100, "{} HR-cases", got.len());
+    assert_eq!(
+        got,
+        tmd_tests::hr_case_keys(&v),
+        "HR-cases equal a reduced whole search's"
+    );
 }
