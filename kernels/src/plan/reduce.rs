@@ -23,12 +23,11 @@ use crate::regions::skip::skipped_runs;
 use rayon::prelude::*;
 use rug::float::Round;
 use rug::Float;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// How a function's cases repeat across binades.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduction {
     /// exp2 of `|x| >= 2` from `|x|` in `[1, 2)`.
     Exp2Integer,
@@ -105,13 +104,11 @@ pub struct DerivedRun {
     pub rule: String,
 }
 
-/// What a reduced plan derives instead of searching: the binades, by their base binade, and
-/// the part of each that is derived.
+/// What a reduced plan derives instead of searching: the part of each derived binade that is
+/// derived, and the runs they make.
 #[derive(Debug, Clone, Default)]
 pub struct Derivation {
     pub reduction: Option<Reduction>,
-    /// Derived binades by their base binade.
-    derived: BTreeMap<Binade, Vec<i32>>,
     /// The significands `[lo, hi)` derived in each derived binade (in the units' writing),
     /// sorted: the whole binade, or those of its units whose every result is normal (exp2 of
     /// `(-1024, -512]` in binary64 but the unit whose results turn subnormal).
@@ -119,9 +116,13 @@ pub struct Derivation {
     pub runs: Vec<DerivedRun>,
 }
 
+/// A count of arguments in JSON: a number where it fits 64 bits, else a decimal string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Count(#[serde(serialize_with = "count_as_json")] pub u128);
+
 /// A count as a JSON number where it fits 64 bits, else as a decimal string (JSON readers
 /// and `serde_json`'s values stop at 64-bit integers).
-pub fn count_as_json<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
+fn count_as_json<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
     match u64::try_from(*n) {
         Ok(v) => s.serialize_u64(v),
         Err(_) => s.serialize_str(&n.to_string()),
@@ -233,23 +234,9 @@ pub fn reduce(
         .into_iter()
         .filter(|u| !derived_whole(u, p, x.emin, &regions))
         .collect();
-    let mut by_base: BTreeMap<Binade, Vec<i32>> = BTreeMap::new();
-    for b in regions.keys() {
-        let base = r
-            .base_of(b.exponent, p)
-            .expect("derived binades have a base");
-        by_base
-            .entry(Binade {
-                negative: b.negative,
-                exponent: base,
-            })
-            .or_default()
-            .push(b.exponent);
-    }
     let runs = runs(f, fmt, r, &regions);
     let derivation = Derivation {
         reduction: Some(r),
-        derived: by_base,
         regions,
         runs,
     };
@@ -491,6 +478,19 @@ pub fn derive(
     let Some(r) = plan.reduction else {
         return Ok((Vec::new(), Vec::new()));
     };
+    let p = fmt.precision.bits();
+    // The derived binades by their base binade.
+    let mut by_base: BTreeMap<Binade, Vec<i32>> = BTreeMap::new();
+    for b in plan.regions.keys() {
+        let base = r
+            .base_of(b.exponent, p)
+            .expect("derived binades have a base");
+        let base = Binade {
+            negative: b.negative,
+            exponent: base,
+        };
+        by_base.entry(base).or_default().push(b.exponent);
+    }
     let base = |x: &str| -> Option<(Argument, &Vec<i32>)> {
         let v = parse_number(x, fmt.precision.bits(), Round::Nearest).ok()?;
         let a = Argument::from_float_in(&v, fmt)?;
@@ -499,7 +499,7 @@ pub fn derive(
             exponent: a.exponent,
         };
         (a.significand >> (fmt.precision.bits() - 1) != 0)
-            .then(|| plan.derived.get(&b).map(|d| (a, d)))
+            .then(|| by_base.get(&b).map(|d| (a, d)))
             .flatten()
     };
     // In parallel over the base cases: a scaling gives each one or two copies, so the work

@@ -26,7 +26,7 @@ use tally::Tally;
 use tmd_kernels::cuda::{self, human_bytes, Cuda, DeviceMemory, MemoryBudget};
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::numbers::format::{float_to_hex, parse_number};
-use tmd_kernels::plan::reduce::{derive, Derivation, DerivedRun};
+use tmd_kernels::plan::reduce::{derive, Count, Derivation};
 use tmd_kernels::plan::{default_unit_bits, split_range_in};
 use tmd_kernels::search::existence::{bare_loop, Test};
 use tmd_kernels::search::generation::{generate, FLAT_DOMAIN_BITS};
@@ -322,7 +322,7 @@ struct Described<'a> {
     cfg: &'a SearchConfig,
     from: &'a str,
     to: &'a str,
-    derived: &'a [DerivedRun],
+    derivation: &'a Derivation,
 }
 
 /// The search's result with the cases of the derived binades added (judged again by MPFR),
@@ -375,7 +375,7 @@ fn write_stream_header(out: &mut dyn Write, kind: Output, d: &Described) -> Resu
                 d.cfg.min_bits
             )?;
             writeln!(out, "# format {}", d.cfg.format().describe())?;
-            for run in d.derived {
+            for run in &d.derivation.runs {
                 writeln!(out, "# {}", plan::derived_line(run))?;
             }
         }
@@ -516,7 +516,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
         cfg: &cfg,
         from: &from,
         to: &to,
-        derived: &derivation.runs,
+        derivation: &derivation,
     };
     let header = journal::Header {
         tmd_search_journal: journal::VERSION,
@@ -707,16 +707,12 @@ fn on_interrupt(output: Option<PathBuf>) {
 /// itself holds its header and its cases alone, so that every csv reader takes it whole.
 fn describe_csv(d: &Described, result: &RangeResult) {
     eprintln!("tmd: format {}", d.cfg.format().describe());
-    for run in d.derived {
+    for run in &d.derivation.runs {
         eprintln!("tmd: {}", plan::derived_line(run));
     }
     for s in &result.skipped {
         eprintln!("{}", skipped_line("tmd: skipped", s));
     }
-}
-
-fn derived_arguments(d: &Described) -> u128 {
-    d.derived.iter().map(|r| r.count).sum()
 }
 
 fn skipped_arguments(r: &RangeResult) -> u64 {
@@ -753,11 +749,8 @@ fn render(
                 "exact_cases": result.exact_cases,
                 "skipped": result.skipped,
                 "skipped_arguments": skipped_arguments(result),
-                "derived": d.derived,
-                "derived_arguments": match u64::try_from(derived_arguments(d)) {
-                    Ok(n) => json!(n),
-                    Err(_) => json!(derived_arguments(d).to_string()),
-                },
+                "derived": d.derivation.runs,
+                "derived_arguments": Count(d.derivation.derived_arguments()),
                 "timings": result.timings,
                 "elapsed_s": elapsed,
                 "gpu_memory": engine.gpu_memory(),
@@ -770,7 +763,7 @@ fn render(
             write_stream_skipped(&mut out, kind, &result.skipped)?;
         }
         Output::Table => {
-            let derived = match derived_arguments(d) {
+            let derived = match d.derivation.derived_arguments() {
                 0 => String::new(),
                 n => format!(" searched and {n} derived"),
             };
@@ -807,7 +800,7 @@ fn render(
             for s in &result.skipped {
                 writeln!(out, "{}", skipped_line("skipped:", s))?;
             }
-            for run in d.derived {
+            for run in &d.derivation.runs {
                 writeln!(out, "{}", plan::derived_line(run))?;
             }
             write_stats(&mut out, &result.stats)?;
