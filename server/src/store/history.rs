@@ -8,9 +8,11 @@ use tmd_wire::{BinadeTime, HistoryPoint};
 /// Snapshots older than this are thinned into the history (the rate reads the last hour).
 pub const SNAPSHOT_KEEP_SECONDS: f64 = 2.0 * 3600.0;
 
-/// Folds the snapshots older than `older_than_seconds` (of campaign `id` only, or of every
+/// Moves the snapshots older than `older_than_seconds` (of campaign `id` only, or of every
 /// campaign) into `campaign_history`: the first snapshot of each hour, unless that hour already
-/// has a reading. The snapshots themselves are left for the caller to drop.
+/// has a reading; the others are dropped. One statement, so the rows folded are exactly the rows
+/// dropped even while snapshots are written beside it (two statements under READ COMMITTED
+/// could drop a row the fold did not see).
 pub(crate) async fn fold_snapshots<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: Option<i64>,
@@ -19,16 +21,19 @@ pub(crate) async fn fold_snapshots<'e, E: sqlx::PgExecutor<'e>>(
     // The done fraction, with the work in all the snapshot recorded (older snapshots have
     // none: the campaign's work now stands in, which differs only if an estimate came since).
     let r = sqlx::query(
-        "INSERT INTO campaign_history (campaign_id, hour, taken_at, args_done, fraction_done) \
+        "WITH gone AS ( \
+             DELETE FROM campaign_snapshots \
+             WHERE taken_at < now() - make_interval(secs => $2) \
+               AND ($1::int8 IS NULL OR campaign_id = $1) \
+             RETURNING campaign_id, taken_at, args_done, work_done, work_total) \
+         INSERT INTO campaign_history (campaign_id, hour, taken_at, args_done, fraction_done) \
          SELECT DISTINCT ON (s.campaign_id, date_trunc('hour', s.taken_at)) \
                 s.campaign_id, date_trunc('hour', s.taken_at), s.taken_at, s.args_done, \
                 COALESCE(LEAST(1, s.work_done::float8 \
                     / NULLIF(COALESCE(s.work_total, w.total)::float8, 0)), 0) \
-         FROM campaign_snapshots s LEFT JOIN LATERAL ( \
+         FROM gone s LEFT JOIN LATERAL ( \
              SELECT sum(work_pending + work_leased + work_done + work_quarantined) AS total \
              FROM campaign_tallies t WHERE t.campaign_id = s.campaign_id) w ON true \
-         WHERE s.taken_at < now() - make_interval(secs => $2) \
-           AND ($1::int8 IS NULL OR s.campaign_id = $1) \
          ORDER BY s.campaign_id, date_trunc('hour', s.taken_at), s.taken_at \
          ON CONFLICT (campaign_id, hour) DO NOTHING",
     )

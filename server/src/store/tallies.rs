@@ -267,7 +267,7 @@ pub async fn set_estimate(
     estimate_format: &str,
 ) -> Result<(Campaign, Weights)> {
     let campaign = get_campaign(pool, id).await?;
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     sqlx::query("LOCK TABLE campaign_tallies, binade_tallies IN SHARE ROW EXCLUSIVE MODE")
         .execute(&mut *tx)
         .await?;
@@ -321,10 +321,6 @@ pub async fn set_estimate(
     // weights it was taken with.
     super::history::fold_snapshots(&mut *tx, Some(id), -1.0).await?;
     recount_work(&mut tx, id).await?;
-    sqlx::query("DELETE FROM campaign_snapshots WHERE campaign_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
     let campaign = fetch_campaign(&mut *tx, id).await?;
     tx.commit().await?;
     Ok((campaign, weights))
@@ -470,17 +466,7 @@ pub async fn snapshot(pool: &PgPool) -> Result<()> {
     )
     .execute(pool)
     .await?;
-    // Folded and dropped in one transaction, so a crash between them loses no hour.
-    let keep = super::history::SNAPSHOT_KEEP_SECONDS;
-    let mut tx = pool.begin().await?;
-    super::history::fold_snapshots(&mut *tx, None, keep).await?;
-    sqlx::query(
-        "DELETE FROM campaign_snapshots WHERE taken_at < now() - make_interval(secs => $1)",
-    )
-    .bind(keep)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
+    super::history::fold_snapshots(pool, None, super::history::SNAPSHOT_KEEP_SECONDS).await?;
     Ok(())
 }
 
