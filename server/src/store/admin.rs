@@ -14,7 +14,7 @@ pub async fn requeue_units(
     campaign_id: i64,
     unit_ids: Option<&[i64]>,
 ) -> Result<u64> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM campaigns WHERE id = $1")
         .bind(campaign_id)
         .fetch_optional(&mut *tx)
@@ -111,7 +111,7 @@ pub async fn revoke_enrollment_token(pool: &PgPool, id: i64) -> Result<Enrollmen
 /// (their units go back to the pool, costing them no attempt). Its results stand: revoking is
 /// retiring a machine, not distrusting it (that is quarantine).
 pub async fn revoke_worker(pool: &PgPool, worker_id: i64) -> Result<()> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     let marked =
         sqlx::query("UPDATE workers SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1")
             .bind(worker_id)

@@ -100,7 +100,7 @@ pub async fn place(
 /// transaction, and settles the units they fall in again: a result without one of them is
 /// refuted, and a unit that rested on such results goes back to the pool.
 pub async fn load(pool: &PgPool, campaign_id: i64, cases: &[Placed]) -> Result<Loaded> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     let mut loaded = Loaded::default();
     let (mut k_unit, mut k_x, mut k_bits, mut k_d, mut k_kind, mut k_rounded) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -210,7 +210,7 @@ pub async fn remove(
     xs: &[String],
     reason: &str,
 ) -> Result<Removed> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     let found: Option<(i64,)> = sqlx::query_as("SELECT id FROM campaigns WHERE id = $1")
         .bind(campaign_id)
         .fetch_optional(&mut *tx)

@@ -201,7 +201,9 @@ pub async fn claim_lease(
             owner_share,
             slots: slots.clamp(1, 4096) as i32,
         };
-        let units = claim_run(pool, &c, &claim).await?;
+        // A claim's tally updates can deadlock with a result post's (each locks counters of
+        // both campaign and binade); the loser was rolled back whole, so it is claimed again.
+        let units = super::retry_transient(3, || claim_run(pool, &c, &claim)).await?;
         let Some(head) = units.first() else {
             continue;
         };
@@ -295,9 +297,11 @@ async fn claim_run(
     // Custom plans: the claim's best plan depends on its size (a one-unit calibration or
     // thousands of units), and a generic plan made without it ran a 20,000-unit claim on a
     // 4-million-unit table in 1.05-1.10 s against 0.50-0.54 s custom.
-    let mut tx = pool
-        .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
-        .await?;
+    let mut tx = super::begin(
+        pool,
+        Some("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan"),
+    )
+    .await?;
     sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
         .bind(c.id)
         .execute(&mut *tx)
@@ -687,7 +691,7 @@ pub async fn release_lease(
     failed: &[i64],
     max_attempts: u32,
 ) -> Result<Released> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     let lease = fetch_lease(&mut *tx, lease_id, true).await?;
     if let Err(e) = lease_refusal(lease.as_ref(), worker_id, fencing_token) {
         tx.rollback().await?;

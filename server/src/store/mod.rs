@@ -143,7 +143,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
             "a unit holds more than 2^63 arguments".into(),
         ));
     }
-    let mut tx = pool.begin().await?;
+    let mut tx = begin(pool, None).await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
          replication, priority, units_total, arguments_total, distinct_owners, adaptive, \
@@ -365,7 +365,7 @@ pub async fn list_campaigns(pool: &PgPool) -> Result<Vec<Campaign>> {
 
 /// Moves a campaign to `to` if the transition is allowed (pause, resume, cancel).
 pub async fn set_campaign_state(pool: &PgPool, id: i64, to: CampaignState) -> Result<Campaign> {
-    let mut tx = pool.begin().await?;
+    let mut tx = begin(pool, None).await?;
     let current: Option<String> =
         sqlx::query_scalar("SELECT state FROM campaigns WHERE id = $1 FOR UPDATE")
             .bind(id)
@@ -642,6 +642,31 @@ pub(crate) async fn facts_by_unit<'e, E: sqlx::PgExecutor<'e>>(
     Ok(by_unit)
 }
 
+/// Begins a transaction on `pool` (`statement` in place of `BEGIN`), safe to cancel. sqlx
+/// leaves a connection inside the transaction when the future is dropped between sending
+/// `BEGIN` and its answer (its guard rolls back only a transaction it has counted), and that
+/// connection then runs its next users' statements inside it, holding their locks until some
+/// later user commits. A request cut off by its deadline or by its client drops its future
+/// anywhere (seen as "there is already a transaction in progress" under a thousand GPUs'
+/// start), so the `BEGIN` runs in a task of its own: it finishes, and the transaction nobody
+/// waits for any more is dropped, rolled back, and its connection returned clean.
+pub async fn begin(
+    pool: &PgPool,
+    statement: Option<&'static str>,
+) -> Result<Transaction<'static, Postgres>> {
+    let pool = pool.clone();
+    let task = tokio::spawn(async move {
+        match statement {
+            Some(s) => pool.begin_with(s).await,
+            None => pool.begin().await,
+        }
+    });
+    match task.await {
+        Ok(tx) => Ok(tx?),
+        Err(e) => Err(Error::Internal(format!("beginning a transaction: {e}"))),
+    }
+}
+
 /// Runs `attempt` again, at most `retries` more times, while it fails with a deadlock or a
 /// serialization failure: the transaction was rolled back, so running it again is safe.
 pub(crate) async fn retry_transient<T, F, Fut>(retries: u32, mut attempt: F) -> Result<T>
@@ -661,12 +686,6 @@ where
     }
 }
 
-/// The highest seq of a pending unit of campaign `c` (NULL when none is pending), for "has it a
-/// pending unit": claims take pending units from the lowest seq, so the front of the
-/// `units_pending` index is a long run of entries of units leased since its last vacuum
-/// (hundreds of thousands in a farm), which a forward probe steps over one by one (about 20 ms
-/// a probe in the farm bench, more than the rest of a batch's recording); from the end the
-/// first entry is live until the campaign's last units are claimed.
 /// How the transactions of a result post begin: index plans only (see `record_results`), and
 /// generic plans. Their statements read and write a batch's rows by key through `= ANY($1)`,
 /// whose best plan does not depend on the arrays' contents; PostgreSQL would otherwise make a
@@ -679,6 +698,12 @@ pub(crate) const HOT_BEGIN: &str =
 pub(crate) const HOT_BEGIN_READ_ONLY: &str = "BEGIN READ ONLY; SET LOCAL enable_seqscan = off; \
      SET LOCAL plan_cache_mode = force_generic_plan";
 
+/// The highest seq of a pending unit of campaign `c` (NULL when none is pending), for "has it a
+/// pending unit": claims take pending units from the lowest seq, so the front of the
+/// `units_pending` index is a long run of entries of units leased since its last vacuum
+/// (hundreds of thousands in a farm), which a forward probe steps over one by one (about 20 ms
+/// a probe in the farm bench, more than the rest of a batch's recording); from the end the
+/// first entry is live until the campaign's last units are claimed.
 pub(crate) const LAST_PENDING_SEQ: &str = "(SELECT u.seq FROM units u \
      WHERE u.campaign_id = c.id AND u.state = 'pending' ORDER BY u.seq DESC LIMIT 1)";
 

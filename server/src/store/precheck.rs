@@ -56,7 +56,7 @@ pub async fn precheck(
     // `record_results`: a plan prepared while `results` was small (a seq scan) would stay
     // cached as it grows, and every batch passes here (its skipped runs are checked even when
     // it has no case).
-    let mut tx = pool.begin_with(store::HOT_BEGIN_READ_ONLY).await?;
+    let mut tx = super::begin(pool, Some(store::HOT_BEGIN_READ_ONLY)).await?;
     let standing: Option<(Option<String>,)> = sqlx::query_as(
         "SELECT quarantine_reason FROM workers WHERE id = $1 AND quarantined_at IS NOT NULL",
     )

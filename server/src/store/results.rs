@@ -177,7 +177,7 @@ async fn record_once(pool: &PgPool, worker_id: i64, posts: &[Post<'_>]) -> Resul
     // Without sequential scans (same round trip as BEGIN) every plan here is an index plan,
     // and with generic plans it is planned once per connection, not at every batch
     // (`store::HOT_BEGIN`).
-    let mut tx = pool.begin_with(store::HOT_BEGIN).await?;
+    let mut tx = super::begin(pool, Some(store::HOT_BEGIN)).await?;
     let locked = lock_leases_and_units(&mut tx, posts).await?;
     // Every result of these units, read once under the units' locks: the posts' priors (a
     // retry is answered as before) and each unit's live replicas, which settle it below.

@@ -546,7 +546,7 @@ pub(crate) struct TouchedUnit {
 }
 
 async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<Purged> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     // Several coordinators may purge the same worker at once (each one's sweeper finishes
     // interrupted purges): one at a time per worker, the later one then finds little to do.
     sqlx::query("SELECT pg_advisory_xact_lock(7312, ($1 % 2147483647)::int4)")

@@ -58,7 +58,7 @@ pub async fn register_worker(
     worker_hash: &[u8],
     max_quarantined: u32,
 ) -> Result<i64> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin(pool, None).await?;
     let standing: Option<(i64, i64, bool)> = sqlx::query_as(
         "SELECT t.id, (SELECT count(*) FROM workers w \
                        WHERE w.enrollment_token_id = t.id AND w.quarantined_at IS NOT NULL), \
