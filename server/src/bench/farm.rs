@@ -66,6 +66,11 @@ pub struct FarmArgs {
     /// measures that build's coordinator under this bench's farm, for an A/B in one session.
     #[arg(long, value_name = "PATH")]
     pub server_exe: Option<std::path::PathBuf>,
+    /// The campaign has at least this many units (whole binades of 2^20 units of 2^32
+    /// arguments, up to 1,000 binades), however few the window needs: the farm against a
+    /// campaign of a binary80 binade's size. Creating ten million units takes minutes.
+    #[arg(long, default_value_t = 0)]
+    pub units: u64,
     /// Also print, for each second of the window, the result posts' count, p50, p99 and max
     /// latency and the lease requests sent in it: where in the window a tail comes from.
     #[arg(long)]
@@ -80,6 +85,8 @@ struct Tally {
     lease: Vec<(f64, f64)>,
     results: Vec<(f64, f64)>,
     single: Vec<(f64, f64)>,
+    /// Requests refused with 503 or 429 and asked again, as the daemon does.
+    retried: u64,
 }
 
 /// The `p` quantile of `v`, sorted here.
@@ -124,6 +131,14 @@ async fn wal_totals(db: &mut PgConnection) -> anyhow::Result<(i64, i64, f64)> {
             .fetch_one(&mut *db)
             .await?,
     )
+}
+
+/// The bench database's size on disk, in bytes.
+async fn database_bytes(db: &mut PgConnection) -> anyhow::Result<f64> {
+    let b: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        .fetch_one(&mut *db)
+        .await?;
+    Ok(b as f64)
 }
 
 fn loadavg() -> String {
@@ -180,7 +195,9 @@ async fn run_on(
             .args(["--database-url", db_url, "--max-connections"])
             .arg(args.max_connections.to_string())
             .args(["--rate-limit-per-second", "0", "--max-units-per-campaign"])
-            .arg("50000000")
+            .arg("1100000000")
+            // Creating millions of units outlasts the default request deadline.
+            .args(["--request-timeout-seconds", "1800"])
             .env("TMD_ADMIN_TOKEN", &admin_token)
             .kill_on_drop(true)
             .spawn()
@@ -208,10 +225,10 @@ async fn run_on(
     let phases = if args.compare_single { 2.0 } else { 1.0 };
     let per_gpu = args.units_per_second
         * (f64::from(args.lease_seconds) + phases * args.duration as f64 + 10.0);
-    let units = (args.gpus as f64 * per_gpu * 1.1) as u64 + 1000;
+    let units = ((args.gpus as f64 * per_gpu * 1.1) as u64 + 1000).max(args.units);
     let binades = units.div_ceil(1 << 20).max(1);
-    if binades > 9 {
-        bail!("{units} units needed: at most 9 binades of exp fit; fewer --gpus or --duration");
+    if binades > 1000 {
+        bail!("{units} units needed: at most 1,000 binades of 2^20 units; fewer --units, --gpus or --duration");
     }
     let t = Instant::now();
     // The farm is the operator's own GPUs: one result settles a unit. A coordinator older than
@@ -221,6 +238,7 @@ async fn run_on(
     let mut resp = http
         .post(format!("{}/api/v1/campaigns", bases[0]))
         .bearer_auth(&admin_token)
+        .timeout(Duration::from_secs(1800))
         .json(&request)
         .send()
         .await?;
@@ -233,6 +251,7 @@ async fn run_on(
         resp = http
             .post(format!("{}/api/v1/campaigns", bases[0]))
             .bearer_auth(&admin_token)
+            .timeout(Duration::from_secs(1800))
             .json(&request)
             .send()
             .await?;
@@ -241,10 +260,14 @@ async fn run_on(
         bail!("campaign: {}", resp.text().await?);
     }
     let campaign: tmd_wire::Campaign = resp.json().await?;
+    let mut db = PgConnection::connect(db_url).await?;
+    let created = database_bytes(&mut db).await?;
     eprintln!(
-        "farm: campaign of {} units created in {:.1} s",
+        "farm: campaign of {} units created in {:.1} s; database {:.1} MiB ({:.1} MiB per million units)",
         campaign.units_total,
-        t.elapsed().as_secs_f64()
+        t.elapsed().as_secs_f64(),
+        created / 1048576.0,
+        created / 1048576.0 / (campaign.units_total as f64 / 1e6),
     );
     let token: EnrollmentToken = http
         .post(format!("{}/api/v1/enrollment-tokens", bases[0]))
@@ -263,7 +286,6 @@ async fn run_on(
         let w = register(&http, base, &token.token, &format!("gpu-{i}")).await?;
         gpus.push(WorkerClient::new(base, &w.token, http.clone()));
     }
-    let mut db = PgConnection::connect(db_url).await?;
     for single in [false, true] {
         if single && !args.compare_single {
             break;
@@ -300,6 +322,7 @@ async fn phase(
     let pg_pids0 = db_pids(db).await?;
     let pg0: Vec<(u32, f64)> = pg_pids0.iter().map(|&p| (p, cpu_seconds(p))).collect();
     let wal0 = wal_totals(db).await?;
+    let db_bytes0 = database_bytes(db).await?;
     let me0 = cpu_seconds(std::process::id());
     let load0 = loadavg();
     let started = Instant::now();
@@ -307,12 +330,21 @@ async fn phase(
     go.notify_waiters();
     let mut tally = Tally::default();
     let mut failures = 0u64;
+    let (mut gpus_failed, mut first_error) = (0usize, None);
     for t in tasks {
-        let (mine, f) = t.await??;
+        let (mine, f) = match t.await? {
+            Ok(done) => done,
+            Err(e) => {
+                gpus_failed += 1;
+                first_error.get_or_insert(format!("{e:#}"));
+                continue;
+            }
+        };
         tally.startup_lease.extend(mine.startup_lease);
         tally.lease.extend(mine.lease);
         tally.results.extend(mine.results);
         tally.single.extend(mine.single);
+        tally.retried += mine.retried;
         failures += f;
     }
     let wall = started.elapsed().as_secs_f64();
@@ -332,6 +364,7 @@ async fn phase(
         })
         .sum();
     let wal1 = wal_totals(db).await?;
+    let db_bytes1 = database_bytes(db).await?;
     let me_cpu = cpu_seconds(std::process::id()) - me0;
     let rate = units as f64 / wall;
     let offered = gpus.len() as f64 * args.units_per_second;
@@ -345,6 +378,11 @@ async fn phase(
         gpus.len(),
         args.units_per_second,
         args.batch_seconds,
+    )?;
+    outln!(
+        "  requests refused with 503 or 429 and asked again: {}; GPUs that stopped on an error: {gpus_failed}{}",
+        tally.retried,
+        first_error.map_or(String::new(), |e| format!(" (the first: {e})")),
     )?;
     if !tally.startup_lease.is_empty() {
         let v = &mut tally.startup_lease;
@@ -416,6 +454,12 @@ async fn phase(
         per_unit(wal1.2 - wal0.2),
     )?;
     outln!(
+        "  database: {:.1} MiB after the window, grew {:.1} MiB ({:.0} MiB per million unit results)",
+        db_bytes1 / 1048576.0,
+        (db_bytes1 - db_bytes0) / 1048576.0,
+        per_unit(db_bytes1 - db_bytes0) * 1e6 / 1048576.0,
+    )?;
+    outln!(
         "  gpus_served_per_coordinator={:.0} (unit results/s per server / units/s per GPU)",
         rate / args.servers as f64 / args.units_per_second
     )?;
@@ -469,9 +513,11 @@ async fn gpu(
     let per_unit = 1.0 / args.units_per_second;
     let mut tally = Tally::default();
     let mut failures = 0;
-    let mut queue = first_leases(&g, &args, single, per_unit, &mut tally).await?;
     let notified = go.notified();
+    let first = first_leases(&g, &args, single, per_unit, &mut tally).await;
+    // A GPU that could not start still reaches the barrier: the others must not wait on it.
     ready.wait().await;
+    let mut queue = first.context("a GPU's first leases")?;
     notified.await;
     let start = *start_at.get().expect("the start is set before the signal");
     let deadline = start + Duration::from_secs(args.duration);
@@ -607,7 +653,9 @@ async fn first_leases(
     };
     loop {
         let t0 = Instant::now();
-        let lease = g.lease(Some(first_seconds)).await?.lease;
+        let lease = retrying(&mut tally.retried, || g.lease(Some(first_seconds)))
+            .await?
+            .lease;
         tally.startup_lease.push(t0.elapsed().as_secs_f64());
         let Some(lease) = lease else {
             bail!("no work for a GPU: the campaign is too small");
@@ -621,14 +669,42 @@ async fn first_leases(
         }
         tokio::time::sleep(Duration::from_secs_f64(per_unit)).await;
         let (l, f, u) = queue.pop_front().expect("one unit");
-        g.post_batch(vec![BatchedResult {
-            lease_id: l,
-            unit_id: u,
-            result: empty_result(f, u, per_unit),
-        }])
+        retrying(&mut tally.retried, || {
+            g.post_batch(vec![BatchedResult {
+                lease_id: l,
+                unit_id: u,
+                result: empty_result(f, u, per_unit),
+            }])
+        })
         .await?;
     }
     Ok(queue)
+}
+
+/// Runs `call` until it is not refused with 503 (the coordinator busy or its database
+/// away) or 429, waiting as the daemon does (a second, doubling to 16, with jitter), at most
+/// ten times; counts the refusals in `retried`.
+async fn retrying<T, F, Fut>(retried: &mut u64, mut call: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut wait = 1.0f64;
+    for _ in 0..10 {
+        match call().await {
+            Err(e)
+                if e.downcast_ref::<Refused>()
+                    .is_some_and(|r| matches!(r.status, 429 | 503)) =>
+            {
+                *retried += 1;
+                let jitter = 0.5 + rand::random::<f64>();
+                tokio::time::sleep(Duration::from_secs_f64(wait * jitter)).await;
+                wait = (wait * 2.0).min(16.0);
+            }
+            other => return other,
+        }
+    }
+    call().await
 }
 
 /// A lease request: when it was sent (seconds since the window's start), its latency, the lease.
