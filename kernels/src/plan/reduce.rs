@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use rug::float::Round;
 use rug::Float;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How a function's cases repeat across binades.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,6 +241,39 @@ pub fn reduce(
         runs,
     };
     (kept, derivation)
+}
+
+/// The normal binades, by sign and exponent, that [`reduce`] derives whole from a plan that
+/// covers every binade of `f` (a whole plan), worked out without the plan's units: a whole
+/// plan keeps them as one unit each instead of cutting them (binary80 has 32,766 binades of
+/// 2^13 units of 2^50 arguments each, more units than a plan holds). [`reduce`] judges them
+/// again on the plan itself.
+pub fn whole_derivable(f: Function, fmt: Format, min_bits: u32) -> BTreeSet<(bool, i32)> {
+    let (Some(r), Some(x)) = (Reduction::of(f), fmt.exponents) else {
+        return BTreeSet::new();
+    };
+    let p = fmt.precision.bits();
+    let clean = |b: Binade| {
+        let u = as_unit(b, p, x.emin);
+        normal(f, fmt, u) && !skips(f, fmt, min_bits, u)
+    };
+    let mut out = BTreeSet::new();
+    for negative in [false, true] {
+        let bases_clean = r.bases().into_iter().all(|exponent| {
+            exponent >= x.emin && exponent <= x.emax && clean(Binade { negative, exponent })
+        });
+        if !bases_clean {
+            continue;
+        }
+        let derived: Vec<i32> = (x.emin..=x.emax)
+            .into_par_iter()
+            .filter(|&exponent| {
+                r.base_of(exponent, p).is_some() && clean(Binade { negative, exponent })
+            })
+            .collect();
+        out.extend(derived.into_iter().map(|e| (negative, e)));
+    }
+    out
 }
 
 /// The binade of a unit of normal arguments.

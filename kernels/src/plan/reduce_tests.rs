@@ -249,3 +249,70 @@ fn wider_precisions_lose_nothing() {
     assert!(whole.0.len() > 1000, "{} HR-cases", whole.0.len());
     assert_eq!(whole, reduced, "cbrt binary32");
 }
+
+/// A whole plan reduced as it is cut (the derived binades never cut into units) is the whole
+/// plan cut first and reduced after: the same units, the same derived regions and runs.
+#[test]
+fn a_whole_plan_reduced_as_it_is_cut_is_the_plan_reduced_after() {
+    use crate::plan::whole::split_whole_reduced;
+    for (name, min_bits, u) in [
+        ("binary16", 4, 6),
+        ("bfloat16", 3, 4),
+        ("binary32", 12, 16),
+        ("binary64", 44, 44),
+    ] {
+        let fmt = Format::named(name).unwrap();
+        for f in [
+            Function::Exp2,
+            Function::Cbrt,
+            Function::Sqrt,
+            Function::Rsqrt,
+            Function::Exp,
+        ] {
+            let units = split_whole(f, fmt, min_bits, Some(u)).unwrap();
+            let (after, plan_after) = reduce(f, fmt, min_bits, units);
+            let (cut, plan_cut) = split_whole_reduced(f, fmt, min_bits, Some(u)).unwrap();
+            assert_eq!(cut, after, "{f} {name}: the units");
+            assert_eq!(plan_cut.regions, plan_after.regions, "{f} {name}");
+            assert_eq!(plan_cut.runs, plan_after.runs, "{f} {name}");
+            assert_eq!(plan_cut.derives(), f != Function::Exp, "{f} {name}");
+        }
+    }
+}
+
+/// The whole functions of binary80 with a reduction are planned in units of 2^50 without
+/// cutting their thousands of binades first (cut, cbrt alone is 5 * 10^8 units, beyond the
+/// plan's limit): what is searched is the base binades and the subnormal arguments.
+#[test]
+fn whole_binary80_functions_with_a_reduction_fit_the_plan() {
+    use crate::plan::whole::split_whole_reduced;
+    let fmt = Format::named("binary80").unwrap();
+    let x = fmt.exponents.unwrap();
+    assert!(split_whole(Function::Cbrt, fmt, 54, Some(50)).is_err());
+    for (f, bases) in [
+        (Function::Cbrt, 0..=2),
+        (Function::Sqrt, 0..=1),
+        (Function::Rsqrt, 0..=1),
+    ] {
+        let (units, plan) = split_whole_reduced(f, fmt, 54, Some(50)).unwrap();
+        let searched: BTreeSet<i32> = units
+            .iter()
+            .filter(|u| u.first >> 63 != 0)
+            .map(|u| u.exponent)
+            .collect();
+        assert_eq!(
+            searched,
+            bases.clone().collect::<BTreeSet<i32>>(),
+            "{f}: the normal binades searched"
+        );
+        assert!(units.iter().all(|u| u.count <= 1 << 50), "{f}");
+        // Every normal binade of the defined signs but the bases is derived.
+        let signs = if f == Function::Cbrt { 2 } else { 1 };
+        let normal = (x.emax - x.emin + 1) as u128 - bases.count() as u128;
+        assert!(
+            plan.derived_arguments() >= (signs * normal) << 63,
+            "{f}: {} derived",
+            plan.derived_arguments()
+        );
+    }
+}

@@ -12,6 +12,7 @@
 
 use crate::numbers::format::{float_to_hex, Format};
 use crate::oracle::function::Function;
+use crate::plan::reduce::{self, Derivation};
 use crate::plan::{
     binade_pieces, cut, default_unit_bits, parse_range, PlanError, UnitSpec, MAX_UNITS,
     MAX_UNIT_BITS,
@@ -19,6 +20,7 @@ use crate::plan::{
 use crate::regions::exact::exact_run;
 use crate::regions::skip::skipped_runs;
 use rug::Float;
+use std::collections::BTreeSet;
 
 /// log2 of the largest block collapsed into one unit: a binade of binary80 is 2^63
 /// significands, and the coordinator stores a unit's count as a signed 64-bit integer.
@@ -180,6 +182,48 @@ pub fn split_whole(
     min_bits: u32,
     unit_bits: Option<u32>,
 ) -> Result<Vec<UnitSpec>, WholeError> {
+    split_whole_keeping(f, fmt, min_bits, unit_bits, &BTreeSet::new())
+}
+
+/// The whole plan of `f` with its reduction ([`reduce::reduce`]): the units to search and what
+/// they derive. The binades the reduction derives whole are never cut into units, so that the
+/// whole functions of binary80 stay within the plan's unit limit; one that the reduction,
+/// judging the plan itself, does not derive after all is cut then.
+pub fn split_whole_reduced(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    unit_bits: Option<u32>,
+) -> Result<(Vec<UnitSpec>, Derivation), WholeError> {
+    let whole = reduce::whole_derivable(f, fmt, min_bits);
+    let units = split_whole_keeping(f, fmt, min_bits, unit_bits, &whole)?;
+    let (kept, derivation) = reduce::reduce(f, fmt, min_bits, units);
+    let u = unit_bits.unwrap_or_else(|| default_unit_bits(fmt.precision));
+    let mut out = Vec::with_capacity(kept.len());
+    for unit in kept {
+        if !whole.contains(&(unit.negative, unit.exponent)) {
+            out.push(unit);
+            continue;
+        }
+        let last = unit.first + (unit.count - 1);
+        let n = crate::plan::units_in(unit.first, last, u);
+        if out.len() as u64 + n > MAX_UNITS {
+            return Err(PlanError::TooManyUnits(out.len() as u64 + n).into());
+        }
+        cut(unit.negative, unit.exponent, unit.first, last, u, &mut out);
+    }
+    Ok((out, derivation))
+}
+
+/// [`split_whole`], with the normal binades `whole` names (sign, exponent) kept as one unit
+/// each wherever the domain holds all of them.
+fn split_whole_keeping(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    unit_bits: Option<u32>,
+    whole: &BTreeSet<(bool, i32)>,
+) -> Result<Vec<UnitSpec>, WholeError> {
     let u = unit_bits.unwrap_or_else(|| default_unit_bits(fmt.precision));
     if !(4..=MAX_UNIT_BITS).contains(&u) {
         return Err(PlanError::UnitBits(u).into());
@@ -194,7 +238,18 @@ pub fn split_whole(
     };
     let mut units = Vec::new();
     let k = MAX_COLLAPSED_BITS;
+    let p = fmt.precision.bits();
+    let (bottom, top) = (1u64 << (p - 1), ((1u128 << p) - 1) as u64);
     for (neg, e, first, last) in binade_pieces(fmt, &lo, &hi) {
+        if first == bottom && last == top && whole.contains(&(neg, e)) {
+            units.push(UnitSpec {
+                negative: neg,
+                exponent: e,
+                first,
+                count: last - first + 1,
+            });
+            continue;
+        }
         let mut s = first;
         loop {
             let end = (((s >> k) << k) + ((1u64 << k) - 1)).min(last);

@@ -9,7 +9,7 @@ use tmd_kernels::plan::reduce::{self as reduction, Derivation, DerivedRun};
 use tmd_kernels::plan::size::{
     campaign_unit_bits, choose_unit_bits, count_range_units, SizeChoice, SizeLimits,
 };
-use tmd_kernels::plan::whole::{split_whole, whole_domain, WholeError};
+use tmd_kernels::plan::whole::{split_whole, split_whole_reduced, whole_domain, WholeError};
 use tmd_kernels::plan::{parse_range, split_range_in, UnitSpec};
 use tmd_kernels::search::SearchConfig;
 
@@ -94,13 +94,24 @@ impl RangeArgs {
     ) -> Result<Planned> {
         let fmt = cfg.format();
         let p = cfg.precision;
-        let (units, from, to) = if self.whole {
+        let reduce = reduce && !self.no_reduction;
+        let (units, from, to, reduced) = if self.whole {
             let d = whole_domain(cfg.function, fmt)?;
             for note in &d.notes {
                 eprintln!("tmd: whole {}: {note}", cfg.function);
             }
-            let units = split_whole(cfg.function, fmt, cfg.min_bits, unit_bits)?;
-            (units, d.from, d.to)
+            // Reduced as it is cut: the binades it derives are never cut into units.
+            let (units, reduced) = if reduce {
+                let (units, derivation) =
+                    split_whole_reduced(cfg.function, fmt, cfg.min_bits, unit_bits)?;
+                (units, Some(derivation))
+            } else {
+                (
+                    split_whole(cfg.function, fmt, cfg.min_bits, unit_bits)?,
+                    None,
+                )
+            };
+            (units, d.from, d.to, reduced)
         } else {
             let (Some(from), Some(to)) = (&self.from, &self.to) else {
                 bail!(
@@ -109,13 +120,13 @@ impl RangeArgs {
                 );
             };
             let units = split_range_in(cfg.function, fmt, from, to, unit_bits)?;
-            (units, from.clone(), to.clone())
+            (units, from.clone(), to.clone(), None)
         };
         let (lo, hi) = parse_range(p, &from, &to)?;
-        let (units, derivation) = if reduce && !self.no_reduction {
-            reduction::reduce(cfg.function, fmt, cfg.min_bits, units)
-        } else {
-            (units, Derivation::default())
+        let (units, derivation) = match reduced {
+            Some(derivation) => (units, derivation),
+            None if reduce => reduction::reduce(cfg.function, fmt, cfg.min_bits, units),
+            None => (units, Derivation::default()),
         };
         for run in &derivation.runs {
             eprintln!("tmd: {}", derived_line(run));
