@@ -13,7 +13,8 @@
 # daemons start and restarted RESTART_AFTER seconds later on its state folder.
 # `finish` waits for the campaign to complete, then prints (and writes to $DIR/report.txt):
 # the wall, each progress reading's ETA against the time truly left, and the GPU-seconds idle
-# at the tail (from each daemon's last result to the campaign's end).
+# at the tail (from each daemon's last result to the campaign's end); and writes every result
+# with its unit's binade and weight to $DIR/results.csv, to replay the readings offline.
 #
 # Needs the release binaries (BIN, default target/release) and a PostgreSQL (DATABASE_URL_BASE,
 # as scripts/wheel-postgres.sh prints). Settings (environment): FUNCTION (exp), FORMAT
@@ -112,6 +113,13 @@ finish() {
       GROUP BY w.id ORDER BY w.id" > "$DIR/workers.tsv"
   psql "$PG/$DB" -At -c "SELECT extract(epoch FROM completed_at) FROM campaigns" > "$DIR/t_end"
   psql "$PG/$DB" -At -c "SELECT count(*) FROM hr_cases" > "$DIR/hr_cases"
+  # Every result with its unit's binade and work, for replaying the progress readings offline.
+  psql "$PG/$DB" -c "\\copy (SELECT u.seq, u.negative, u.exponent, u.count, \
+      COALESCE(k.weight, 1) AS weight, r.elapsed_seconds, w.slots, r.worker_id, \
+      extract(epoch FROM r.received_at) AS received_at FROM results r JOIN units u ON u.id = r.unit_id \
+      JOIN workers w ON w.id = r.worker_id LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
+      AND k.negative = u.negative AND k.exponent = u.exponent ORDER BY r.received_at) \
+      TO '$DIR/results.csv' CSV HEADER" > /dev/null
   python3 - "$DIR" <<'PY' | tee "$DIR/report.txt"
 import json, sys, os
 d = sys.argv[1]
