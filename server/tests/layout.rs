@@ -115,6 +115,25 @@ fn the_root_names_of_the_api_only_its_router() {
     assert_eq!(uses.into_iter().collect::<Vec<_>>(), ["router"]);
 }
 
+/// Transactions begin through `store::begin` alone: sqlx's own `begin` leaves a connection
+/// inside its transaction when the request is cut off while `BEGIN` is on the server.
+#[test]
+fn transactions_begin_through_the_stores_cancel_safe_begin() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut found = Vec::new();
+    for (file, code) in &files {
+        let n = code.matches(".begin()").count() + code.matches(".begin_with(").count();
+        // The one place that calls them, from a task of its own.
+        let allowed = if file.ends_with("store/mod.rs") { 2 } else { 0 };
+        if n != allowed {
+            found.push(format!("{file}: {n} calls of sqlx's begin"));
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 #[test]
 fn the_rule_reader_sees_what_it_must() {
     let code = "use crate::store::x;\n let a = crate::domain::y(); crate::api; crate::Config";
