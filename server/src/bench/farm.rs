@@ -332,14 +332,14 @@ async fn phase(
     let mut failures = 0u64;
     let (mut gpus_failed, mut first_error) = (0usize, None);
     for t in tasks {
-        let (mine, f) = match t.await? {
+        let (mine, f, stopped) = match t.await? {
             Ok(done) => done,
-            Err(e) => {
-                gpus_failed += 1;
-                first_error.get_or_insert(format!("{e:#}"));
-                continue;
-            }
+            Err(e) => (Tally::default(), 0, Some(format!("{e:#}"))),
         };
+        if let Some(e) = stopped {
+            gpus_failed += 1;
+            first_error.get_or_insert(e);
+        }
         tally.startup_lease.extend(mine.startup_lease);
         tally.lease.extend(mine.lease);
         tally.results.extend(mine.results);
@@ -501,6 +501,7 @@ fn timeline(tally: &Tally) -> anyhow::Result<()> {
 
 /// One simulated GPU: its first lease (one unit, which measures its speed), its full lease,
 /// then units finished at the given rate and posted in batches (or one by one) until the end.
+/// With why it could not start, if it could not.
 async fn gpu(
     g: WorkerClient,
     args: FarmArgs,
@@ -509,7 +510,7 @@ async fn gpu(
     go: Arc<tokio::sync::Notify>,
     start_at: Arc<std::sync::OnceLock<Instant>>,
     posted: Arc<AtomicU64>,
-) -> anyhow::Result<(Tally, u64)> {
+) -> anyhow::Result<(Tally, u64, Option<String>)> {
     let per_unit = 1.0 / args.units_per_second;
     let mut tally = Tally::default();
     let mut failures = 0;
@@ -517,7 +518,17 @@ async fn gpu(
     let first = first_leases(&g, &args, single, per_unit, &mut tally).await;
     // A GPU that could not start still reaches the barrier: the others must not wait on it.
     ready.wait().await;
-    let mut queue = first.context("a GPU's first leases")?;
+    let mut queue = match first {
+        Ok(queue) => queue,
+        // Its refusals asked again still count.
+        Err(e) => {
+            return Ok((
+                tally,
+                failures,
+                Some(format!("a GPU's first leases: {e:#}")),
+            ))
+        }
+    };
     notified.await;
     let start = *start_at.get().expect("the start is set before the signal");
     let deadline = start + Duration::from_secs(args.duration);
@@ -628,7 +639,7 @@ async fn gpu(
     if let Some(h) = next_lease {
         h.abort();
     }
-    Ok((tally, failures))
+    Ok((tally, failures, None))
 }
 
 /// A GPU's first leases: one unit that measures its speed (posted after the time a unit
