@@ -12,14 +12,19 @@
 # SAMPLE seconds. With KILL_AT set, daemon 0 is killed with SIGKILL that many seconds after the
 # daemons start and restarted RESTART_AFTER seconds later on its state folder.
 # `finish` waits for the campaign to complete, then prints (and writes to $DIR/report.txt):
-# the wall, each progress reading's ETA against the time truly left, and the GPU-seconds idle
-# at the tail (from each daemon's last result to the campaign's end); and writes every result
-# with its unit's binade and weight to $DIR/results.csv, to replay the readings offline.
+# the wall, each progress reading's ETA against the time truly left, the GPU-seconds idle
+# at the tail (from each daemon's last result to the campaign's end) and the coordinator's
+# request latencies (`requests`); and writes every result with its unit's binade and weight to
+# $DIR/results.csv, to replay the readings offline.
+# `requests` prints the lease claims', result posts' and heartbeats' counts and latencies
+# (p50, p99 as the upper bound of their bucket of /metrics) and the slow statements logged,
+# at any time of the campaign.
 #
 # Needs the release binaries (BIN, default target/release) and a PostgreSQL (DATABASE_URL_BASE,
 # as scripts/wheel-postgres.sh prints). Settings (environment): FUNCTION (exp), FORMAT
-# (binary64), MIN_BITS (44), UNIT_BITS (44), GPUS (2: daemons), BACKEND (cuda; cpu tries it anywhere), KILL_AT (unset: no kill),
-# RESTART_AFTER (5), SAMPLE (10), ESTIMATE (1), DIR (/tmp/tmd-farm-run).
+# (binary64), MIN_BITS (44), UNIT_BITS (44), GPUS (2), DAEMONS (1 per GPU), BACKEND (cuda; cpu tries it anywhere), KILL_AT (unset: no kill),
+# RESTART_AFTER (5), SAMPLE (10), ESTIMATE (1), DIR (/tmp/tmd-farm-run); FROM and TO (both set:
+# that range instead of the whole function, e.g. a CPU rehearsal of a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +34,7 @@ FORMAT=${FORMAT:-binary64}
 MIN_BITS=${MIN_BITS:-44}
 UNIT_BITS=${UNIT_BITS:-44}
 GPUS=${GPUS:-2}
+DAEMONS=${DAEMONS:-1}
 RESTART_AFTER=${RESTART_AFTER:-5}
 SAMPLE=${SAMPLE:-10}
 ESTIMATE=${ESTIMATE:-1}
@@ -41,13 +47,16 @@ export RUST_BACKTRACE=0
 say() { printf '== %s\n' "$*" >&2; }
 now() { date +%s.%N; }
 
+# What the campaign and its estimate cover: the range FROM..TO, or the whole function.
+span() { if [ -n "${FROM:-}" ] && [ -n "${TO:-}" ]; then echo "--from $FROM --to $TO"; else echo --whole; fi; }
+
 # The flag that puts a run on GPU $1 (none on the CPU back end).
 devices() { [ "$BACKEND" = cuda ] && echo "--devices $1"; true; }
 
-# One daemon on GPU $1, appending to its log.
+# Daemon $1 (on GPU $1 modulo GPUS), appending to its log.
 daemon() {
   setsid "$BIN/tmd-worker" run --server "$(cat "$DIR/server")" --token "$(cat "$DIR/token")" \
-    --state-dir "$DIR/state-$1" --backend "$BACKEND" $(devices "$1") --exit-when-idle \
+    --state-dir "$DIR/state-$1" --backend "$BACKEND" $(devices $(($1 % GPUS))) --exit-when-idle \
     --status-seconds 30 >> "$DIR/daemon-$1.log" 2>&1 < /dev/null &
   echo $! > "$DIR/daemon-$1.pid"
 }
@@ -65,22 +74,22 @@ start() {
   export TMD_ADMIN_TOKEN=$admin TMD_SERVER=$(cat "$DIR/server")
   local t0; t0=$(now)
   "$BIN/tmd-server" campaign create --function "$FUNCTION" --format "$FORMAT" \
-    --min-bits "$MIN_BITS" --whole --unit-bits "$UNIT_BITS" > "$DIR/campaign.json"
+    --min-bits "$MIN_BITS" $(span) --unit-bits "$UNIT_BITS" > "$DIR/campaign.json"
   python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["id"]); print(c["units_total"], file=sys.stderr)' \
     "$DIR/campaign.json" > "$DIR/campaign" 2> "$DIR/units"
   say "campaign $(cat "$DIR/campaign"): $(cat "$DIR/units") units, created in $(python3 -c "print(f'{$(now) - $t0:.1f}')") s"
-  "$BIN/tmd-server" token create --trusted --owner lab --uses 10 \
+  "$BIN/tmd-server" token create --trusted --owner lab --uses $((GPUS * DAEMONS + 10)) \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])' > "$DIR/token"
   if [ "$ESTIMATE" = 1 ]; then
     t0=$(now)
-    "$BIN/tmd-worker" estimate -f "$FUNCTION" --format "$FORMAT" --min-bits "$MIN_BITS" --whole \
+    "$BIN/tmd-worker" estimate -f "$FUNCTION" --format "$FORMAT" --min-bits "$MIN_BITS" $(span) \
       --unit-bits "$UNIT_BITS" --backend "$BACKEND" $(devices 0) --output json > "$DIR/estimate.json" \
       2> "$DIR/estimate.log"
     "$BIN/tmd-server" campaign estimate "$(cat "$DIR/campaign")" "$DIR/estimate.json" > /dev/null
     say "estimate posted after $(python3 -c "print(f'{$(now) - $t0:.1f}')") s"
   fi
   now > "$DIR/t_start"
-  for g in $(seq 0 $((GPUS - 1))); do daemon "$g"; done
+  for g in $(seq 0 $((GPUS * DAEMONS - 1))); do daemon "$g"; done
   # The sampler: t, percent done, eta, its basis, units done.
   setsid bash -c '
     while :; do
@@ -99,7 +108,30 @@ start() {
       --state-dir $DIR/state-0 --backend $BACKEND $(devices 0) --exit-when-idle --status-seconds 30 \
       >> $DIR/daemon-0.log 2>&1 < /dev/null" > /dev/null 2>&1 < /dev/null &
   fi
-  say "daemons started on $GPUS GPUs"
+  say "$((GPUS * DAEMONS)) daemons started on $GPUS GPUs"
+}
+
+# The coordinator's request latencies from /metrics: count, p50 and p99 as their buckets' upper
+# bounds, per route of the lease cycle.
+requests() {
+  curl -sf -H "Authorization: Bearer $(cat "$DIR/admin")" "$(cat "$DIR/server")/metrics" \
+    > "$DIR/metrics.txt"
+  python3 - "$DIR/metrics.txt" <<'PY'
+import re, sys
+b = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'tmd_http_request_duration_seconds_bucket\{method="(\w+)",route="([^"]+)",status="(\d+)",le="([^"]+)"\} (\d+)', line)
+    if not m or m[1] != "POST":
+        continue
+    key = (m[2], m[3])
+    b.setdefault(key, []).append((float("inf") if m[4] == "+Inf" else float(m[4]), int(m[5])))
+for (route, status), rows in sorted(b.items()):
+    rows.sort()
+    n = rows[-1][1]
+    q = lambda f: next((le for le, c in rows if c >= f * n), float("inf"))
+    print(f"POST {route} {status}: {n} requests, p50 <= {q(0.5)} s, p99 <= {q(0.99)} s")
+PY
+  printf 'slow statements logged: %s\n' "$(grep -c "slow statement" "$DIR/server.log" || true)"
 }
 
 finish() {
@@ -151,11 +183,12 @@ for line in open(os.path.join(d, "workers.tsv")):
     print(f"worker {name}: {n.strip()} results, last at {float(last) - t_start:.1f} s, idle at the tail {t_end - float(last):.1f} s")
 print(f"tail idle: {idle:.1f} GPU-seconds of {idle + busy:.1f} ({100 * idle / (idle + busy):.2f}%)")
 PY
-  grep -c "slow statement" "$DIR/server.log" | sed 's/^/slow statements logged: /'
+  requests | tee -a "$DIR/report.txt"
 }
 
 case "$phase" in
   start) start ;;
   finish) finish ;;
-  *) echo "usage: $0 start|finish" >&2; exit 1 ;;
+  requests) requests ;;
+  *) echo "usage: $0 start|finish|requests" >&2; exit 1 ;;
 esac

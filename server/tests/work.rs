@@ -174,6 +174,29 @@ async fn assert_counters(pool: &PgPool, campaign: i64, step: &str) {
         );
     }
     binades_match(pool, campaign).await;
+    seconds_match(pool, campaign, step).await;
+}
+
+/// The results' seconds (over their workers' slots) as the campaign's counter, as the
+/// binades' and as a scan of the results say: sums of floats in other orders, so equal to a
+/// relative 1e-9.
+async fn seconds_match(pool: &PgPool, campaign: i64, step: &str) {
+    let (kept, binades, scanned): (f64, f64, f64) = sqlx::query_as(
+        "SELECT (SELECT COALESCE(sum(seconds), 0) FROM campaign_tallies WHERE campaign_id = $1), \
+                (SELECT COALESCE(sum(seconds), 0) FROM binade_tallies WHERE campaign_id = $1), \
+                (SELECT COALESCE(sum(r.elapsed_seconds / w.slots), 0) FROM results r \
+                 JOIN units u ON u.id = r.unit_id JOIN workers w ON w.id = r.worker_id \
+                 WHERE u.campaign_id = $1)",
+    )
+    .bind(campaign)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300);
+    assert!(
+        close(kept, scanned) && close(binades, scanned),
+        "after {step}: results' seconds: campaign {kept}, binades {binades}, a scan {scanned}"
+    );
 }
 
 /// Posts results for `units` of `lease` (some with a wrong digest when `lie`).
@@ -711,4 +734,39 @@ async fn a_worker_computing_units_side_by_side_is_measured_by_its_slots() {
     let (g, c) = (per_unit(speed(gpu).await), per_unit(speed(cpu).await));
     assert!((g - 1.0).abs() < 1e-9, "gpu {g} units/s");
     assert!((c - 1.0 / 32.0).abs() < 1e-9, "cpu {c} units/s");
+}
+
+/// The ETA is measured time: once results come in, the time each binade has left from the
+/// seconds they took, over the farm's pace since the campaign's first lease (not its
+/// creation: an estimate or a queue may keep it waiting).
+#[tokio::test]
+async fn the_eta_is_the_binades_measured_seconds_over_the_pace_since_the_first_lease() {
+    let app = TestApp::new().await;
+    let id = app.campaign(two_binades(json!({}))).await["id"]
+        .as_i64()
+        .unwrap();
+    let started = || async {
+        let s: Option<chrono::DateTime<chrono::Utc>> =
+            sqlx::query_scalar("SELECT started_at FROM campaigns WHERE id = $1")
+                .bind(id)
+                .fetch_one(app.db.pool())
+                .await
+                .unwrap();
+        s
+    };
+    assert_eq!(started().await, None, "no lease yet, no start");
+    let (_, w) = app.worker("paced").await;
+    let l = w.lease(Some(10)).await.unwrap().lease.unwrap();
+    let first = started()
+        .await
+        .expect("the first lease starts the campaign");
+    let units: Vec<i64> = l.units.iter().map(|u| u.unit_id).collect();
+    post(&w, &l, &units, false).await;
+    let p = app.progress(id).await;
+    assert_eq!(p["work"]["eta_basis"], "measured", "{p}");
+    let eta = p["work"]["eta_seconds"].as_f64().unwrap();
+    assert!(eta.is_finite() && eta > 0.0, "{p}");
+    // A second lease leaves the start where it was.
+    let _ = w.lease(Some(10)).await.unwrap();
+    assert_eq!(started().await, Some(first));
 }

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod budget;
 pub mod engine;
+pub mod eta;
 pub mod known;
 pub mod sizing;
 pub mod trust;

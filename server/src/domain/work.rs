@@ -385,13 +385,19 @@ pub struct Readings {
     /// The done work at the start of the recent window ([`RECENT_SECONDS`]), and the
     /// window's seconds.
     pub recent: Option<(f64, f64)>,
+    /// The campaign's binades as their counters read, for the time they have left
+    /// ([`super::eta`]); empty when not read.
+    pub binades: Vec<super::eta::BinadeTime>,
+    /// Arguments per unit of the campaign.
+    pub unit_args: f64,
+    /// The seconds the campaign's results took, now and at the start of the recent window
+    /// (absent where the snapshot predates that counter).
+    pub seconds_done: f64,
+    pub recent_seconds: Option<f64>,
 }
 
-/// The window of the rate the ETA rests on, in seconds: long enough to hold one of the
+/// The window of the pace the ETA rests on, in seconds: long enough to hold one of the
 /// snapshots taken 50-60 s apart, short enough to see a GPU join or die within two minutes.
-/// On whole exp on two GPUs it read the time left better than the campaign's whole life or
-/// the workers' summed speeds (BENCHMARKS.md, the farm's table); what error is left comes from
-/// the estimate's weights per binade.
 pub const RECENT_SECONDS: f64 = 90.0;
 
 /// The note a campaign without an estimate shows: its work is its arguments.
@@ -402,13 +408,21 @@ pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate
 pub const PLAN_WEIGHTS: &str = "work: weighted by the engine's plan (each binade's predicted \
      cost per argument; no cost estimate posted, so time is unknown and the ETA rough)";
 
-/// The ETA of `left` work and what it rests on: the rate over the recent window
-/// ([`RECENT_SECONDS`]), which sees a worker join or leave within minutes; else the last
-/// hour's; else none. Without a cost estimate (`rough`) the weights are arguments, and a
-/// rate measured on cheap binades says little of dear ones.
+/// The ETA and what it rests on: `measured`, each binade's time left from the seconds its
+/// results took (its weight where it has few) over the farm's pace in the recent window
+/// ([`super::eta`]); else `recent`, the work left over the recent rate of work; else
+/// `last_hour`; else none. Without a cost estimate (`rough`) the weights of binades not yet
+/// measured are the plan's, or arguments.
 pub fn eta_of(r: &Readings, left: f64, rate_hour: f64) -> (Option<f64>, &'static str) {
     if left <= 0.0 {
         return (Some(0.0), "done");
+    }
+    if let (Some(then), Some((_, window))) = (r.recent_seconds, r.recent) {
+        let measured = super::eta::seconds_left(&r.binades, r.unit_args)
+            .and_then(|s| super::eta::eta(s, r.seconds_done, then, window));
+        if let Some(e) = measured {
+            return (Some(e), "measured");
+        }
     }
     let recent = r
         .recent
@@ -707,5 +721,39 @@ mod tests {
         assert!(progress(&r).rough);
         r.pending = 0.0;
         assert_eq!(progress(&r).eta_basis, "done");
+    }
+
+    /// With the binades' seconds and a pace, the ETA is measured time over the pace: a binade
+    /// whose results took less than its weight said shortens it, whatever the rate of work.
+    #[test]
+    fn the_eta_is_measured_time_over_the_farms_pace() {
+        use super::super::eta::BinadeTime;
+        let mut r = Readings {
+            total: 1000.0,
+            done: 100.0,
+            pending: 900.0,
+            base: Some((0.0, 100.0)),
+            seconds_per_work: Some(1e-3),
+            recent: Some((70.0, 10.0)),
+            // 100 arguments of weight 1 done in 50 s; 900 left.
+            binades: vec![BinadeTime {
+                left: 900.0,
+                done: 100.0,
+                weight: 1.0,
+                seconds: 50.0,
+            }],
+            unit_args: 1.0,
+            seconds_done: 50.0,
+            // Two slot-seconds a second over the 10-s window.
+            recent_seconds: Some(30.0),
+            ..Readings::default()
+        };
+        let p = progress(&r);
+        let expected = 900.0 * (50.0 + 2.0 * 0.5) / 102.0 / 2.0;
+        assert_eq!(p.eta_basis, "measured");
+        assert!((p.eta_seconds.unwrap() - expected).abs() < 1e-9);
+        // A snapshot older than the seconds counter: the rate of work, as before.
+        r.recent_seconds = None;
+        assert_eq!(progress(&r).eta_basis, "recent");
     }
 }

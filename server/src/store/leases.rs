@@ -403,6 +403,15 @@ async fn claim_run(
     .bind(claim.slots)
     .fetch_all(&mut *tx)
     .await?;
+    if !units.is_empty() {
+        // When work began, for the ETA's pace: a campaign may wait long after its creation
+        // (an estimate, a queue) and that wait is no measure of its workers' speed. A row
+        // already started matches nothing and is not locked.
+        sqlx::query("UPDATE campaigns SET started_at = now() WHERE id = $1 AND started_at IS NULL")
+            .bind(c.id)
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
     Ok(units)
 }

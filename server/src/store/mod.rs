@@ -439,7 +439,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         count(t.units_quarantined, &t.args_quarantined),
     );
     let done_args = parse_u128(&t.args_done);
-    let recent = tallies::base_within(pool, id, domain::work::RECENT_SECONDS).await?;
+    let recent = tallies::window_base(pool, id, domain::work::RECENT_SECONDS).await?;
+    let binades = tallies::binade_times(pool, id).await?;
     let work = domain::work::progress(&domain::work::Readings {
         total: t.work_pending + t.work_leased + t.work_done + t.work_quarantined,
         done: t.work_done,
@@ -450,7 +451,11 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         seconds_per_work: info.seconds_per_work,
         backend: info.backend,
         plan_weights: info.plan_weights,
-        recent: recent.map(|(w, _, secs)| (w, secs)),
+        recent: recent.map(|b| (b.work_done, b.seconds)),
+        binades,
+        unit_args: 2f64.powi(campaign.unit_bits as i32),
+        seconds_done: t.seconds,
+        recent_seconds: recent.and_then(|b| b.seconds_done),
     });
     let rate = base.map_or(0.0, |(_, args, secs)| {
         domain::work::rate(done_args as f64, args, secs)

@@ -31,6 +31,8 @@ pub struct Tally {
     pub results_alone_untrusted: i64,
     pub results_refuted: i64,
     pub results_arguments: String,
+    /// The seconds the results took, over their workers' slots.
+    pub seconds: f64,
 }
 
 const SUMS: &str = "COALESCE(sum(units_pending), 0)::int8 AS units_pending, \
@@ -52,7 +54,8 @@ const SUMS: &str = "COALESCE(sum(units_pending), 0)::int8 AS units_pending, \
      COALESCE(sum(results_alone), 0)::int8 AS results_alone, \
      COALESCE(sum(results_alone_untrusted), 0)::int8 AS results_alone_untrusted, \
      COALESCE(sum(results_refuted), 0)::int8 AS results_refuted, \
-     COALESCE(sum(results_arguments), 0)::text AS results_arguments";
+     COALESCE(sum(results_arguments), 0)::text AS results_arguments, \
+     COALESCE(sum(seconds), 0)::float8 AS seconds";
 
 /// One campaign's counters: at most 16 rows read.
 pub async fn campaign_tally<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Result<Tally> {
@@ -408,8 +411,9 @@ pub async fn estimate_info<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Resul
 }
 
 /// The done work and arguments of campaign `id` at the start of the rate's window: the
-/// oldest snapshot of the last hour, or the campaign's creation (nothing done) when it is
-/// younger than an hour; with the window's length in seconds. `None`: no reading in the window.
+/// oldest snapshot of the last hour, or the campaign's start (its first lease, nothing done
+/// before it; its creation while none was claimed) when that is less than an hour ago; with
+/// the window's length in seconds. `None`: no reading in the window.
 pub async fn rate_base<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: i64,
@@ -424,28 +428,86 @@ pub async fn base_within<'e, E: sqlx::PgExecutor<'e>>(
     id: i64,
     seconds: f64,
 ) -> Result<Option<(f64, f64, f64)>> {
-    let row: Option<(Option<f64>, Option<f64>, Option<f64>)> = sqlx::query_as(
-        "SELECT CASE WHEN c.created_at > now() - make_interval(secs => $2) THEN 0 \
-                     ELSE s.work_done::float8 END, \
-                CASE WHEN c.created_at > now() - make_interval(secs => $2) THEN 0 \
-                     ELSE s.args_done::float8 END, \
-                CASE WHEN c.created_at > now() - make_interval(secs => $2) \
-                     THEN extract(epoch FROM now() - c.created_at)::float8 \
-                     ELSE extract(epoch FROM now() - s.taken_at)::float8 END \
-         FROM campaigns c LEFT JOIN LATERAL ( \
-             SELECT taken_at, work_done, args_done FROM campaign_snapshots \
+    Ok(window_base(ex, id, seconds)
+        .await?
+        .map(|b| (b.work_done, b.args_done, b.seconds)))
+}
+
+/// A campaign's counters at the start of a window, and the window's length.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowBase {
+    pub work_done: f64,
+    pub args_done: f64,
+    /// Its results' seconds then (absent in a snapshot older than that counter).
+    pub seconds_done: Option<f64>,
+    /// The window's length in seconds.
+    pub seconds: f64,
+}
+
+/// [`base_within`] with the results' seconds of the window's start.
+pub async fn window_base<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    id: i64,
+    seconds: f64,
+) -> Result<Option<WindowBase>> {
+    #[allow(clippy::type_complexity)]
+    let row: Option<(Option<f64>, Option<f64>, Option<f64>, Option<f64>)> = sqlx::query_as(
+        "WITH c AS ( \
+             SELECT id, COALESCE(started_at, created_at) AS began, \
+                    COALESCE(started_at, created_at) > now() - make_interval(secs => $2) AS young \
+             FROM campaigns WHERE id = $1) \
+         SELECT CASE WHEN c.young THEN 0 ELSE s.work_done::float8 END, \
+                CASE WHEN c.young THEN 0 ELSE s.args_done::float8 END, \
+                CASE WHEN c.young THEN extract(epoch FROM now() - c.began)::float8 \
+                     ELSE extract(epoch FROM now() - s.taken_at)::float8 END, \
+                CASE WHEN c.young THEN 0 ELSE s.seconds_done END \
+         FROM c LEFT JOIN LATERAL ( \
+             SELECT taken_at, work_done, args_done, seconds_done FROM campaign_snapshots \
              WHERE campaign_id = c.id AND taken_at >= now() - make_interval(secs => $2) \
-             ORDER BY taken_at LIMIT 1) s ON true \
-         WHERE c.id = $1",
+             ORDER BY taken_at LIMIT 1) s ON true",
     )
     .bind(id)
     .bind(seconds)
     .fetch_optional(ex)
     .await?;
     Ok(match row {
-        Some((Some(w), Some(a), Some(secs))) => Some((w, a, secs)),
+        Some((Some(work_done), Some(args_done), Some(seconds), seconds_done)) => Some(WindowBase {
+            work_done,
+            args_done,
+            seconds_done,
+            seconds,
+        }),
         _ => None,
     })
+}
+
+/// Campaign `id`'s binades as the ETA reads them (`domain::eta`): arguments left and done,
+/// weight and the seconds their results took, from the binades' counters. O(binades).
+pub async fn binade_times<'e, E: sqlx::PgExecutor<'e>>(
+    ex: E,
+    id: i64,
+) -> Result<Vec<crate::domain::eta::BinadeTime>> {
+    let rows: Vec<(f64, f64, f64, f64)> = sqlx::query_as(
+        "SELECT (sum(b.args_pending) + sum(b.args_leased))::float8, sum(b.args_done)::float8, \
+                COALESCE(k.weight, 1)::float8, sum(b.seconds)::float8 \
+         FROM binade_tallies b LEFT JOIN campaign_costs k ON k.campaign_id = b.campaign_id \
+              AND k.negative = b.negative AND k.exponent = b.exponent \
+         WHERE b.campaign_id = $1 GROUP BY b.negative, b.exponent, k.weight",
+    )
+    .bind(id)
+    .fetch_all(ex)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(left, done, weight, seconds)| crate::domain::eta::BinadeTime {
+                left,
+                done,
+                weight,
+                seconds,
+            },
+        )
+        .collect())
 }
 
 /// Takes a snapshot of each active campaign's done work whose latest is older than 50 s
@@ -454,10 +516,11 @@ pub async fn base_within<'e, E: sqlx::PgExecutor<'e>>(
 /// O(campaigns).
 pub async fn snapshot(pool: &PgPool) -> Result<()> {
     sqlx::query(
-        "INSERT INTO campaign_snapshots (campaign_id, work_done, args_done, work_total) \
+        "INSERT INTO campaign_snapshots (campaign_id, work_done, args_done, work_total, \
+                                         seconds_done) \
          SELECT c.id, COALESCE(sum(t.work_done), 0), COALESCE(sum(t.args_done), 0), \
                 COALESCE(sum(t.work_pending + t.work_leased + t.work_done \
-                             + t.work_quarantined), 0) \
+                             + t.work_quarantined), 0), COALESCE(sum(t.seconds), 0) \
          FROM campaigns c LEFT JOIN campaign_tallies t ON t.campaign_id = c.id \
          WHERE c.state = 'active' AND NOT EXISTS ( \
              SELECT 1 FROM campaign_snapshots s \
