@@ -40,8 +40,8 @@ pub struct FarmArgs {
     /// Seconds between a GPU's batches.
     #[arg(long, default_value_t = 1.0)]
     pub batch_seconds: f64,
-    /// Seconds of work each lease asks for.
-    #[arg(long, default_value_t = 60)]
+    /// Seconds of work each lease asks for (the daemon's default).
+    #[arg(long, default_value_t = 30)]
     pub lease_seconds: u32,
     /// Seconds to measure (after every GPU has its first full lease).
     #[arg(long, default_value_t = 20)]

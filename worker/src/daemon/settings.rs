@@ -26,8 +26,12 @@ pub fn check_enrollment_token(token: &str) -> Result<()> {
 }
 
 /// Seconds of work a lease is asked for when nothing says otherwise: long enough that lease
-/// requests are rare on the server, short enough that a lost worker's lease is a small loss.
-pub const DEFAULT_LEASE_SECONDS: u32 = 60;
+/// requests are rare on the server, short enough that a lost worker's lease is a small loss
+/// and that a claim stays quick: a claim costs the coordinator about 30 us a unit, and claims
+/// of one campaign take turns, so 16 fast GPUs (40 units/s each) asking for 60 s claimed 2,400
+/// units at a time in 80 ms (p99 260 ms), for 30 s in 45 ms (p99 67 ms; `tmd-server bench
+/// farm`, BENCHMARKS.md).
+pub const DEFAULT_LEASE_SECONDS: u32 = 30;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -49,7 +53,7 @@ pub struct RunArgs {
     #[arg(long, env = "TMD_THREADS")]
     pub threads: Option<usize>,
     /// About how many seconds of work to ask for per lease, at this worker's measured speed
-    /// [default: 60]. The next lease is asked for while this one's last seconds run.
+    /// [default: 30]. The next lease is asked for while this one's last seconds run.
     #[arg(long, env = "TMD_LEASE_SECONDS")]
     pub lease_seconds: Option<u32>,
     /// Units computed at once [default: the engine threads, as `tmd-worker search` does]:
