@@ -168,8 +168,7 @@ pub fn reduce(
     let p = fmt.precision.bits();
     let covered = coverage(&units, p, x.emin);
     let full = |b: Binade| covered.get(&b).copied() == Some(binade_size(b, p, x.emin));
-    // Cheapest first: two evaluations, then the skipped runs' bisection.
-    let clean = |u: UnitSpec| normal(f, fmt, u) && !skips(f, fmt, min_bits, u);
+    let clean = |u: UnitSpec| clean(f, fmt, min_bits, u);
     let mut by_binade: BTreeMap<Binade, Vec<UnitSpec>> = BTreeMap::new();
     for u in units.iter().filter(|u| u.first >> (p - 1) != 0) {
         by_binade.entry(binade_of(u)).or_default().push(*u);
@@ -243,6 +242,12 @@ pub fn reduce(
     (kept, derivation)
 }
 
+/// Whether every result of unit `u` is normal and none of its arguments is skipped: the units
+/// a reduction may derive. Cheapest first: two evaluations, then the skipped runs' bisection.
+fn clean(f: Function, fmt: Format, min_bits: u32, u: UnitSpec) -> bool {
+    normal(f, fmt, u) && !skips(f, fmt, min_bits, u)
+}
+
 /// The normal binades, by sign and exponent, that [`reduce`] derives whole from a plan that
 /// covers every binade of `f` (a whole plan), worked out without the plan's units: a whole
 /// plan keeps them as one unit each instead of cutting them (binary80 has 32,766 binades of
@@ -253,10 +258,7 @@ pub fn whole_derivable(f: Function, fmt: Format, min_bits: u32) -> BTreeSet<(boo
         return BTreeSet::new();
     };
     let p = fmt.precision.bits();
-    let clean = |b: Binade| {
-        let u = as_unit(b, p, x.emin);
-        normal(f, fmt, u) && !skips(f, fmt, min_bits, u)
-    };
+    let clean = |b: Binade| clean(f, fmt, min_bits, as_unit(b, p, x.emin));
     let mut out = BTreeSet::new();
     for negative in [false, true] {
         let bases_clean = r.bases().into_iter().all(|exponent| {

@@ -134,9 +134,9 @@ async fn wal_totals(db: &mut PgConnection) -> anyhow::Result<(i64, i64, f64)> {
 }
 
 /// The bench database's size on disk, in bytes.
-async fn database_bytes(db: &mut PgConnection) -> anyhow::Result<f64> {
+pub(crate) async fn database_bytes<'e, E: sqlx::PgExecutor<'e>>(db: E) -> anyhow::Result<f64> {
     let b: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
-        .fetch_one(&mut *db)
+        .fetch_one(db)
         .await?;
     Ok(b as f64)
 }
@@ -322,7 +322,7 @@ async fn phase(
     let pg_pids0 = db_pids(db).await?;
     let pg0: Vec<(u32, f64)> = pg_pids0.iter().map(|&p| (p, cpu_seconds(p))).collect();
     let wal0 = wal_totals(db).await?;
-    let db_bytes0 = database_bytes(db).await?;
+    let db_bytes0 = database_bytes(&mut *db).await?;
     let me0 = cpu_seconds(std::process::id());
     let load0 = loadavg();
     let started = Instant::now();
@@ -364,7 +364,7 @@ async fn phase(
         })
         .sum();
     let wal1 = wal_totals(db).await?;
-    let db_bytes1 = database_bytes(db).await?;
+    let db_bytes1 = database_bytes(&mut *db).await?;
     let me_cpu = cpu_seconds(std::process::id()) - me0;
     let rate = units as f64 / wall;
     let offered = gpus.len() as f64 * args.units_per_second;

@@ -131,14 +131,8 @@ async fn sizes(pool: &PgPool) -> anyhow::Result<()> {
     for (t, b) in rows {
         println!("size {t:<22} {:>10.1} MiB", b as f64 / 1048576.0);
     }
-    let db: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
-        .fetch_one(pool)
-        .await?;
-    println!(
-        "size {:<22} {:>10.1} MiB",
-        "(database)",
-        db as f64 / 1048576.0
-    );
+    let db = super::farm::database_bytes(pool).await?;
+    println!("size {:<22} {:>10.1} MiB", "(database)", db / 1048576.0);
     Ok(())
 }
 
