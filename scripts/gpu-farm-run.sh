@@ -18,7 +18,7 @@
 # $DIR/results.csv, to replay the readings offline.
 # `requests` prints the lease claims', result posts' and heartbeats' counts and latencies
 # (p50, p99 as the upper bound of their bucket of /metrics) and the slow statements logged,
-# at any time of the campaign.
+# at any time of the campaign. `finish` stops the coordinator once its report is written.
 #
 # Needs the release binaries (BIN, default target/release) and a PostgreSQL (DATABASE_URL_BASE,
 # as scripts/wheel-postgres.sh prints). Settings (environment): FUNCTION (exp), FORMAT
@@ -70,6 +70,7 @@ start() {
   echo "http://127.0.0.1:$port" > "$DIR/server"
   setsid "$BIN/tmd-server" serve --database-url "$PG/$DB" --listen "127.0.0.1:$port" \
     --admin-token "$admin" > "$DIR/server.log" 2>&1 < /dev/null &
+  echo $! > "$DIR/server.pid"
   for _ in $(seq 200); do curl -sf "$(cat "$DIR/server")/readyz" >/dev/null && break; sleep 0.1; done
   export TMD_ADMIN_TOKEN=$admin TMD_SERVER=$(cat "$DIR/server")
   local t0; t0=$(now)
@@ -184,6 +185,8 @@ for line in open(os.path.join(d, "workers.tsv")):
 print(f"tail idle: {idle:.1f} GPU-seconds of {idle + busy:.1f} ({100 * idle / (idle + busy):.2f}%)")
 PY
   requests | tee -a "$DIR/report.txt"
+  # The coordinator goes with the report; the database stays for a look (`start` drops it).
+  kill "$(cat "$DIR/server.pid")" 2>/dev/null || true
 }
 
 case "$phase" in
