@@ -15,7 +15,7 @@
 # the wall, each progress reading's ETA against the time truly left, the GPU-seconds idle
 # at the tail (from each daemon's last result to the campaign's end) and the coordinator's
 # request latencies (`requests`); and writes every result with its unit's binade and weight to
-# $DIR/results.csv, to replay the readings offline.
+# $DIR/results.csv, to replay the readings offline (`python3 scripts/eta-replay.py $DIR UNIT_BITS`).
 # `requests` prints the lease claims', result posts' and heartbeats' counts and latencies
 # (p50, p99 as the upper bound of their bucket of /metrics) and the slow statements logged,
 # at any time of the campaign. `finish` stops the coordinator once its report is written.
