@@ -390,9 +390,8 @@ pub struct Readings {
     pub binades: Vec<super::eta::BinadeTime>,
     /// Arguments per unit of the campaign.
     pub unit_args: f64,
-    /// The seconds the campaign's results took, now and at the start of the recent window
-    /// (absent where the snapshot predates that counter).
-    pub seconds_done: f64,
+    /// The seconds the campaign's results took at the start of the recent window (absent
+    /// where the snapshot predates that reading); now, they are the binades' sum.
     pub recent_seconds: Option<f64>,
 }
 
@@ -418,8 +417,9 @@ pub fn eta_of(r: &Readings, left: f64, rate_hour: f64) -> (Option<f64>, &'static
         return (Some(0.0), "done");
     }
     if let (Some(then), Some((_, window))) = (r.recent_seconds, r.recent) {
+        let now: f64 = r.binades.iter().map(|b| b.seconds).sum();
         let measured = super::eta::seconds_left(&r.binades, r.unit_args)
-            .and_then(|s| super::eta::eta(s, r.seconds_done, then, window));
+            .and_then(|s| super::eta::eta(s, now, then, window));
         if let Some(e) = measured {
             return (Some(e), "measured");
         }
@@ -743,7 +743,6 @@ mod tests {
                 seconds: 50.0,
             }],
             unit_args: 1.0,
-            seconds_done: 50.0,
             // Two slot-seconds a second over the 10-s window.
             recent_seconds: Some(30.0),
             ..Readings::default()

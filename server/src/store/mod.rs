@@ -454,7 +454,6 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         recent: recent.map(|b| (b.work_done, b.seconds)),
         binades,
         unit_args: 2f64.powi(campaign.unit_bits as i32),
-        seconds_done: t.seconds,
         recent_seconds: recent.and_then(|b| b.seconds_done),
     });
     let rate = base.map_or(0.0, |(_, args, secs)| {

@@ -31,8 +31,6 @@ pub struct Tally {
     pub results_alone_untrusted: i64,
     pub results_refuted: i64,
     pub results_arguments: String,
-    /// The seconds the results took, over their workers' slots.
-    pub seconds: f64,
 }
 
 const SUMS: &str = "COALESCE(sum(units_pending), 0)::int8 AS units_pending, \
@@ -54,8 +52,7 @@ const SUMS: &str = "COALESCE(sum(units_pending), 0)::int8 AS units_pending, \
      COALESCE(sum(results_alone), 0)::int8 AS results_alone, \
      COALESCE(sum(results_alone_untrusted), 0)::int8 AS results_alone_untrusted, \
      COALESCE(sum(results_refuted), 0)::int8 AS results_refuted, \
-     COALESCE(sum(results_arguments), 0)::text AS results_arguments, \
-     COALESCE(sum(seconds), 0)::float8 AS seconds";
+     COALESCE(sum(results_arguments), 0)::text AS results_arguments";
 
 /// One campaign's counters: at most 16 rows read.
 pub async fn campaign_tally<'e, E: sqlx::PgExecutor<'e>>(ex: E, id: i64) -> Result<Tally> {
@@ -418,17 +415,7 @@ pub async fn rate_base<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: i64,
 ) -> Result<Option<(f64, f64, f64)>> {
-    base_within(ex, id, 3600.0).await
-}
-
-/// [`rate_base`] over the last `seconds` instead of the last hour (snapshots come about a
-/// minute apart, so a window of a few minutes holds one or more).
-pub async fn base_within<'e, E: sqlx::PgExecutor<'e>>(
-    ex: E,
-    id: i64,
-    seconds: f64,
-) -> Result<Option<(f64, f64, f64)>> {
-    Ok(window_base(ex, id, seconds)
+    Ok(window_base(ex, id, 3600.0)
         .await?
         .map(|b| (b.work_done, b.args_done, b.seconds)))
 }
@@ -444,7 +431,9 @@ pub struct WindowBase {
     pub seconds: f64,
 }
 
-/// [`base_within`] with the results' seconds of the window's start.
+/// [`rate_base`] over the last `seconds` instead of the last hour (snapshots come about a
+/// minute apart, so a window of a few minutes holds one or more), with the results' seconds
+/// of the window's start.
 pub async fn window_base<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: i64,
@@ -513,14 +502,17 @@ pub async fn binade_times<'e, E: sqlx::PgExecutor<'e>>(
 /// Takes a snapshot of each active campaign's done work whose latest is older than 50 s
 /// (several coordinators sweeping add one a minute between them), and thins those older than
 /// two hours into the campaign's hourly history (`store::history`) before dropping them.
-/// O(campaigns).
+/// O(campaigns), and the active campaigns' binade counters once a minute for the seconds their
+/// results took (kept per binade alone, off the result posts' path).
 pub async fn snapshot(pool: &PgPool) -> Result<()> {
     sqlx::query(
         "INSERT INTO campaign_snapshots (campaign_id, work_done, args_done, work_total, \
                                          seconds_done) \
          SELECT c.id, COALESCE(sum(t.work_done), 0), COALESCE(sum(t.args_done), 0), \
                 COALESCE(sum(t.work_pending + t.work_leased + t.work_done \
-                             + t.work_quarantined), 0), COALESCE(sum(t.seconds), 0) \
+                             + t.work_quarantined), 0), \
+                (SELECT COALESCE(sum(b.seconds), 0) FROM binade_tallies b \
+                 WHERE b.campaign_id = c.id) \
          FROM campaigns c LEFT JOIN campaign_tallies t ON t.campaign_id = c.id \
          WHERE c.state = 'active' AND NOT EXISTS ( \
              SELECT 1 FROM campaign_snapshots s \
