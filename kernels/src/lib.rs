@@ -28,7 +28,9 @@ pub use numbers::format::{Argument, FormatError, Precision};
 ///
 /// 1: the counters as of 2026-11-26. Results recorded before the
 /// version existed count as version 0.
-pub const ENGINE_VERSION: u32 = 1;
+/// 2: sin, cos and tan of large arguments along progressions of the angle
+/// (`search::progression`), with their own counter.
+pub const ENGINE_VERSION: u32 = 2;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {

@@ -124,6 +124,14 @@ impl Ball {
         Ball { mid, rad }
     }
 
+    /// The same ball at precision `prec`: the midpoint rounded to nearest, its rounding
+    /// added to the radius.
+    pub fn round_to(&self, prec: u32) -> Ball {
+        let (mid, ord) = Float::with_val_round(prec, &self.mid, Round::Nearest);
+        let rad = add_up(&self.rad, &rounding_error(&mid, ord));
+        Ball { mid, rad }
+    }
+
     pub fn prec(&self) -> u32 {
         self.mid.prec()
     }

@@ -31,6 +31,10 @@ pub struct Stats {
     /// (counted in `candidates`) MPFR judged. Absent from the JSON when 0, as above.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dense_arguments: u64,
+    /// Arguments walked along progressions of the angle (`progression.rs`: sin, cos and tan
+    /// of large arguments), whose candidates MPFR judged. Absent from the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub progression_arguments: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -51,6 +55,7 @@ impl Stats {
         self.pieces += o.pieces;
         self.clear_arguments += o.clear_arguments;
         self.dense_arguments += o.dense_arguments;
+        self.progression_arguments += o.progression_arguments;
     }
 }
 

@@ -27,6 +27,10 @@ pub struct SearchConfig {
     /// Walk small pieces on their full-degree polynomial and verify only the candidates
     /// (`dense.rs`) instead of judging every argument with MPFR. Off only to compare the two.
     pub dense: bool,
+    /// Search sin, cos and tan of large arguments along progressions of the angle
+    /// (`progression.rs`) where the grid's step is a large angle. Off only to compare with the
+    /// dyadic route.
+    pub progressions: bool,
     /// Where steep pieces are split in halves for speed ([`SteepSplit`]).
     pub steep: SteepSplit,
 }
@@ -76,6 +80,7 @@ impl SearchConfig {
             packet_domains: 4096,
             trivial_regions: true,
             dense: true,
+            progressions: true,
             steep: SteepSplit::DEFAULT,
         }
     }

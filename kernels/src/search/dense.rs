@@ -50,7 +50,7 @@ pub fn plan(cfg: &SearchConfig, piece: UnitSpec) -> Option<Dense> {
 
 /// The walk's threshold in units of `2^-64` (see [`Dense::t`]), where the written bound
 /// `radius + eps_T + eps_R` stays below `2^-4`.
-fn threshold(fx: &FixedPoly) -> Option<u64> {
+pub(crate) fn threshold(fx: &FixedPoly) -> Option<u64> {
     let f = fx.frac_bits();
     let base = Integer::from(&fx.radius + &fx.taylor) + &fx.rounding;
     if Integer::from(&base << 4u32) >= Integer::from(1) << f {

@@ -13,7 +13,8 @@ use crate::oracle::function::Function;
 use crate::oracle::verify::{far_beyond, SkipReason};
 use crate::plan::UnitSpec;
 use crate::search::rise::rise_pays;
-use rug::ops::Pow;
+use rug::float::Round;
+use rug::ops::{AddAssignRound, MulAssignRound, Pow};
 use rug::{Float, Integer};
 
 /// Search parameters that shape generation.
@@ -349,6 +350,10 @@ pub(crate) enum Route {
     /// Steep regions, where most pieces are generated only to be split again (tan near its
     /// poles), generate faster (BENCHMARKS.md, steep and flat regions: tan near its pole).
     Short,
+    /// The wide series to `max_degree + 2` terms at once, then the point series only to the
+    /// degree found: for pieces that need high degrees (the progressions' pieces, degree 10 to
+    /// 16), where [`Route::Short`]'s first attempt would be wasted.
+    Wide,
 }
 
 pub(crate) fn fixed_polynomial_by(
@@ -377,17 +382,10 @@ fn fixed_at(
     prec: u32,
     route: Route,
 ) -> Result<Option<FixedPoly>, GenError> {
-    let pb = p.bits() as i32;
-    let k = cfg.min_bits;
-    let count = piece.count;
     beyond_format(f, p, cfg, piece)?;
-    let h_exp = piece.exponent - pb + 1;
-    let center = count / 2;
-    let reach = count - center; // |t - center| <= reach for t in [0, count]
-    let len = cfg.max_degree + 2;
-
-    // u(t') = x_center + h t' with t' = t - center; the wide ball covers every t in [0, count].
-    let mut c = Float::with_val(prec, piece.first + center);
+    let h_exp = piece.exponent - p.bits() as i32 + 1;
+    // u(t') = x_center + h t' with t' = t - center: exact balls.
+    let mut c = Float::with_val(prec, piece.first + piece.count / 2);
     c <<= h_exp;
     let mut h = Float::with_val(prec, 1);
     h <<= h_exp;
@@ -395,19 +393,80 @@ fn fixed_at(
         c = -c;
         h = -h;
     }
-    let point = |n| Series::linear(Ball::from_float(prec, &c), Ball::from_float(prec, &h), n);
-    let mut reach_f = Float::with_val(64, reach);
-    reach_f <<= h_exp;
+    let line = Line {
+        center: Ball::from_float(prec, &c),
+        step: Ball::from_float(prec, &h),
+    };
+    fixed_on_line(f, p, cfg, piece.count, &line, route)
+}
+
+/// The argument of a piece as a function of its offset `t`: `center + step (t - count/2)`.
+/// The dyadic route's is exact (`x_center`, the grid's step `h`); the progression route's
+/// (`progression.rs`) is an angle congruent to the argument modulo `2 pi`, and a ball.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub center: Ball,
+    pub step: Ball,
+}
+
+/// The working precision [`fixed_polynomial_along`] starts from, above `p`.
+pub const ALONG_START_PREC: u32 = 384;
+
+/// A piece's fixed-point Taylor polynomial along `line(prec)`, working precision doubled until
+/// the coefficient balls are narrow enough: the route for arguments that are not the dyadic
+/// grid's own (the angles of `progression.rs`). The piece is the offsets `[0, count)`.
+pub fn fixed_polynomial_along(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    count: u64,
+    line: impl Fn(u32) -> Line,
+) -> Result<FixedPoly, GenError> {
+    // Short pieces need few fixed-point bits: start lower than the dyadic route (whose units
+    // of 2^40 need 300 bits or more) and double as needed.
+    let mut prec = ALONG_START_PREC + p.bits();
+    loop {
+        match fixed_on_line(f, p, cfg, count, &line(prec), Route::Wide)? {
+            Some(fx) => return Ok(fx),
+            None if prec < 8192 => prec *= 2,
+            None => return Err(GenError::Width),
+        }
+    }
+}
+
+/// [`fixed_at`] on a given line at the line's precision.
+fn fixed_on_line(
+    f: Function,
+    p: Precision,
+    cfg: &GenConfig,
+    count: u64,
+    line: &Line,
+    route: Route,
+) -> Result<Option<FixedPoly>, GenError> {
+    let pb = p.bits() as i32;
+    let k = cfg.min_bits;
+    let prec = line.center.prec();
+    let center = count / 2;
+    let reach = count - center; // |t - center| <= reach for t in [0, count]
+    let len = cfg.max_degree + 2;
+
+    let point = |n| Series::linear(line.center.clone(), line.step.clone(), n);
+    // The wide ball covers every t in [0, count]: the center's own radius plus reach |step|.
+    let mut reach_f = line.step.mag();
+    reach_f.mul_assign_round(&Float::with_val(64, reach), Round::Up);
+    let mut wide_rad = Float::with_val(64, &line.center.rad);
+    wide_rad.add_assign_round(&reach_f, Round::Up);
     let wide = |n| {
         Series::linear(
-            Ball::with_radius(c.clone(), &reach_f),
-            Ball::from_float(prec, &h),
+            Ball::with_radius(line.center.mid.clone(), &wide_rad),
+            line.step.clone(),
             n,
         )
     };
     let (full_point, fw) = match route {
         Route::Full => (Some(f.series(&point(len))?), f.series(&wide(len))?),
         Route::Short => (None, f.series(&wide(len.min(WIDE_FIRST)))?),
+        Route::Wide => (None, f.series(&wide(len))?),
     };
 
     // Shape: |f| on the piece lies in [2^q, 2^(q+2)) at worst.

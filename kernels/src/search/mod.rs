@@ -4,7 +4,7 @@
 //! `rise.rs`), the existence tests of phases 1-2
 //! (`existence.rs`), phases 1-3 on a back end (`backend.rs`; the CPU's in `phases.rs` and
 //! `stripe.rs`, the GPUs' in `crate::cuda`), the routes without phases 1-3 (`dense.rs`,
-//! `periodic.rs`), and many units added up (`range.rs`).
+//! `periodic.rs`, `progression.rs`), and many units added up (`range.rs`).
 //!
 //! The items other crates use are re-exported here; inside the crate, modules import from the
 //! module that defines an item, so that no two modules import each other.
@@ -17,6 +17,7 @@ pub mod generation;
 pub mod periodic;
 pub mod phases;
 pub mod prior;
+pub mod progression;
 pub mod range;
 mod rise;
 pub mod stripe;

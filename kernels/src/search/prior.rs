@@ -42,6 +42,11 @@ pub fn planned_cost(cfg: &SearchConfig, unit: UnitSpec) -> f64 {
             }
             PiecePlan::Dense(_) => PER_GENERATION + piece.count as f64 * DENSE_PER_ARGUMENT,
             PiecePlan::Exhaustive => piece.count as f64 * MPFR_PER_ARGUMENT,
+            // One generation per piece, every argument walked.
+            PiecePlan::Progressions(pr) => {
+                (pr.q.min(piece.count) * pr.per_class) as f64 * PER_GENERATION
+                    + piece.count as f64 * DENSE_PER_ARGUMENT
+            }
             PiecePlan::Skip(_) | PiecePlan::Trivial(_) => 0.0,
         })
         .sum()

@@ -13,6 +13,7 @@ use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense};
 use crate::search::generation::{generate, GenError, Generated};
 use crate::search::periodic::{self, classes};
+use crate::search::progression::{self, Progressions};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -29,6 +30,8 @@ pub(crate) enum PiecePlan {
     Skip(SkipReason),
     /// A trivial region.
     Trivial(TrivialRun),
+    /// Every argument walked along progressions of the angle (`progression.rs`).
+    Progressions(Progressions),
 }
 
 /// Pieces at most this long are searched exhaustively with MPFR: a polynomial does not pay.
@@ -105,6 +108,12 @@ pub(crate) fn plan_pieces(
 /// predicted size of a steep piece's descendants, [`steep_depth`]), the parts of a split
 /// planned in parallel (rayon keeps their order).
 fn plan_part(cfg: &SearchConfig, piece: UnitSpec) -> (Vec<(UnitSpec, PiecePlan)>, f64) {
+    // Sin, cos and tan where the grid's step is a large angle: along progressions.
+    if cfg.progressions {
+        if let Some(pr) = progression::plan(cfg.function, cfg.precision, piece) {
+            return (vec![(piece, PiecePlan::Progressions(pr))], 0.0);
+        }
+    }
     // Sinpi, cospi, tanpi on coarse grids: a few values, each judged once.
     let periodic = classes(cfg.function, cfg.format(), piece).is_some();
     if piece.count <= EXHAUSTIVE_MAX || periodic {
@@ -326,6 +335,17 @@ pub fn search_unit(
                 hr_cases.extend(found.hr_cases);
                 exact_cases.extend(found.exact_cases);
                 timings.verification_s += t.elapsed().as_secs_f64();
+            }
+            // On the host for every back end, as the dense route.
+            PiecePlan::Progressions(pr) => {
+                let found = progression::search(cfg, piece, pr)?;
+                stats.add(&found.stats);
+                timings.add(&found.timings);
+                hr_cases.extend(found.hr_cases);
+                exact_cases.extend(found.exact_cases);
+                for (o, reason) in found.skipped {
+                    skipped.push(at + o, 1, reason, None);
+                }
             }
             // On the host for every back end: the same candidates and counts on all.
             PiecePlan::Dense(d) => {

@@ -1,0 +1,501 @@
+//! The progression route: sin, cos and tan where the grid's step is a large angle
+//! (`docs/error-analysis.md` §18).
+//!
+//! In the binade `[2^e, 2^(e+1))` consecutive arguments differ by `h = 2^(e-p+1)`, an angle that
+//! is, modulo `2 pi`, essentially arbitrary once `h` is not small: `f` along the grid is no
+//! smooth function of the offset, and the dyadic route's pieces shrink until every argument is
+//! walked or judged alone, at a cost that doubles with each binade. Here the offsets `t` of a
+//! unit are taken along progressions `t = r + q j` (`r < q`), `q` the denominator of a
+//! convergent of `h / (2 pi)`: along each one the angle advances by `delta = q h mod 2 pi`,
+//! about `2 pi / q'` (`q'` the next denominator), so `f(x_r + j q h) = f(theta_r + j delta)` is
+//! smooth in `j` again. Each progression is cut into pieces, each gets the full-degree
+//! fixed-point Taylor polynomial of `f` along its angles (`generation::fixed_polynomial_along`,
+//! the angles reduced modulo `2 pi` by MPFR at the argument's exponent plus the working
+//! precision, as balls), walked at every argument as on the dense route, and only the
+//! arguments within the walk's threshold go to MPFR. Nothing is filtered by a heuristic:
+//! every argument is walked or judged by MPFR. The route runs on the host for every back end,
+//! so its candidates and counts are the same on all.
+
+use crate::numbers::ball::Ball;
+use crate::numbers::format::Precision;
+use crate::oracle::function::Function;
+use crate::oracle::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
+use crate::plan::UnitSpec;
+use crate::search::backend::{SearchError, Stats, Timings};
+use crate::search::config::SearchConfig;
+use crate::search::dense::{self, Dense, DENSE_MAX_DEGREE};
+use crate::search::generation::{fixed_polynomial_along, GenConfig, Line};
+use rayon::prelude::*;
+use rug::float::Constant;
+use rug::{Float, Integer};
+use std::time::Instant;
+
+/// How the route cuts a unit: a cost rule only, never a bound (every piece's polynomial
+/// carries its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// A walked piece spans at most `2^-span_bits` radians: the degree its polynomial needs
+    /// stays within [`DENSE_MAX_DEGREE`] at binary64's thresholds (5: about 13 at 44 bits).
+    pub span_bits: i32,
+    /// The longest walked piece: the walk's words widen with the piece (`C(n, degree)` of
+    /// rounding to absorb), and one polynomial per this many arguments keeps generation a
+    /// small part of the time.
+    pub max_piece: u64,
+    /// Pieces shorter than this are judged by MPFR argument by argument.
+    pub min_piece: u64,
+    /// The route is taken where its pieces average at least this many arguments; below, the
+    /// polynomials cost more than the walk saves.
+    pub min_average: u64,
+}
+
+impl Cut {
+    pub const DEFAULT: Cut = Cut {
+        span_bits: 5,
+        max_piece: 1 << 17,
+        min_piece: 64,
+        min_average: 256,
+    };
+}
+
+/// The route is taken where the grid's step `h` satisfies `2 log2 h + p + 1 >= -CURVATURE_BITS`:
+/// `2^(p+1) h^2` is the curvature per step of `G` for sin near its maxima, and where it exceeds
+/// `2^-CURVATURE_BITS` the dyadic route's domains have shrunk to a few arguments. The value
+/// is binary64's from 2^24 on (docs/error-analysis.md §18 and BENCHMARKS.md say why).
+pub const CURVATURE_BITS: i32 = 2;
+
+/// How a unit's offsets are cut into progressions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progressions {
+    /// The common difference: offsets `r + q j`, `r < q`.
+    pub q: u64,
+    /// Pieces each progression is cut into at first (generation may halve them further).
+    pub per_class: u64,
+    /// Pieces below this many arguments go to MPFR ([`Cut::min_piece`]).
+    pub min_piece: u64,
+}
+
+impl Progressions {
+    /// The number of arguments of progression `r` of a unit of `count` arguments.
+    pub fn class_len(&self, count: u64, r: u64) -> u64 {
+        (count - r).div_ceil(self.q)
+    }
+}
+
+/// `x mod 2 pi` as a ball of precision `prec`: congruent to `x` modulo `2 pi` and within about
+/// `pi` of 0, for an exact `x`. `2 pi` is taken at `exp(x) + prec + 64` bits, so the reduction's
+/// error (at most `|n|` times its radius) stays below `2^-(prec + 60)`.
+pub fn reduce(x: &Float, prec: u32) -> Ball {
+    let e = x.get_exp().unwrap_or(0).max(0) as u32;
+    let big = e + prec + 64;
+    let two_pi = Ball::constant(big, Constant::Pi).shl(1);
+    let n = Float::with_val(big, x / &two_pi.mid)
+        .round()
+        .to_integer()
+        .expect("finite argument");
+    Ball::from_float(big.max(x.prec()), x)
+        .sub(&two_pi.mul_integer(&n))
+        .round_to(prec)
+}
+
+/// The grid's step of `unit`, signed: `-h` on the negative side, where offsets run away from 0.
+fn step(p: Precision, unit: UnitSpec, times: u64) -> Float {
+    let mut h = Float::with_val(64, times);
+    h <<= unit.exponent - p.bits() as i32 + 1;
+    if unit.negative {
+        -h
+    } else {
+        h
+    }
+}
+
+/// The denominators `q <= limit` of the convergents of the dyadic rational `num / 2^bits` in
+/// `[0, 1)`, from 1 up.
+fn convergent_denominators(num: Integer, bits: u32, limit: u64) -> Vec<u64> {
+    let mut out = vec![1u64];
+    let (mut n, mut d) = (Integer::from(1) << bits, num);
+    let (mut q2, mut q1) = (Integer::new(), Integer::from(1));
+    while d != 0 {
+        let (a, rem) = n.div_rem_floor(d.clone());
+        (n, d) = (d, rem);
+        let q = a * &q1 + &q2;
+        match q.to_u64() {
+            Some(v) if v <= limit => out.push(v),
+            _ => break,
+        }
+        (q2, q1) = (q1, q);
+    }
+    out
+}
+
+/// The progressions of `unit` for `f`, or `None` where the dyadic route is to search it: `f` is
+/// not sin, cos or tan, the grid's step is small enough for the dyadic route, or no
+/// progression leaves pieces of [`Cut::min_average`] arguments on average (`plan_with`).
+pub fn plan(f: Function, p: Precision, unit: UnitSpec) -> Option<Progressions> {
+    let h_bits = unit.exponent - p.bits() as i32 + 1;
+    if 2 * h_bits + p.bits() as i32 + 1 < -CURVATURE_BITS {
+        return None;
+    }
+    plan_with(f, p, unit, Cut::DEFAULT)
+}
+
+/// The progressions of `unit` cut by `cut`, wherever `f` is sin, cos or tan: among the
+/// convergents' denominators `q <= count`, the one that cuts the unit into the fewest pieces of
+/// at most `cut.max_piece` arguments spanning at most `2^-cut.span_bits` radians; `None` where
+/// they would average fewer than `cut.min_average` arguments.
+pub fn plan_with(f: Function, p: Precision, unit: UnitSpec, cut: Cut) -> Option<Progressions> {
+    if !matches!(f, Function::Sin | Function::Cos | Function::Tan) {
+        return None;
+    }
+    // w = h / (2 pi) mod 1 to about 200 bits: the choice of q only, never a bound.
+    let theta = reduce(&step(p, unit, 1), 256);
+    let two_pi = Float::with_val(256, Constant::Pi) << 1u32;
+    let mut w = Float::with_val(256, &theta.mid / &two_pi);
+    if w.is_sign_negative() {
+        w += 1u32;
+    }
+    w <<= 200u32;
+    let num = w.floor().to_integer().expect("finite");
+    let span = f64::powi(2.0, -cut.span_bits);
+    let best = convergent_denominators(num, 200, unit.count)
+        .into_iter()
+        .map(|q| {
+            let delta = reduce(&step(p, unit, q), 64).mid.to_f64().abs();
+            let len = unit.count.div_ceil(q);
+            let by_span = ((len as f64) * delta / span).ceil().max(1.0);
+            let per_class = by_span.max(len.div_ceil(cut.max_piece) as f64);
+            (q as f64 * per_class, q, per_class)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    let (pieces, q, per_class) = best;
+    (unit.count as f64 / pieces >= cut.min_average as f64).then_some(Progressions {
+        q,
+        per_class: per_class as u64,
+        min_piece: cut.min_piece,
+    })
+}
+
+/// What one progression came to: offsets walked, their candidates, offsets left to MPFR.
+#[derive(Default)]
+struct ClassOut {
+    walked: u64,
+    pieces: u64,
+    candidates: Vec<u64>,
+    judged: Vec<u64>,
+    generation_s: f64,
+    walk_s: f64,
+}
+
+/// Progression `r` of `unit`: cut into `per_class` pieces, each generated along its angles
+/// and walked; a piece whose polynomial does not fit (a zero of `f` or a pole of tan inside,
+/// too wide a span for the degree) is halved, and below `min_piece` arguments judged by MPFR.
+fn class(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, r: u64) -> ClassOut {
+    let p = cfg.precision;
+    let gen = GenConfig {
+        max_degree: cfg.gen.max_degree.max(DENSE_MAX_DEGREE),
+        ..cfg.gen
+    };
+    let len = pr.class_len(unit.count, r);
+    let cut = len.div_ceil(pr.per_class).max(1);
+    let offset = |j: u64| r + pr.q * j;
+    let mut out = ClassOut::default();
+    let mut stack: Vec<(u64, u64)> = (0..len.div_ceil(cut))
+        .rev()
+        .map(|i| (i * cut, cut.min(len - i * cut)))
+        .collect();
+    while let Some((j0, n)) = stack.pop() {
+        if n < pr.min_piece {
+            out.judged.extend((j0..j0 + n).map(offset));
+            continue;
+        }
+        let t = Instant::now();
+        let middle = unit.argument(offset(j0 + n / 2)).to_float(p);
+        let line = |prec: u32| Line {
+            center: reduce(&middle, prec),
+            step: reduce(&step(p, unit, pr.q), prec),
+        };
+        let fx = fixed_polynomial_along(cfg.function, p, &gen, n, line);
+        out.generation_s += t.elapsed().as_secs_f64();
+        let walk = fx
+            .ok()
+            .and_then(|fx| dense::threshold(&fx).map(|t| Dense { fx, t }));
+        match walk {
+            Some(d) => {
+                let t = Instant::now();
+                out.candidates
+                    .extend(dense::candidates(&d, n).into_iter().map(|j| offset(j0 + j)));
+                out.walk_s += t.elapsed().as_secs_f64();
+                out.walked += n;
+                out.pieces += 1;
+            }
+            None if n >= 2 * pr.min_piece => {
+                stack.push((j0 + n / 2, n - n / 2));
+                stack.push((j0, n / 2));
+            }
+            None => out.judged.extend((j0..j0 + n).map(offset)),
+        }
+    }
+    out
+}
+
+/// What the route found on a unit (or a part of one): cases in argument order, arguments
+/// skipped by MPFR's verdict, the counts and times.
+pub(crate) struct Searched {
+    pub hr_cases: Vec<HrCase>,
+    pub exact_cases: Vec<ExactCase>,
+    pub skipped: Vec<(u64, SkipReason)>,
+    pub stats: Stats,
+    pub timings: Timings,
+}
+
+/// Searches `unit` along the progressions `pr`: every progression walked (in parallel), then
+/// the walks' candidates and the arguments left to MPFR judged by MPFR, in argument order.
+pub(crate) fn search(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    pr: Progressions,
+) -> Result<Searched, SearchError> {
+    let classes: Vec<ClassOut> = (0..pr.q.min(unit.count))
+        .into_par_iter()
+        .map(|r| class(cfg, unit, pr, r))
+        .collect();
+    let mut stats = Stats::default();
+    let mut timings = Timings::default();
+    let mut candidates = Vec::new();
+    let mut judged = Vec::new();
+    for c in classes {
+        stats.progression_arguments += c.walked;
+        stats.pieces += c.pieces;
+        timings.generation_s += c.generation_s;
+        timings.phase3_s += c.walk_s;
+        candidates.extend(c.candidates);
+        judged.extend(c.judged);
+    }
+    stats.candidates = candidates.len() as u64;
+    stats.exhaustive_arguments = judged.len() as u64;
+    let mut all: Vec<(u64, bool)> = candidates
+        .into_iter()
+        .map(|o| (o, true))
+        .chain(judged.into_iter().map(|o| (o, false)))
+        .collect();
+    all.sort_unstable();
+    let t = Instant::now();
+    let verdicts: Vec<Result<Verdict, VerifyError>> = all
+        .par_iter()
+        .map(|&(o, _)| classify_in(cfg.function, cfg.format(), &unit.argument(o), cfg.min_bits))
+        .collect();
+    timings.verification_s += t.elapsed().as_secs_f64();
+    let mut out = Searched {
+        hr_cases: Vec::new(),
+        exact_cases: Vec::new(),
+        skipped: Vec::new(),
+        stats,
+        timings,
+    };
+    for (v, &(o, walked)) in verdicts.into_iter().zip(&all) {
+        match v? {
+            Verdict::Hard(c) => out.hr_cases.push(c),
+            Verdict::Exact(e) => out.exact_cases.push(e),
+            Verdict::NotHard { .. } if walked => out.stats.false_positives += 1,
+            Verdict::NotHard { .. } => {}
+            Verdict::Skipped(r) => out.skipped.push((o, r)),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numbers::format::Format;
+
+    /// The reduced angle is congruent to the argument: its sine and cosine are MPFR's of the
+    /// argument itself (which reduces on its own), within the ball, at 2^21, 2^100 and 2^1023.
+    #[test]
+    fn reduced_angles_are_congruent_modulo_two_pi() {
+        for (m, e) in [
+            (0x1_2345_6789_abcdu64, 21),
+            (0x1f_ffff_ffff_ffff, 100),
+            (0x10_0000_0000_0001, 1023),
+        ] {
+            for negative in [false, true] {
+                let mut x = Float::with_val(53, m);
+                x <<= e - 52;
+                if negative {
+                    x = -x;
+                }
+                let theta = reduce(&x, 200);
+                assert!(theta.mid.clone().abs() < 3.15, "{x}: {}", theta.mid);
+                assert!(
+                    theta.rad < Float::with_val(64, 1) >> 195u32,
+                    "{}",
+                    theta.rad
+                );
+                let (s, c) = theta.sin_cos();
+                let truth_s = Float::with_val(220, x.sin_ref());
+                let truth_c = Float::with_val(220, x.cos_ref());
+                for (b, t) in [(s, truth_s), (c, truth_c)] {
+                    let d = Float::with_val(220, &b.mid - &t).abs();
+                    assert!(d <= Float::with_val(64, 1) >> 190u32, "{x}: off by {d}");
+                }
+            }
+        }
+    }
+
+    /// The convergents of the golden ratio's fractional part have Fibonacci denominators.
+    #[test]
+    fn convergent_denominators_follow_the_continued_fraction() {
+        let mut phi = (Float::with_val(300, 5).sqrt() - 1u32) / 2u32;
+        phi <<= 200u32;
+        let num = phi.floor().to_integer().unwrap();
+        let q = convergent_denominators(num, 200, 1000);
+        assert_eq!(
+            q,
+            vec![1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
+        );
+    }
+
+    /// Every case MPFR finds argument by argument on a unit, and no other: the route against a
+    /// brute force, for `cut` (a coarser one lets small units walk pieces), with cases found
+    /// and arguments walked.
+    fn against_mpfr(f: Function, fmt: Format, k: u32, unit: UnitSpec, cut: Cut) -> (usize, u64) {
+        let cfg = SearchConfig::in_format(f, fmt, k);
+        let pr = plan_with(f, fmt.precision, unit, cut).expect("progressions");
+        let t = std::time::Instant::now();
+        let found = search(&cfg, unit, pr).unwrap();
+        let route_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let truth: Vec<Verdict> = (0..unit.count)
+            .into_par_iter()
+            .map(|o| classify_in(f, fmt, &unit.argument(o), k).unwrap())
+            .filter(|v| !matches!(v, Verdict::NotHard { .. }))
+            .collect();
+        let hard: Vec<HrCase> = truth
+            .iter()
+            .filter_map(|v| match v {
+                Verdict::Hard(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        let exact: Vec<ExactCase> = truth
+            .iter()
+            .filter_map(|v| match v {
+                Verdict::Exact(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        let what = format!("{f} {} {unit:?} {pr:?}", fmt.name());
+        println!(
+            "{what}: route {route_s:.3} s, MPFR {:.3} s; {:?} {:?}",
+            t.elapsed().as_secs_f64(),
+            found.stats,
+            found.timings
+        );
+        assert_eq!(found.hr_cases, hard, "{what}");
+        assert_eq!(found.exact_cases, exact, "{what}");
+        assert!(found.skipped.is_empty(), "{what}");
+        let s = &found.stats;
+        assert_eq!(
+            s.progression_arguments + s.exhaustive_arguments,
+            unit.count,
+            "{what}: every argument walked or judged once"
+        );
+        (hard.len(), s.progression_arguments)
+    }
+
+    fn unit(fmt: Format, negative: bool, exponent: i32, first: u64, bits: u32) -> UnitSpec {
+        let p = fmt.precision.bits();
+        UnitSpec {
+            negative,
+            exponent,
+            first: (1u64 << (p - 1)) + first,
+            count: 1 << bits,
+        }
+    }
+
+    /// binary64 units of 2^17 arguments at 2^21, 2^100, 2^500 and 2^1023, sin, cos and tan
+    /// on both signs, at 12 bits (about 64 cases a unit): the route's cases are MPFR's.
+    #[test]
+    fn binary64_units_far_out_match_mpfr_argument_by_argument() {
+        let b64 = Format::named("binary64").unwrap();
+        let cut = Cut {
+            span_bits: 2,
+            max_piece: 1 << 14,
+            min_piece: 32,
+            min_average: 32,
+        };
+        let mut cases = 0;
+        let mut walked = 0;
+        for (f, negative, e, first) in [
+            (Function::Sin, false, 21, 0x1234_5678_9abc),
+            (Function::Cos, true, 100, 0x8_0000_0000_0000),
+            (Function::Tan, false, 500, 0xf_ffff_fffe_0000),
+            (Function::Sin, true, 1023, 0x3_1415_9265_3589),
+            (Function::Cos, false, 1023, 0x7_7777_0000_0000),
+        ] {
+            let (c, w) = against_mpfr(f, b64, 12, unit(b64, negative, e, first, 17), cut);
+            cases += c;
+            walked += w;
+        }
+        assert!(cases > 100, "{cases} cases");
+        assert!(walked > 1 << 18, "{walked} walked");
+    }
+
+    /// binary32 far out on units of 2^20 (a coarser cut lets them walk), at 10 bits.
+    #[test]
+    fn binary32_units_far_out_match_mpfr_argument_by_argument() {
+        let b32 = Format::named("binary32").unwrap();
+        let cut = Cut {
+            min_average: 64,
+            ..Cut::DEFAULT
+        };
+        for (f, negative, e) in [(Function::Sin, false, 40), (Function::Tan, true, 90)] {
+            let (c, w) = against_mpfr(f, b32, 10, unit(b32, negative, e, 0x12_3400, 20), cut);
+            assert!(c > 200 && w > 1 << 19, "{f} 2^{e}: {c} cases, {w} walked");
+        }
+    }
+
+    /// binary32: whole binades far out (2^23 arguments each), the engine's own cut (about
+    /// 100 s on two cores: `--long`).
+    #[test]
+    #[ignore]
+    fn binary32_binades_far_out_match_mpfr_argument_by_argument() {
+        let b32 = Format::named("binary32").unwrap();
+        for (f, negative, e) in [
+            (Function::Sin, false, 40),
+            (Function::Cos, true, 64),
+            (Function::Tan, true, 90),
+            (Function::Sin, true, 127),
+        ] {
+            let u = unit(b32, negative, e, 0, 23);
+            assert!(plan(f, b32.precision, u).is_some(), "{f} 2^{e}");
+            let (c, w) = against_mpfr(f, b32, 10, u, Cut::DEFAULT);
+            assert!(c > 1000 && w > 1 << 22, "{f} 2^{e}: {c} cases, {w} walked");
+        }
+    }
+
+    /// `search_unit` takes the route where `plan` says so, and finds what the dyadic route
+    /// finds: sin and cos in binary64 near 2^24 (where both are cheap), on and off.
+    #[test]
+    fn search_unit_takes_the_route_and_agrees_with_the_dyadic_one() {
+        use crate::search::{search_unit, Cpu};
+        let b64 = Format::named("binary64").unwrap();
+        for (f, negative) in [(Function::Sin, false), (Function::Cos, true)] {
+            let u = unit(b64, negative, 24, 0x5_5555_0000_0000, 20);
+            assert!(plan(f, b64.precision, u).is_some());
+            let mut cfg = SearchConfig::in_format(f, b64, 16);
+            let on = search_unit(&cfg, u, &Cpu).unwrap();
+            cfg.progressions = false;
+            let off = search_unit(&cfg, u, &Cpu).unwrap();
+            assert_eq!(on.stats.progression_arguments, u.count);
+            assert_eq!(off.stats.progression_arguments, 0);
+            assert!(on.hr_cases.len() > 4, "{f}: {} cases", on.hr_cases.len());
+            assert_eq!(on.hr_cases, off.hr_cases, "{f}");
+            assert_eq!(on.exact_cases, off.exact_cases, "{f}");
+            assert_eq!(on.skipped, off.skipped, "{f}");
+        }
+        // Below 2^24 the dyadic route keeps binary64.
+        let u = unit(b64, false, 23, 0, 20);
+        assert!(plan(Function::Sin, b64.precision, u).is_none());
+        assert!(plan(Function::Exp, b64.precision, unit(b64, false, 100, 0, 30)).is_none());
+    }
+}
