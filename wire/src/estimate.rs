@@ -65,4 +65,12 @@ pub struct BinadeCost {
     pub expected_hr_cases: f64,
     /// Standard error of `expected_hr_cases`.
     pub expected_hr_cases_stderr: f64,
+    /// The binade's arguments in the estimate's plan (decimal), collapsed blocks included: the
+    /// binade's time per argument is `units * seconds_per_unit` over it. A block the plan
+    /// collapsed is one unit that costs nothing however many arguments it holds (exp's
+    /// `[512, 1024)` in binary64: 104 units of `2^44` searched and one block of the 152 units'
+    /// worth that overflow), so `seconds_per_unit / 2^unit_bits`, what the coordinator takes
+    /// where this is absent, overstates such a binade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
 }

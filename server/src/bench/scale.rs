@@ -98,6 +98,7 @@ fn estimate(binades: u32) -> CostEstimate {
             seconds_per_unit_stderr: 0.0,
             expected_hr_cases: 0.0,
             expected_hr_cases_stderr: 0.0,
+            arguments: None,
         })
         .collect();
     let total_seconds = binades

@@ -138,6 +138,7 @@ mod tests {
             seconds_per_unit_stderr: 0.0,
             expected_hr_cases,
             expected_hr_cases_stderr: 0.0,
+            arguments: None,
         };
         let e = tmd_wire::CostEstimate {
             version: tmd_wire::COST_ESTIMATE_VERSION,

@@ -49,6 +49,23 @@ pub struct Weights {
     pub min_weight: f64,
 }
 
+/// A binade's seconds per argument: its time (`units * seconds_per_unit`) over its arguments
+/// where the estimate says them (a collapsed block costs nothing however wide), else
+/// `seconds_per_unit` over the unit size.
+fn seconds_per_argument(b: &tmd_wire::BinadeCost, per_unit: f64) -> Result<f64> {
+    let Some(text) = &b.arguments else {
+        return Ok(b.seconds_per_unit / per_unit);
+    };
+    match text.parse::<u128>() {
+        Ok(n) if n > 0 => Ok(b.seconds_per_unit * b.units as f64 / n as f64),
+        _ => Err(Error::EstimateInvalid(format!(
+            "binade {}2^{}: arguments must be a positive whole number, not {text:?}",
+            if b.negative { "-" } else { "+" },
+            b.exponent
+        ))),
+    }
+}
+
 /// Checks `e` against the campaign and derives the binades' weights. `estimate_format` is
 /// the estimate's format as the engine names it (the caller resolves aliases).
 ///
@@ -68,7 +85,7 @@ pub fn weigh(t: &EstimateTarget<'_>, e: &CostEstimate, estimate_format: &str) ->
     let mut by_binade = std::collections::HashMap::with_capacity(e.binades.len());
     for b in &e.binades {
         if by_binade
-            .insert((b.negative, b.exponent), b.seconds_per_unit / per_unit)
+            .insert((b.negative, b.exponent), seconds_per_argument(b, per_unit)?)
             .is_some()
         {
             return Err(Error::EstimateInvalid(format!(
@@ -592,6 +609,7 @@ mod tests {
                     seconds_per_unit_stderr: 0.0,
                     expected_hr_cases: 0.0,
                     expected_hr_cases_stderr: 0.0,
+                    arguments: None,
                 })
                 .collect(),
             total_seconds: 0.0,
@@ -624,6 +642,43 @@ mod tests {
         assert_eq!(w.min_weight, MIN_WEIGHT);
         // Seconds per weighted argument: (3 * 1 + 1 * 5) / 8 seconds per 2^10 arguments.
         assert!((w.seconds_per_work - 1.0 / 1024.0).abs() < 1e-15);
+    }
+
+    /// A binade partly collapsed (a block of many units' worth that costs nothing, as exp's
+    /// overflow in [512, 1024)) weighs its time over all its arguments where the estimate
+    /// says them; without them, per unit as before; a bad count is refused.
+    #[test]
+    fn a_partly_collapsed_binade_weighs_its_time_over_all_its_arguments() {
+        // Units of 2^10: binade 0 is 4 units searched (1 s each) and a block of 12 units'
+        // worth, 5 units in the plan; binade 1 is 4 units searched.
+        let binades = [(false, 0, 16u128 << 10), (false, 1, 4 << 10)];
+        let mut e = estimate(&[(false, 0, 0.8), (false, 1, 1.0)]);
+        for (b, (units, args)) in e.binades.iter_mut().zip([(5, 16u128 << 10), (4, 4 << 10)]) {
+            b.units = units;
+            b.arguments = Some(args.to_string());
+        }
+        let spa = |e: &CostEstimate| -> Vec<f64> {
+            weigh(&target(&binades), e, "binary32")
+                .unwrap()
+                .binades
+                .iter()
+                .map(|b| b.seconds_per_argument * 1024.0)
+                .collect()
+        };
+        let got = spa(&e);
+        assert!(
+            (got[0] - 0.25).abs() < 1e-12 && (got[1] - 1.0).abs() < 1e-12,
+            "{got:?}"
+        );
+        e.binades[0].arguments = None;
+        assert!((spa(&e)[0] - 0.8).abs() < 1e-12);
+        for bad in ["0", "-3", "many"] {
+            e.binades[0].arguments = Some(bad.into());
+            assert!(matches!(
+                weigh(&target(&binades), &e, "binary32"),
+                Err(Error::EstimateInvalid(_))
+            ));
+        }
     }
 
     #[test]

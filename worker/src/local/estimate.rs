@@ -61,6 +61,8 @@ struct Stratum {
     exponent: i32,
     /// Every unit of the plan in this binade.
     units: u64,
+    /// Their arguments, collapsed blocks included.
+    arguments: u128,
     /// The units that may be sampled.
     pool: Vec<UnitSpec>,
     /// Indices into `pool` in the order they are sampled (a seeded random permutation's
@@ -83,6 +85,7 @@ fn strata(units: &[UnitSpec], unit_bits: u32, seed: u64) -> Vec<Stratum> {
                 negative: u.negative,
                 exponent: u.exponent,
                 units: 0,
+                arguments: 0,
                 pool: Vec::new(),
                 order: Vec::new(),
                 seconds: Vec::new(),
@@ -91,6 +94,7 @@ fn strata(units: &[UnitSpec], unit_bits: u32, seed: u64) -> Vec<Stratum> {
             out.len() - 1
         });
         out[i].units += 1;
+        out[i].arguments += u128::from(u.count);
         if u.count <= 1u64 << unit_bits {
             out[i].pool.push(*u);
         }
@@ -353,6 +357,7 @@ fn build(
             seconds_per_unit_stderr: per(time.stderr),
             expected_hr_cases: hr.total,
             expected_hr_cases_stderr: hr.stderr,
+            arguments: Some(s.arguments.to_string()),
         });
         t += time.total;
         t_var += time.stderr * time.stderr;
