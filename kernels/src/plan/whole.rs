@@ -27,11 +27,11 @@ use std::collections::BTreeSet;
 pub const MAX_COLLAPSED_BITS: u32 = 62;
 
 /// sin, cos and tan are out of reach where consecutive arguments are `2^-REACH_SPACING_BITS`
-/// or more apart: a polynomial in the argument's offset then covers few arguments, and the
-/// unit's cost doubles with every binade (exp, whose pieces behave alike, costs 2.2 s of an
-/// H100 per unit of 2^44 arguments where they are 2^-43 apart; 11 binades further each binade
-/// would take hundreds of H100-hours). Unless the arguments beyond number at most
-/// `2^REACH_BRUTE_BITS`: then MPFR may judge them one by one (binary32 and smaller).
+/// or more apart: a polynomial in the argument's offset then covers few arguments, the dyadic
+/// route's cost grows with every binade, and from binary64's `2^22` on the progression route
+/// (`search::progression`) walks every argument on the host (sin: 913 to 4,203 hours of a
+/// 16-core host a binade, BENCHMARKS.md). Unless the arguments beyond number at most
+/// `2^REACH_BRUTE_BITS`: then the search takes them (binary32 and smaller).
 pub const REACH_SPACING_BITS: u32 = 32;
 /// See [`REACH_SPACING_BITS`].
 pub const REACH_BRUTE_BITS: u32 = 32;
@@ -143,8 +143,9 @@ pub fn whole_domain(f: Function, fmt: Format) -> Result<Domain, WholeError> {
                     format: fmt.name(),
                     why: format!(
                         "from |x| = 2^{reach} on, consecutive arguments are 2^-{REACH_SPACING_BITS} \
-                         or more apart, so the search judges them almost one by one ({beyond:.2e} \
-                         arguments there)"
+                         or more apart, so the search walks every one of them ({beyond:.2e} \
+                         arguments there; along progressions of the angle on the host's cores, \
+                         about 1,000 to 4,000 hours of a 16-core host a binade in binary64)"
                     ),
                     ranges: format!("--from=-{bound} --to {bound}"),
                 });

@@ -60,8 +60,10 @@ impl Cut {
 /// The route is taken where the grid's step `h` satisfies `2 log2 h + p + 1 >= -CURVATURE_BITS`:
 /// `2^(p+1) h^2` is the curvature per step of `G` for sin near its maxima, and where it exceeds
 /// `2^-CURVATURE_BITS` the dyadic route's domains have shrunk to a few arguments. The value
-/// is binary64's from 2^24 on (docs/error-analysis.md §18 and BENCHMARKS.md say why).
-pub const CURVATURE_BITS: i32 = 2;
+/// puts binary64 on the route from 2^22: on one H200 and its 16 cores, a unit of 2^32 of sin
+/// at 43 bits took the dyadic route 0.38 s at 2^21 and more than 35 s at 2^22 and 2^23, this
+/// route 3.1 s at 2^24 (BENCHMARKS.md).
+pub const CURVATURE_BITS: i32 = 6;
 
 /// How a unit's offsets are cut into progressions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,23 +187,39 @@ struct ClassOut {
     walk_s: f64,
 }
 
-/// Progression `r` of `unit`: cut into `per_class` pieces, each generated along its angles
-/// and walked; a piece whose polynomial does not fit (a zero of `f` or a pole of tan inside,
-/// too wide a span for the degree) is halved, and below `min_piece` arguments judged by MPFR.
-fn class(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, r: u64) -> ClassOut {
+impl ClassOut {
+    fn merge(mut self, o: ClassOut) -> ClassOut {
+        self.walked += o.walked;
+        self.pieces += o.pieces;
+        self.candidates.extend(o.candidates);
+        self.judged.extend(o.judged);
+        self.generation_s += o.generation_s;
+        self.walk_s += o.walk_s;
+        self
+    }
+}
+
+/// Initial piece `i` of `unit`: the `(i mod per_class)`-th of the `per_class` pieces its
+/// progression `r = i / per_class` is cut into (none where that progression is shorter),
+/// generated along its angles and walked; a piece whose polynomial does not fit (a zero of `f`
+/// or a pole of tan inside, too wide a span for the degree) is halved, and below `min_piece`
+/// arguments judged by MPFR. Pieces, not progressions, are the unit of parallel work: a unit
+/// with `q = 1` is one progression.
+fn piece(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> ClassOut {
     let p = cfg.precision;
     let gen = GenConfig {
         max_degree: cfg.gen.max_degree.max(DENSE_MAX_DEGREE),
         ..cfg.gen
     };
+    let (r, k) = (i / pr.per_class, i % pr.per_class);
     let len = pr.class_len(unit.count, r);
     let cut = len.div_ceil(pr.per_class).max(1);
     let offset = |j: u64| r + pr.q * j;
     let mut out = ClassOut::default();
-    let mut stack: Vec<(u64, u64)> = (0..len.div_ceil(cut))
-        .rev()
-        .map(|i| (i * cut, cut.min(len - i * cut)))
-        .collect();
+    if k * cut >= len {
+        return out;
+    }
+    let mut stack = vec![(k * cut, cut.min(len - k * cut))];
     while let Some((j0, n)) = stack.pop() {
         if n < pr.min_piece {
             out.judged.extend((j0..j0 + n).map(offset));
@@ -247,29 +265,25 @@ pub(crate) struct Searched {
     pub timings: Timings,
 }
 
-/// Searches `unit` along the progressions `pr`: every progression walked (in parallel), then
+/// Searches `unit` along the progressions `pr`: every piece of every progression walked (in
+/// parallel), then
 /// the walks' candidates and the arguments left to MPFR judged by MPFR, in argument order.
 pub(crate) fn search(
     cfg: &SearchConfig,
     unit: UnitSpec,
     pr: Progressions,
 ) -> Result<Searched, SearchError> {
-    let classes: Vec<ClassOut> = (0..pr.q.min(unit.count))
+    let c = (0..pr.q.min(unit.count) * pr.per_class)
         .into_par_iter()
-        .map(|r| class(cfg, unit, pr, r))
-        .collect();
+        .map(|i| piece(cfg, unit, pr, i))
+        .reduce(ClassOut::default, ClassOut::merge);
     let mut stats = Stats::default();
     let mut timings = Timings::default();
-    let mut candidates = Vec::new();
-    let mut judged = Vec::new();
-    for c in classes {
-        stats.progression_arguments += c.walked;
-        stats.pieces += c.pieces;
-        timings.generation_s += c.generation_s;
-        timings.phase3_s += c.walk_s;
-        candidates.extend(c.candidates);
-        judged.extend(c.judged);
-    }
+    stats.progression_arguments = c.walked;
+    stats.pieces = c.pieces;
+    timings.generation_s = c.generation_s;
+    timings.phase3_s = c.walk_s;
+    let (candidates, judged) = (c.candidates, c.judged);
     stats.candidates = candidates.len() as u64;
     stats.exhaustive_arguments = judged.len() as u64;
     let mut all: Vec<(u64, bool)> = candidates
@@ -493,8 +507,8 @@ mod tests {
             assert_eq!(on.exact_cases, off.exact_cases, "{f}");
             assert_eq!(on.skipped, off.skipped, "{f}");
         }
-        // Below 2^24 the dyadic route keeps binary64.
-        let u = unit(b64, false, 23, 0, 20);
+        // Below 2^22 the dyadic route keeps binary64.
+        let u = unit(b64, false, 21, 0, 20);
         assert!(plan(Function::Sin, b64.precision, u).is_none());
         assert!(plan(Function::Exp, b64.precision, unit(b64, false, 100, 0, 30)).is_none());
     }
