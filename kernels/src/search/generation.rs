@@ -363,9 +363,20 @@ pub(crate) fn fixed_polynomial_by(
     piece: UnitSpec,
     route: Route,
 ) -> Result<FixedPoly, GenError> {
-    let mut prec = 768 + p.bits();
+    doubling(768 + p.bits(), |prec| {
+        fixed_at(f, p, cfg, piece, prec, route)
+    })
+}
+
+/// `attempt` at working precision `prec`, doubled from `start` while the coefficient balls
+/// come out too wide (`None`), up to 8192 bits.
+fn doubling(
+    start: u32,
+    mut attempt: impl FnMut(u32) -> Result<Option<FixedPoly>, GenError>,
+) -> Result<FixedPoly, GenError> {
+    let mut prec = start;
     loop {
-        match fixed_at(f, p, cfg, piece, prec, route)? {
+        match attempt(prec)? {
             Some(fx) => return Ok(fx),
             None if prec < 8192 => prec *= 2,
             None => return Err(GenError::Width),
@@ -424,14 +435,9 @@ pub fn fixed_polynomial_along(
 ) -> Result<FixedPoly, GenError> {
     // Short pieces need few fixed-point bits: start lower than the dyadic route (whose units
     // of 2^40 need 300 bits or more) and double as needed.
-    let mut prec = ALONG_START_PREC + p.bits();
-    loop {
-        match fixed_on_line(f, p, cfg, count, &line(prec), Route::Wide)? {
-            Some(fx) => return Ok(fx),
-            None if prec < 8192 => prec *= 2,
-            None => return Err(GenError::Width),
-        }
-    }
+    doubling(ALONG_START_PREC + p.bits(), |prec| {
+        fixed_on_line(f, p, cfg, count, &line(prec), Route::Wide)
+    })
 }
 
 /// [`fixed_at`] on a given line at the line's precision.

@@ -176,7 +176,8 @@ pub fn plan_with(f: Function, p: Precision, unit: UnitSpec, cut: Cut) -> Option<
     })
 }
 
-/// What one progression came to: offsets walked, their candidates, offsets left to MPFR.
+/// What a piece (or several, merged) came to: offsets walked, their candidates, offsets left
+/// to MPFR.
 #[derive(Default)]
 struct ClassOut {
     walked: u64,
@@ -266,8 +267,8 @@ pub(crate) struct Searched {
 }
 
 /// Searches `unit` along the progressions `pr`: every piece of every progression walked (in
-/// parallel), then
-/// the walks' candidates and the arguments left to MPFR judged by MPFR, in argument order.
+/// parallel), then the walks' candidates and the arguments left to MPFR judged by MPFR, in
+/// argument order.
 pub(crate) fn search(
     cfg: &SearchConfig,
     unit: UnitSpec,
@@ -381,22 +382,15 @@ mod tests {
         let truth: Vec<Verdict> = (0..unit.count)
             .into_par_iter()
             .map(|o| classify_in(f, fmt, &unit.argument(o), k).unwrap())
-            .filter(|v| !matches!(v, Verdict::NotHard { .. }))
             .collect();
-        let hard: Vec<HrCase> = truth
-            .iter()
-            .filter_map(|v| match v {
-                Verdict::Hard(c) => Some(c.clone()),
-                _ => None,
-            })
-            .collect();
-        let exact: Vec<ExactCase> = truth
-            .iter()
-            .filter_map(|v| match v {
-                Verdict::Exact(c) => Some(c.clone()),
-                _ => None,
-            })
-            .collect();
+        let (mut hard, mut exact) = (Vec::<HrCase>::new(), Vec::<ExactCase>::new());
+        for v in truth {
+            match v {
+                Verdict::Hard(c) => hard.push(c),
+                Verdict::Exact(e) => exact.push(e),
+                _ => {}
+            }
+        }
         let what = format!("{f} {} {unit:?} {pr:?}", fmt.name());
         println!(
             "{what}: route {route_s:.3} s, MPFR {:.3} s; {:?} {:?}",
