@@ -52,7 +52,10 @@ pub async fn prior(
     min_bits: u32,
 ) -> Result<Option<domain::work::PriorWeights>> {
     let fmt = engine::stored_format(plan.precision, plan.format.as_deref())?;
-    let (function, samples) = (plan.function.clone(), engine::binade_samples(&plan.units));
+    let (function, samples) = (
+        plan.function.clone(),
+        engine::binade_samples(&plan.units, plan.unit_bits),
+    );
     let started = std::time::Instant::now();
     let costs = tokio::task::spawn_blocking(move || {
         engine::planned_costs(&function, fmt, min_bits, &samples)

@@ -161,32 +161,36 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
     })
 }
 
-/// One binade of a campaign as the plan's weights sample it: sign, exponent, its arguments
-/// and its middle unit.
+/// One binade of a campaign as the plan's weights sample it: sign, exponent, its arguments,
+/// those of its units the engine searches (not collapsed blocks) and its sample unit
+/// (`sample::sample_index`; `None`: every argument collapsed, costing nothing).
 #[derive(Debug, Clone)]
 pub struct BinadeSample {
     pub negative: bool,
     pub exponent: i32,
     pub arguments: u128,
-    pub middle: UnitSpec,
+    pub searched: u128,
+    pub sample: Option<UnitSpec>,
 }
 
-/// Each binade of `units` with its arguments and its middle unit, in (sign, exponent) order.
-pub fn binade_samples(units: &[UnitSpec]) -> Vec<BinadeSample> {
-    let mut binades: std::collections::BTreeMap<(bool, i32), (u128, Vec<&UnitSpec>)> =
-        Default::default();
+/// Each binade of `units` with its arguments and its sample unit, in (sign, exponent) order.
+pub fn binade_samples(units: &[UnitSpec], unit_bits: u32) -> Vec<BinadeSample> {
+    let mut binades: std::collections::BTreeMap<(bool, i32), Vec<&UnitSpec>> = Default::default();
     for u in units {
-        let b = binades.entry((u.negative, u.exponent)).or_default();
-        b.0 += u128::from(u.count);
-        b.1.push(u);
+        binades.entry((u.negative, u.exponent)).or_default().push(u);
     }
     binades
         .into_iter()
-        .map(|((negative, exponent), (arguments, us))| BinadeSample {
-            negative,
-            exponent,
-            arguments,
-            middle: us[us.len() / 2].clone(),
+        .map(|((negative, exponent), mut us)| {
+            us.sort_by_key(|u| u.first);
+            let searched = us.iter().filter(|u| super::sample::searched(u, unit_bits));
+            BinadeSample {
+                negative,
+                exponent,
+                arguments: us.iter().map(|u| u128::from(u.count)).sum(),
+                searched: searched.map(|u| u128::from(u.count)).sum(),
+                sample: super::sample::sample_index(&us, unit_bits).map(|i| us[i].clone()),
+            }
         })
         .collect()
 }
@@ -222,7 +226,9 @@ pub fn nearest_planned(picked: &[usize], i: usize) -> usize {
 }
 
 /// Each sampled binade as (sign, exponent, arguments, predicted cost per argument): the cost
-/// of its middle unit as the engine's plan predicts it (`tmd_kernels::search::prior`),
+/// of its sample unit as the engine's plan predicts it (`tmd_kernels::search::prior`) spread
+/// over all its arguments (a collapsed block costs nothing, so an exp binade that overflows
+/// from its middle on weighs its searched part, not zero),
 /// binades in parallel ([`planned_binades`] of them; the others take their nearest planned
 /// neighbour's cost). A unit is planned, not searched: trivial regions, skipped runs and
 /// generation only (about a millisecond a piece).
@@ -239,8 +245,14 @@ pub fn planned_costs(
     let costs: Vec<f64> = picked
         .par_iter()
         .map(|&i| {
-            let middle = engine_unit(&samples[i].middle);
-            tmd_kernels::search::prior::planned_cost(&cfg, middle) / middle.count as f64
+            let b = &samples[i];
+            let Some(sample) = &b.sample else {
+                return 0.0;
+            };
+            let unit = engine_unit(sample);
+            let per_argument =
+                tmd_kernels::search::prior::planned_cost(&cfg, unit) / unit.count as f64;
+            per_argument * b.searched as f64 / b.arguments as f64
         })
         .collect();
     Ok(samples

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod engine;
 pub mod eta;
 pub mod known;
+pub mod sample;
 pub mod sizing;
 pub mod trust;
 pub mod work;
