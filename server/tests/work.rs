@@ -734,11 +734,10 @@ async fn a_worker_computing_units_side_by_side_is_measured_by_its_slots() {
     assert!((c - 1.0 / 32.0).abs() < 1e-9, "cpu {c} units/s");
 }
 
-/// The ETA is measured time: once results come in, the time each binade has left from the
-/// seconds they took, over the farm's pace since the campaign's first lease (not its
-/// creation: an estimate or a queue may keep it waiting).
+/// The ETA is the work left over the rate of work since the campaign's first lease (not its
+/// creation: an estimate or a queue may keep it waiting), counted over costly arguments.
 #[tokio::test]
-async fn the_eta_is_the_binades_measured_seconds_over_the_pace_since_the_first_lease() {
+async fn the_eta_is_the_work_left_over_the_rate_since_the_first_lease() {
     let app = TestApp::new().await;
     let id = app.campaign(two_binades(json!({}))).await["id"]
         .as_i64()
@@ -761,7 +760,7 @@ async fn the_eta_is_the_binades_measured_seconds_over_the_pace_since_the_first_l
     let units: Vec<i64> = l.units.iter().map(|u| u.unit_id).collect();
     post(&w, &l, &units, false).await;
     let p = app.progress(id).await;
-    assert_eq!(p["work"]["eta_basis"], "measured", "{p}");
+    assert_eq!(p["work"]["eta_basis"], "recent", "{p}");
     let eta = p["work"]["eta_seconds"].as_f64().unwrap();
     assert!(eta.is_finite() && eta > 0.0, "{p}");
     // A second lease leaves the start where it was.

@@ -321,15 +321,14 @@ pub struct WorkProgress {
     /// Weighted arguments done per second over the last hour (or the campaign's life, when
     /// younger).
     pub per_second_last_hour: f64,
-    /// Seconds to finish the pending and leased work: the time each binade has left, from the
-    /// seconds its results took (its weight where it has few), over the seconds of work the
-    /// workers did per second in the last few minutes; else the work left over the rate of the
-    /// last few minutes, or the last hour's; absent without any.
+    /// Seconds to finish the pending and leased work: the work left over the rate of work of
+    /// the last few minutes, both counted over the arguments that cost time (a block of many
+    /// units' worth that the plan settles without a search weighs one unit); else the last
+    /// hour's rate; absent without any.
     #[serde(default)]
     pub eta_seconds: Option<f64>,
-    /// What the ETA rests on: `measured` (binades' measured seconds over the recent pace),
-    /// `recent` (the rate of work of the last few minutes), `last_hour` (nothing finished
-    /// recently), `done`, or `none`.
+    /// What the ETA rests on: `recent` (the rate of work of the last few minutes),
+    /// `last_hour` (nothing finished recently), `done`, or `none`.
     #[serde(default)]
     pub eta_basis: String,
     /// No cost estimate is posted: a worker's speed on one binade says little of another's, so

@@ -402,14 +402,14 @@ pub struct Readings {
     /// The done work at the start of the recent window ([`RECENT_SECONDS`]), and the
     /// window's seconds.
     pub recent: Option<(f64, f64)>,
-    /// The campaign's binades as their counters read, for the time they have left
+    /// The campaign's binades as their counters read, for their work over costly arguments
     /// ([`super::eta`]); empty when not read.
-    pub binades: Vec<super::eta::BinadeTime>,
+    pub binades: Vec<super::eta::BinadeWork>,
     /// Arguments per unit of the campaign.
     pub unit_args: f64,
-    /// The seconds the campaign's results took at the start of the recent window (absent
-    /// where the snapshot predates that reading); now, they are the binades' sum.
-    pub recent_seconds: Option<f64>,
+    /// The costly work done at the start of the recent window (absent where the snapshot
+    /// predates that reading); now, it is the binades' sum.
+    pub recent_costly: Option<f64>,
 }
 
 /// The window of the pace the ETA rests on, in seconds: long enough to hold one of the
@@ -424,21 +424,20 @@ pub const NO_ESTIMATE: &str = "work: unknown, counted in units (no cost estimate
 pub const PLAN_WEIGHTS: &str = "work: weighted by the engine's plan (each binade's predicted \
      cost per argument; no cost estimate posted, so time is unknown and the ETA rough)";
 
-/// The ETA and what it rests on: `measured`, each binade's time left from the seconds its
-/// results took (its weight where it has few) over the farm's pace in the recent window
-/// ([`super::eta`]); else `recent`, the work left over the recent rate of work; else
-/// `last_hour`; else none. Without a cost estimate (`rough`) the weights of binades not yet
-/// measured are the plan's, or arguments.
+/// The ETA and what it rests on: `recent`, the work left over the rate of work in the recent
+/// window, both over the arguments that cost time where the binades are read
+/// ([`super::eta`]), else over all arguments; else `last_hour`; else none. Without a cost
+/// estimate (`rough`) the weights are the plan's, or arguments.
 pub fn eta_of(r: &Readings, left: f64, rate_hour: f64) -> (Option<f64>, &'static str) {
     if left <= 0.0 {
         return (Some(0.0), "done");
     }
-    if let (Some(then), Some((_, window))) = (r.recent_seconds, r.recent) {
-        let now: f64 = r.binades.iter().map(|b| b.seconds).sum();
-        let measured = super::eta::seconds_left(&r.binades, r.unit_args)
-            .and_then(|s| super::eta::eta(s, now, then, window));
-        if let Some(e) = measured {
-            return (Some(e), "measured");
+    if let (Some(then), Some((_, window)), false) =
+        (r.recent_costly, r.recent, r.binades.is_empty())
+    {
+        let work = super::eta::costly_work(&r.binades, r.unit_args);
+        if let Some(e) = super::eta::eta(work, then, window) {
+            return (Some(e), "recent");
         }
     }
     let recent = r
@@ -778,36 +777,41 @@ mod tests {
         assert_eq!(progress(&r).eta_basis, "done");
     }
 
-    /// With the binades' seconds and a pace, the ETA is measured time over the pace: a binade
-    /// whose results took less than its weight said shortens it, whatever the rate of work.
+    /// With the binades read, the ETA counts work over costly arguments: a binade's collapsed
+    /// block still pending weighs one unit, not its arguments' share of the binade's time.
     #[test]
-    fn the_eta_is_measured_time_over_the_farms_pace() {
-        use super::super::eta::BinadeTime;
+    fn the_eta_counts_a_collapsed_block_as_one_unit() {
+        use super::super::eta::BinadeWork;
+        // One binade of 10 units of 10 arguments: 1 searched unit left and a collapsed block
+        // of 5 units' worth; 4 units done in the 10-s window; weight 1 over all 100
+        // arguments, so each of its 6 costly units weighs 100 / 6 arguments' worth.
         let mut r = Readings {
-            total: 1000.0,
-            done: 100.0,
-            pending: 900.0,
+            total: 100.0,
+            done: 40.0,
+            pending: 60.0,
             base: Some((0.0, 100.0)),
             seconds_per_work: Some(1e-3),
-            recent: Some((70.0, 10.0)),
-            // 100 arguments of weight 1 done in 50 s; 900 left.
-            binades: vec![BinadeTime {
-                left: 900.0,
-                done: 100.0,
+            recent: Some((0.0, 10.0)),
+            binades: vec![BinadeWork {
+                left: 60.0,
+                done: 40.0,
+                units_left: 2.0,
+                units_done: 4.0,
                 weight: 1.0,
-                seconds: 50.0,
             }],
-            unit_args: 1.0,
-            // Two slot-seconds a second over the 10-s window.
-            recent_seconds: Some(30.0),
+            unit_args: 10.0,
+            recent_costly: Some(0.0),
             ..Readings::default()
         };
         let p = progress(&r);
-        let expected = 900.0 * (50.0 + 2.0 * 0.5) / 102.0 / 2.0;
-        assert_eq!(p.eta_basis, "measured");
-        assert!((p.eta_seconds.unwrap() - expected).abs() < 1e-9);
-        // A snapshot older than the seconds counter: the rate of work, as before.
-        r.recent_seconds = None;
-        assert_eq!(progress(&r).eta_basis, "recent");
+        assert_eq!(p.eta_basis, "recent");
+        // Two costly units left at four units per 10 s.
+        assert!((p.eta_seconds.unwrap() - 5.0).abs() < 1e-9, "{p:?}");
+        // A snapshot older than the costly counter: the rate of all work, the block priced
+        // at its arguments (60 left at 40 per 10 s).
+        r.recent_costly = None;
+        let p = progress(&r);
+        assert_eq!(p.eta_basis, "recent");
+        assert!((p.eta_seconds.unwrap() - 15.0).abs() < 1e-9, "{p:?}");
     }
 }

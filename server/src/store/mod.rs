@@ -440,7 +440,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     );
     let done_args = parse_u128(&t.args_done);
     let recent = tallies::window_base(pool, id, domain::work::RECENT_SECONDS).await?;
-    let binades = tallies::binade_times(pool, id).await?;
+    let binades = tallies::binade_work(pool, id).await?;
     let work = domain::work::progress(&domain::work::Readings {
         total: t.work_pending + t.work_leased + t.work_done + t.work_quarantined,
         done: t.work_done,
@@ -454,7 +454,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         recent: recent.map(|b| (b.work_done, b.seconds)),
         binades,
         unit_args: 2f64.powi(campaign.unit_bits as i32),
-        recent_seconds: recent.and_then(|b| b.seconds_done),
+        recent_costly: recent.and_then(|b| b.costly_done),
     });
     let rate = base.map_or(0.0, |(_, args, secs)| {
         domain::work::rate(done_args as f64, args, secs)

@@ -425,15 +425,16 @@ pub async fn rate_base<'e, E: sqlx::PgExecutor<'e>>(
 pub struct WindowBase {
     pub work_done: f64,
     pub args_done: f64,
-    /// Its results' seconds then (absent in a snapshot older than that counter).
-    pub seconds_done: Option<f64>,
+    /// Its costly work then (`domain::eta::costly_work`; absent in a snapshot older than
+    /// that counter).
+    pub costly_done: Option<f64>,
     /// The window's length in seconds.
     pub seconds: f64,
 }
 
 /// [`rate_base`] over the last `seconds` instead of the last hour (snapshots come about a
-/// minute apart, so a window of a few minutes holds one or more), with the results' seconds
-/// of the window's start.
+/// minute apart, so a window of a few minutes holds one or more), with the costly work of
+/// the window's start.
 pub async fn window_base<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: i64,
@@ -449,9 +450,9 @@ pub async fn window_base<'e, E: sqlx::PgExecutor<'e>>(
                 CASE WHEN c.young THEN 0 ELSE s.args_done::float8 END, \
                 CASE WHEN c.young THEN extract(epoch FROM now() - c.began)::float8 \
                      ELSE extract(epoch FROM now() - s.taken_at)::float8 END, \
-                CASE WHEN c.young THEN 0 ELSE s.seconds_done END \
+                CASE WHEN c.young THEN 0 ELSE s.costly_done END \
          FROM c LEFT JOIN LATERAL ( \
-             SELECT taken_at, work_done, args_done, seconds_done FROM campaign_snapshots \
+             SELECT taken_at, work_done, args_done, costly_done FROM campaign_snapshots \
              WHERE campaign_id = c.id AND taken_at >= now() - make_interval(secs => $2) \
              ORDER BY taken_at LIMIT 1) s ON true",
     )
@@ -460,25 +461,26 @@ pub async fn window_base<'e, E: sqlx::PgExecutor<'e>>(
     .fetch_optional(ex)
     .await?;
     Ok(match row {
-        Some((Some(work_done), Some(args_done), Some(seconds), seconds_done)) => Some(WindowBase {
+        Some((Some(work_done), Some(args_done), Some(seconds), costly_done)) => Some(WindowBase {
             work_done,
             args_done,
-            seconds_done,
+            costly_done,
             seconds,
         }),
         _ => None,
     })
 }
 
-/// Campaign `id`'s binades as the ETA reads them (`domain::eta`): arguments left and done,
-/// weight and the seconds their results took, from the binades' counters. O(binades).
-pub async fn binade_times<'e, E: sqlx::PgExecutor<'e>>(
+/// Campaign `id`'s binades as the ETA reads them (`domain::eta`): arguments and units left
+/// and done, and weight, from the binades' counters. O(binades).
+pub async fn binade_work<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     id: i64,
-) -> Result<Vec<crate::domain::eta::BinadeTime>> {
-    let rows: Vec<(f64, f64, f64, f64)> = sqlx::query_as(
+) -> Result<Vec<crate::domain::eta::BinadeWork>> {
+    let rows: Vec<(f64, f64, f64, f64, f64)> = sqlx::query_as(
         "SELECT (sum(b.args_pending) + sum(b.args_leased))::float8, sum(b.args_done)::float8, \
-                COALESCE(k.weight, 1)::float8, sum(b.seconds)::float8 \
+                (sum(b.units_pending) + sum(b.units_leased))::float8, \
+                sum(b.units_done)::float8, COALESCE(k.weight, 1)::float8 \
          FROM binade_tallies b LEFT JOIN campaign_costs k ON k.campaign_id = b.campaign_id \
               AND k.negative = b.negative AND k.exponent = b.exponent \
          WHERE b.campaign_id = $1 GROUP BY b.negative, b.exponent, k.weight",
@@ -489,11 +491,12 @@ pub async fn binade_times<'e, E: sqlx::PgExecutor<'e>>(
     Ok(rows
         .into_iter()
         .map(
-            |(left, done, weight, seconds)| crate::domain::eta::BinadeTime {
+            |(left, done, units_left, units_done, weight)| crate::domain::eta::BinadeWork {
                 left,
                 done,
+                units_left,
+                units_done,
                 weight,
-                seconds,
             },
         )
         .collect())
@@ -502,25 +505,39 @@ pub async fn binade_times<'e, E: sqlx::PgExecutor<'e>>(
 /// Takes a snapshot of each active campaign's done work whose latest is older than 50 s
 /// (several coordinators sweeping add one a minute between them), and thins those older than
 /// two hours into the campaign's hourly history (`store::history`) before dropping them.
-/// O(campaigns), and the active campaigns' binade counters once a minute for the seconds their
-/// results took (kept per binade alone, off the result posts' path).
+/// O(campaigns), and each new snapshot's binade counters for its work over costly arguments
+/// (`domain::eta`; read once a minute, off the result posts' path).
 pub async fn snapshot(pool: &PgPool) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO campaign_snapshots (campaign_id, work_done, args_done, work_total, \
-                                         seconds_done) \
-         SELECT c.id, COALESCE(sum(t.work_done), 0), COALESCE(sum(t.args_done), 0), \
-                COALESCE(sum(t.work_pending + t.work_leased + t.work_done \
-                             + t.work_quarantined), 0), \
-                (SELECT COALESCE(sum(b.seconds), 0) FROM binade_tallies b \
-                 WHERE b.campaign_id = c.id) \
-         FROM campaigns c LEFT JOIN campaign_tallies t ON t.campaign_id = c.id \
-         WHERE c.state = 'active' AND NOT EXISTS ( \
-             SELECT 1 FROM campaign_snapshots s \
-             WHERE s.campaign_id = c.id AND s.taken_at > now() - interval '50 seconds') \
-         GROUP BY c.id ON CONFLICT DO NOTHING",
+    let taken: Vec<(i64, chrono::DateTime<chrono::Utc>, i32)> = sqlx::query_as(
+        "WITH s AS ( \
+             INSERT INTO campaign_snapshots (campaign_id, work_done, args_done, work_total) \
+             SELECT c.id, COALESCE(sum(t.work_done), 0), COALESCE(sum(t.args_done), 0), \
+                    COALESCE(sum(t.work_pending + t.work_leased + t.work_done \
+                                 + t.work_quarantined), 0) \
+             FROM campaigns c LEFT JOIN campaign_tallies t ON t.campaign_id = c.id \
+             WHERE c.state = 'active' AND NOT EXISTS ( \
+                 SELECT 1 FROM campaign_snapshots s \
+                 WHERE s.campaign_id = c.id AND s.taken_at > now() - interval '50 seconds') \
+             GROUP BY c.id ON CONFLICT DO NOTHING \
+             RETURNING campaign_id, taken_at) \
+         SELECT s.campaign_id, s.taken_at, c.unit_bits FROM s JOIN campaigns c \
+              ON c.id = s.campaign_id",
     )
-    .execute(pool)
+    .fetch_all(pool)
     .await?;
+    for (id, at, unit_bits) in taken {
+        let binades = binade_work(pool, id).await?;
+        let work = crate::domain::eta::costly_work(&binades, 2f64.powi(unit_bits));
+        sqlx::query(
+            "UPDATE campaign_snapshots SET costly_done = $3 \
+             WHERE campaign_id = $1 AND taken_at = $2",
+        )
+        .bind(id)
+        .bind(at)
+        .bind(work.done)
+        .execute(pool)
+        .await?;
+    }
     super::history::fold_snapshots(pool, None, super::history::SNAPSHOT_KEEP_SECONDS).await?;
     Ok(())
 }
