@@ -766,4 +766,28 @@ async fn the_eta_is_the_work_left_over_the_rate_since_the_first_lease() {
     // A second lease leaves the start where it was.
     let _ = w.lease(Some(10)).await.unwrap();
     assert_eq!(started().await, Some(first));
+    // A snapshot keeps the costly work done: nothing collapsed here, so it is the work done.
+    // (The coordinator's own snapshot may have come before the result, and a campaign takes
+    // one in 50 s at most: start from none.)
+    sqlx::query("DELETE FROM campaign_snapshots WHERE campaign_id = $1")
+        .bind(id)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    tmd_server::store::tallies::snapshot(app.db.pool())
+        .await
+        .unwrap();
+    let (costly, work): (Option<f64>, f64) = sqlx::query_as(
+        "SELECT costly_done, work_done::float8 FROM campaign_snapshots \
+         WHERE campaign_id = $1 ORDER BY taken_at DESC LIMIT 1",
+    )
+    .bind(id)
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    let costly = costly.expect("the snapshot's costly work");
+    assert!(
+        work > 0.0 && (costly - work).abs() <= 1e-9 * work,
+        "{costly} vs {work}"
+    );
 }
