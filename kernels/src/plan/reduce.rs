@@ -166,6 +166,7 @@ pub fn reduce(
         return (units, Derivation::default());
     };
     let p = fmt.precision.bits();
+    let units = cut_at_subnormal_binades(units, p, x.emin);
     let covered = coverage(&units, p, x.emin);
     let full = |b: Binade| covered.get(&b).copied() == Some(binade_size(b, p, x.emin));
     let clean = |u: UnitSpec| clean(f, fmt, min_bits, u);
@@ -210,25 +211,6 @@ pub fn reduce(
             }
         }
     }
-    // A unit of subnormal arguments may hold several of their binades (and zero): derived only
-    // where every binade it touches is.
-    loop {
-        let before = regions.len();
-        for u in units.iter().filter(|u| u.first >> (p - 1) == 0) {
-            let touched = touches(u, p, x.emin);
-            if touched
-                .iter()
-                .any(|b| !b.is_some_and(|b| regions.contains_key(&b)))
-            {
-                for b in touched.into_iter().flatten() {
-                    regions.remove(&b);
-                }
-            }
-        }
-        if regions.len() == before {
-            break;
-        }
-    }
     let kept: Vec<UnitSpec> = units
         .into_iter()
         .filter(|u| !derived_whole(u, p, x.emin, &regions))
@@ -240,6 +222,45 @@ pub fn reduce(
         runs,
     };
     (kept, derivation)
+}
+
+/// `units` with each unit of subnormal arguments that holds zero or more than one of their
+/// binades cut at the binades' bounds (zero alone), so that each piece is derived with its
+/// binade or searched, and a binade is derived whatever its neighbours. Uncut, the first unit
+/// of a plan holds zero and every binade narrower than the unit (whole binary80 sqrt in units
+/// of 2^50: 50 binades of up to 50 bits), and all of it would be searched: a search of a
+/// binade that narrow is almost argument by argument (sqrt in binary80 at 54 bits: 90 s on one
+/// core for the 2^30 arguments of 31 bits), months for the unit.
+fn cut_at_subnormal_binades(units: Vec<UnitSpec>, p: u32, emin: i32) -> Vec<UnitSpec> {
+    let mut out = Vec::with_capacity(units.len());
+    for u in units {
+        let touched = touches(&u, p, emin);
+        if touched.len() <= 1 {
+            out.push(u);
+            continue;
+        }
+        let (lo, hi) = (
+            u128::from(u.first),
+            u128::from(u.first) + u128::from(u.count),
+        );
+        let mut pieces: Vec<(u128, u128)> = touched
+            .into_iter()
+            .map(|b| match b {
+                None => (0, 1),
+                Some(b) => {
+                    let (a, z) = significands(b, p, emin);
+                    (lo.max(a), hi.min(z))
+                }
+            })
+            .collect();
+        pieces.sort_unstable();
+        out.extend(pieces.into_iter().map(|(a, z)| UnitSpec {
+            first: a as u64,
+            count: (z - a) as u64,
+            ..u
+        }));
+    }
+    out
 }
 
 /// Whether every result of unit `u` is normal and none of its arguments is skipped: the units

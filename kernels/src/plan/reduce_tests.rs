@@ -90,8 +90,8 @@ fn derived_runs_count_what_the_search_leaves_out() {
         let searched_count: u128 = kept.iter().map(|u| u128::from(u.count)).sum();
         assert_eq!(searched_count + plan.derived_arguments(), all, "{f}");
         if f != Function::Exp2 {
-            // Subnormal arguments (binades below 2^-14) derived, all but the unit holding zero
-            // and the narrowest of them.
+            // Subnormal arguments (binades below 2^-14) derived, every one: the unit holding
+            // zero and the narrowest binades is cut at their bounds, and only zero is searched.
             assert!(
                 plan.regions.keys().any(|b| b.exponent < -14),
                 "{f}: no subnormal argument derived"
@@ -99,8 +99,9 @@ fn derived_runs_count_what_the_search_leaves_out() {
             let subnormal_units = kept
                 .iter()
                 .filter(|u| u.exponent == -14 && u.first >> 10 == 0 && !u.negative)
-                .count();
-            assert_eq!(subnormal_units, 1, "{f}: subnormal units searched");
+                .map(|u| (u.first, u.count))
+                .collect::<Vec<_>>();
+            assert_eq!(subnormal_units, [(0, 1)], "{f}: subnormal units searched");
         }
         // Every argument of every derived binade, judged by MPFR: hard or exact exactly where
         // the derivation says.
@@ -282,7 +283,9 @@ fn a_whole_plan_reduced_as_it_is_cut_is_the_plan_reduced_after() {
 
 /// The whole functions of binary80 with a reduction are planned in units of 2^50 without
 /// cutting their thousands of binades first (cut, cbrt alone is 5 * 10^8 units, beyond the
-/// plan's limit): what is searched is the base binades and the subnormal arguments.
+/// plan's limit): what is searched is the base binades and zero, every subnormal argument
+/// derived (the first unit of 2^50 subnormal significands holds 50 binades, each of them
+/// almost an argument-by-argument search).
 #[test]
 fn whole_binary80_functions_with_a_reduction_fit_the_plan() {
     use crate::plan::whole::split_whole_reduced;
@@ -306,6 +309,11 @@ fn whole_binary80_functions_with_a_reduction_fit_the_plan() {
             "{f}: the normal binades searched"
         );
         assert!(units.iter().all(|u| u.count <= 1 << 50), "{f}");
+        let subnormal: Vec<&UnitSpec> = units.iter().filter(|u| u.first >> 63 == 0).collect();
+        assert!(
+            subnormal.iter().all(|u| u.first == 0 && u.count == 1),
+            "{f}: subnormal arguments searched: {subnormal:?}"
+        );
         // Every normal binade of the defined signs but the bases is derived.
         let signs = if f == Function::Cbrt { 2 } else { 1 };
         let normal = (x.emax - x.emin + 1) as u128 - bases.count() as u128;

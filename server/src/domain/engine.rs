@@ -162,19 +162,21 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
 }
 
 /// One binade of a campaign as the plan's weights sample it: sign, exponent, its arguments,
-/// those of its units the engine searches (not collapsed blocks) and its sample unit
-/// (`sample::sample_index`; `None`: every argument collapsed, costing nothing).
+/// those of its units the engine searches (not collapsed blocks) and up to
+/// [`sample::PROBES`](super::sample::PROBES) of those units, spread over them, to draw its
+/// sample from (none: every argument collapsed, costing nothing).
 #[derive(Debug, Clone)]
 pub struct BinadeSample {
     pub negative: bool,
     pub exponent: i32,
     pub arguments: u128,
     pub searched: u128,
-    pub sample: Option<UnitSpec>,
+    pub probes: Vec<UnitSpec>,
 }
 
-/// Each binade of `units` with its arguments and its sample unit, in (sign, exponent) order.
+/// Each binade of `units` with its arguments and its probes, in (sign, exponent) order.
 pub fn binade_samples(units: &[UnitSpec], unit_bits: u32) -> Vec<BinadeSample> {
+    use super::sample::{probe_indices, searched, PROBES};
     let mut binades: std::collections::BTreeMap<(bool, i32), Vec<&UnitSpec>> = Default::default();
     for u in units {
         binades.entry((u.negative, u.exponent)).or_default().push(u);
@@ -183,13 +185,17 @@ pub fn binade_samples(units: &[UnitSpec], unit_bits: u32) -> Vec<BinadeSample> {
         .into_iter()
         .map(|((negative, exponent), mut us)| {
             us.sort_by_key(|u| u.first);
-            let searched = us.iter().filter(|u| super::sample::searched(u, unit_bits));
+            let probes = probe_indices(&us, unit_bits, PROBES);
             BinadeSample {
                 negative,
                 exponent,
                 arguments: us.iter().map(|u| u128::from(u.count)).sum(),
-                searched: searched.map(|u| u128::from(u.count)).sum(),
-                sample: super::sample::sample_index(&us, unit_bits).map(|i| us[i].clone()),
+                searched: us
+                    .iter()
+                    .filter(|u| searched(u, unit_bits))
+                    .map(|u| u128::from(u.count))
+                    .sum(),
+                probes: probes.into_iter().map(|i| us[i].clone()).collect(),
             }
         })
         .collect()
@@ -227,9 +233,11 @@ pub fn nearest_planned(picked: &[usize], i: usize) -> usize {
 
 /// Each sampled binade as (sign, exponent, arguments, predicted cost per argument): the cost
 /// of its sample unit as the engine's plan predicts it (`tmd_kernels::search::prior`) spread
-/// over all its arguments (a collapsed block costs nothing, so an exp binade that overflows
-/// from its middle on weighs its searched part, not zero),
-/// binades in parallel ([`planned_binades`] of them; the others take their nearest planned
+/// over the share of its arguments that cost anything, then over all of them. The sample is
+/// the middle probe the search runs, and the share is that of the probes it runs within the
+/// searched units (a collapsed block, or a unit the search skips whole, costs nothing: an exp
+/// binade that overflows from its middle on weighs its searched part, not zero, in a range's
+/// plan as in a whole one); binades in parallel ([`planned_binades`] of them; the others take their nearest planned
 /// neighbour's cost). A unit is planned, not searched: trivial regions, skipped runs and
 /// generation only (about a millisecond a piece).
 pub fn planned_costs(
@@ -246,13 +254,18 @@ pub fn planned_costs(
         .par_iter()
         .map(|&i| {
             let b = &samples[i];
-            let Some(sample) = &b.sample else {
+            let runs: Vec<bool> = b
+                .probes
+                .iter()
+                .map(|u| !skipped_whole(f, fmt, min_bits, engine_unit(u)))
+                .collect();
+            let Some((sample, share)) = super::sample::pick(&runs) else {
                 return 0.0;
             };
-            let unit = engine_unit(sample);
+            let unit = engine_unit(&b.probes[sample]);
             let per_argument =
                 tmd_kernels::search::prior::planned_cost(&cfg, unit) / unit.count as f64;
-            per_argument * b.searched as f64 / b.arguments as f64
+            per_argument * b.searched as f64 * share / b.arguments as f64
         })
         .collect();
     Ok(samples
@@ -684,6 +697,17 @@ pub fn canonical_argument(fmt: Format, x: &str) -> Option<String> {
 }
 
 /// The engine's spelling of a stored unit.
+/// Whether the search of `unit` lists it as one skipped run (overflow, underflow, a trivial or
+/// exact region) and runs nothing. A function with poles runs every unit: finding a pole
+/// costs a bisection, and it is one argument.
+fn skipped_whole(f: Function, fmt: Format, min_bits: u32, unit: EngineUnit) -> bool {
+    !f.has_poles()
+        && matches!(
+            tmd_kernels::regions::skip::skipped_runs(f, fmt, min_bits, unit).as_deref(),
+            Ok([one]) if one.count == unit.count
+        )
+}
+
 fn engine_unit(unit: &UnitSpec) -> EngineUnit {
     EngineUnit {
         negative: unit.negative,

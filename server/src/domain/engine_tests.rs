@@ -653,3 +653,55 @@ fn the_plan_weighs_many_binades_by_a_sample() {
     assert_eq!(nearest_planned(&[0, 4, 8], 3), 1);
     assert_eq!(nearest_planned(&[0, 4, 8], 8), 2);
 }
+
+/// A range's plan cuts exp's overflowing units of [512, 1024) like any other (a whole plan
+/// collapses them): its binade still weighs about what the whole plan's does, not the nothing
+/// of its middle unit, which overflows.
+#[test]
+fn a_range_weighs_a_binade_by_its_units_the_search_runs() {
+    let campaign = |whole: bool| NewCampaign {
+        name: "t".into(),
+        function: "exp".into(),
+        format: Some("binary64".into()),
+        precision: None,
+        min_bits: 44,
+        ranges: if whole {
+            vec![]
+        } else {
+            vec![tmd_wire::ArgRange {
+                from: "512".into(),
+                to: "1024".into(),
+            }]
+        },
+        whole,
+        unit_bits: Some(44),
+        replication: 1,
+        distinct_owners: false,
+        adaptive: false,
+        audit_rate: 0.1,
+        trust_after: 20,
+        trust_all_workers: false,
+        priority: 0,
+    };
+    let cost = |whole: bool| {
+        let p = plan(&campaign(whole), 1 << 20).unwrap();
+        let fmt = stored_format(p.precision, p.format.as_deref()).unwrap();
+        let samples: Vec<BinadeSample> = binade_samples(&p.units, p.unit_bits)
+            .into_iter()
+            .filter(|b| !b.negative && b.exponent == 9)
+            .collect();
+        assert_eq!(samples.len(), 1);
+        let b = &samples[0];
+        let costs = planned_costs("exp", fmt, 44, &samples).unwrap();
+        (b.arguments, b.searched, b.probes.len(), costs[0].3)
+    };
+    let (args, searched, probes, range) = cost(false);
+    assert_eq!((args, searched, probes), (1 << 52, 1 << 52, 9));
+    let (args, searched, _, whole) = cost(true);
+    assert_eq!(args, 1 << 52);
+    assert!(searched < args / 2, "the whole plan collapses the overflow");
+    // The middle unit (128 of 256) overflows: priced by it, the binade would weigh nothing.
+    assert!(whole > 0.0 && range > 0.0, "whole {whole}, range {range}");
+    let ratio = range / whole;
+    assert!((0.8..1.25).contains(&ratio), "range / whole = {ratio}");
+}
