@@ -10,6 +10,7 @@
 //! are aligned on multiples of `2^U` significands, so the same argument always falls in the
 //! same unit.
 
+pub mod collapse;
 pub mod reduce;
 pub mod size;
 pub mod whole;

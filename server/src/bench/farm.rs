@@ -220,7 +220,7 @@ async fn run_on(
         bases.push(base);
     }
     // Enough units for every GPU's first lease and the measured window, twice over when the
-    // single posts run too; units of 2^32 arguments of exp in binary64 (the simulated GPUs
+    // single posts run too; units of 2^32 arguments of log in binary64 (the simulated GPUs
     // report their own speed, so the unit size does not matter to the coordinator).
     let phases = if args.compare_single { 2.0 } else { 1.0 };
     let per_gpu = args.units_per_second
@@ -234,7 +234,7 @@ async fn run_on(
     // The farm is the operator's own GPUs: one result settles a unit. A coordinator older than
     // trust by default (`--server-exe`, for comparisons) knows no such field and settled on one
     // result anyway: it is asked again without it.
-    let mut request = bench::exp_campaign("farm", binades);
+    let mut request = bench::bench_campaign("farm", binades);
     let mut resp = http
         .post(format!("{}/api/v1/campaigns", bases[0]))
         .bearer_auth(&admin_token)

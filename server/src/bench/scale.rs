@@ -6,7 +6,7 @@
 //! peak memory, the tables' sizes and each request's latency (p50/p99) and response size.
 
 use super::client::{
-    empty_batch, exp_campaign, percentile, register, with_bench_database, BenchDatabase,
+    bench_campaign, empty_batch, percentile, register, with_bench_database, BenchDatabase,
     WorkerClient,
 };
 use crate::Config;
@@ -23,7 +23,7 @@ use tmd_wire::{
 pub struct ScaleArgs {
     #[command(flatten)]
     pub database: BenchDatabase,
-    /// Units of the campaign (rounded up to whole binades of 2^20 units: exp in binary64,
+    /// Units of the campaign (rounded up to whole binades of 2^20 units: log in binary64,
     /// units of 2^32 arguments, from 1 up).
     #[arg(long, default_value_t = 10_000_000)]
     pub units: u64,
@@ -86,7 +86,7 @@ async fn measure(
 }
 
 /// A synthetic estimate of the bench's campaign: the cost per unit doubles with each binade
-/// (as exp's does above 1, roughly).
+/// (as exp's does above 1, roughly; a spread of costs to weigh, whatever log's are).
 fn estimate(binades: u32) -> CostEstimate {
     let binades: Vec<BinadeCost> = (0..binades as i32)
         .map(|e| BinadeCost {
@@ -107,7 +107,7 @@ fn estimate(binades: u32) -> CostEstimate {
         .sum();
     CostEstimate {
         version: COST_ESTIMATE_VERSION,
-        function: "exp".into(),
+        function: "log".into(),
         format: "binary64".into(),
         min_bits: 40,
         unit_bits: 32,
@@ -174,7 +174,7 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
     let resp = http
         .post(format!("{base}/api/v1/campaigns"))
         .bearer_auth(&admin_token)
-        .json(&exp_campaign("scale", binades))
+        .json(&bench_campaign("scale", binades))
         .send()
         .await?;
     if !resp.status().is_success() {

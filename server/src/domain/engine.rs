@@ -9,6 +9,7 @@ use std::str::FromStr;
 use tmd_kernels::numbers::format::parse_number;
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::oracle::verify::{verify_case_in, Kind, Verdict};
+use tmd_kernels::plan::collapse::collapse_skipped;
 use tmd_kernels::plan::whole::{split_whole, whole_domain};
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
 use tmd_kernels::regions::runs::TrivialRun;
@@ -137,6 +138,9 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         // A named format's arguments are its normal numbers (its exponent range).
         let specs = split_range_in(function, fmt, &r.from, &r.to, Some(unit_bits))
             .map_err(|e| Error::BadRequest(format!("range [{}, {}): {e}", r.from, r.to)))?;
+        // Units the search would skip whole become one unit per run, as a whole plan has them:
+        // wider than the unit size, a unit costs nothing in the weights, leases and ETA.
+        let specs = collapse_skipped(function, fmt, c.min_bits, specs);
         if specs.is_empty() {
             return Err(Error::BadRequest(format!(
                 "range [{}, {}) holds no argument",

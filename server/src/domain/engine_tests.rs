@@ -654,9 +654,10 @@ fn the_plan_weighs_many_binades_by_a_sample() {
     assert_eq!(nearest_planned(&[0, 4, 8], 8), 2);
 }
 
-/// A range's plan cuts exp's overflowing units of [512, 1024) like any other (a whole plan
-/// collapses them): its binade still weighs about what the whole plan's does, not the nothing
-/// of its middle unit, which overflows.
+/// A range's plan collapses exp's overflowing units of [512, 1024) as a whole plan does
+/// (but for the one the whole plan leaves alone at the edge), and its probes leave out any
+/// unit the search skips whole: its binade weighs about what the whole plan's does, not the
+/// nothing of its middle unit, which overflows.
 #[test]
 fn a_range_weighs_a_binade_by_its_units_the_search_runs() {
     let campaign = |whole: bool| NewCampaign {
@@ -695,11 +696,16 @@ fn a_range_weighs_a_binade_by_its_units_the_search_runs() {
         let costs = planned_costs("exp", fmt, 44, &samples).unwrap();
         (b.arguments, b.searched, b.probes.len(), costs[0].3)
     };
-    let (args, searched, probes, range) = cost(false);
-    assert_eq!((args, searched, probes), (1 << 52, 1 << 52, 9));
+    let (args, range_searched, probes, range) = cost(false);
+    assert_eq!((args, probes), (1 << 52, 9));
     let (args, searched, _, whole) = cost(true);
     assert_eq!(args, 1 << 52);
     assert!(searched < args / 2, "the whole plan collapses the overflow");
+    assert_eq!(
+        range_searched + (1 << 44),
+        searched,
+        "the range's plan collapses it"
+    );
     // The middle unit (128 of 256) overflows: priced by it, the binade would weigh nothing.
     assert!(whole > 0.0 && range > 0.0, "whole {whole}, range {range}");
     let ratio = range / whole;
