@@ -12,7 +12,11 @@ use std::path::Path;
 const LAYERS: &[&str] = &["numbers", "oracle", "plan", "regions", "search", "cuda"];
 
 /// Imports across the layers that the layout allows, as (importing module, imported folder).
-const ALLOWED: &[(&str, &str)] = &[("plan::whole", "regions"), ("plan::reduce", "regions")];
+const ALLOWED: &[(&str, &str)] = &[
+    ("plan::whole", "regions"),
+    ("plan::reduce", "regions"),
+    ("plan::collapse", "regions"),
+];
 
 /// Modules whose children still import from them while they import their children (a file
 /// split in parts that share its items through `super::`); to be split by role like the rest.
