@@ -41,8 +41,8 @@ pub struct CampaignPlan {
     pub expected_cases_per_unit: f64,
     /// HR-cases expected over the arguments searched (those not in blocks skipped whole).
     pub expected_hr_cases: f64,
-    /// Arguments in blocks the plan skips whole (overflow, underflow, trivial, exact regions
-    /// of a whole function: each one unit), merged where adjacent.
+    /// Arguments in blocks the plan skips whole (overflow, underflow, trivial, exact regions:
+    /// one unit per run, in a range as in a whole function), merged where adjacent.
     pub skipped_arguments: String,
     /// Those blocks, merged, by argument (at most 100).
     pub skipped_blocks: Vec<SkippedBlock>,

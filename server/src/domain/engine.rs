@@ -98,7 +98,8 @@ pub fn default_unit_bits(precision: u32, min_bits: u32) -> u32 {
     by_format.min(min_bits + 9)
 }
 
-/// Resolves the function and precision and cuts every range into units of one binade each.
+/// Resolves the function and precision and cuts every range into units of one binade each,
+/// a run of units the search would skip whole merged into one (as a whole plan has them).
 /// Refuses ranges that are empty or reversed, overlapping ranges, and more than `max_units`
 /// units in all.
 pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
