@@ -1,7 +1,8 @@
 //! A whole function as a campaign: `campaign create --whole` with a real
 //! `tmd-server` and a CPU `tmd-worker` daemon. The coordinator accepts every unit, the
 //! collapsed ones (a block whose every argument is skipped, larger than a unit) included, and
-//! the campaign's HR-cases and skipped arguments equal those of `tmd-worker search --whole`.
+//! the campaign's HR-cases and skipped arguments equal those of `tmd-worker search --whole`;
+//! likewise a range whose plan merges the units it skips whole.
 //! A campaign searches every binade: for a function with a reduction (cbrt) its cases equal
 //! those of a whole search that derives most binades from a base region.
 
@@ -106,4 +107,65 @@ async fn a_campaign_of_every_binade_equals_a_reduced_search() {
         tmd_tests::hr_case_keys(&v),
         "HR-cases equal a reduced whole search's"
     );
+}
+
+/// A range across exp's overflow (binary16 overflows from about 11.09): its plan merges the
+/// units past it into one per binade, the daemon's results for them are accepted, and the
+/// campaign's HR-cases and skipped arguments equal those of `tmd-worker search` of the range.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_range_with_merged_units_equals_its_search() {
+    let range = [
+        "--function",
+        "exp",
+        "--format",
+        "binary16",
+        "--min-bits",
+        "6",
+        "--unit-bits",
+        "5",
+        "--from",
+        "4",
+        "--to",
+        "0x1p+15",
+    ];
+    let db = TestDb::new().await;
+    let dir = scratch("campaign-range-merged");
+    let server = Server::start(db.url(), &dir, &[]);
+    let url = server.url();
+    let mut create = vec!["campaign", "create"];
+    create.extend(range);
+    let c = admin(&url, &create);
+    let campaign = c["id"].as_i64().unwrap();
+    let units = c["units_total"].as_i64().unwrap();
+    // 13 binades of 2^10 arguments, 32 units each when cut: [4, 8) and most of [8, 16) searched.
+    assert!(units < 13 * 32 / 4, "{units} units: nothing merged");
+    compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
+    let got = every_unit_done_once(&db, campaign, units).await;
+    let v = tmd_tests::search_json(&range);
+    assert!(!got.is_empty());
+    assert_eq!(
+        got,
+        tmd_tests::hr_case_keys(&v),
+        "HR-cases equal the range's search"
+    );
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(count), 0)::bigint FROM skipped_runs WHERE campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        stored as u64,
+        v["skipped_arguments"].as_u64().unwrap(),
+        "skipped arguments equal the range's search"
+    );
+    let merged: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM units WHERE campaign_id = $1 AND count > 32 AND state = 'done'",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert!(merged >= 12, "{merged} merged units done");
 }
