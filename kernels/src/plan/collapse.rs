@@ -6,7 +6,7 @@ use crate::numbers::format::Format;
 use crate::oracle::function::Function;
 use crate::plan::whole::MAX_COLLAPSED_BITS;
 use crate::plan::UnitSpec;
-use crate::regions::skip::skipped_runs;
+use crate::regions::skip::{skips, Skips};
 
 /// `units` (in argument order, as `plan::split_range_in` cuts a range) with every run of two
 /// or more adjacent units of one binade whose arguments the search would all skip, in one
@@ -43,7 +43,7 @@ pub fn collapse_skipped(
             let union =
                 span(&[*last, u]).filter(|_| (merged || *last_merged) && adjacent(last, &u, p));
             if let Some(union) = union {
-                if skips_all(f, fmt, min_bits, union) == Some(true) {
+                if let Ok(Skips::Everything) = skips(f, fmt, min_bits, union) {
                     (*last, *last_merged) = (union, true);
                     continue;
                 }
@@ -69,16 +69,6 @@ fn span(us: &[UnitSpec]) -> Option<UnitSpec> {
     (count <= 1u64 << MAX_COLLAPSED_BITS).then_some(UnitSpec { count, ..*a })
 }
 
-/// What the search skips of `u`: `Some(true)` every argument in one run, `Some(false)` none,
-/// `None` some of them (or it cannot tell).
-fn skips_all(f: Function, fmt: Format, min_bits: u32, u: UnitSpec) -> Option<bool> {
-    match skipped_runs(f, fmt, min_bits, u).ok()?.as_slice() {
-        [] => Some(false),
-        [one] if one.count == u.count => Some(true),
-        _ => None,
-    }
-}
-
 /// Plans the adjacent units `us`: all kept, one merged unit, or each half on its own. Each
 /// unit placed says whether it is skipped whole (a single unit is not asked).
 fn place(
@@ -93,10 +83,12 @@ fn place(
         return;
     }
     let whole = span(us);
-    match whole.and_then(|s| skips_all(f, fmt, min_bits, s)) {
-        Some(false) => out.extend(us.iter().map(|u| (*u, false))),
-        Some(true) => out.push((whole.expect("asked of the span"), true)),
-        None => {
+    // A span too wide to be one unit, or one the skipped runs cannot tell: halved as a part.
+    let asked = whole.map(|s| (s, skips(f, fmt, min_bits, s)));
+    match asked {
+        Some((_, Ok(Skips::Nothing))) => out.extend(us.iter().map(|u| (*u, false))),
+        Some((s, Ok(Skips::Everything))) => out.push((s, true)),
+        _ => {
             let mid = us.len() / 2;
             place(f, fmt, min_bits, &us[..mid], out);
             place(f, fmt, min_bits, &us[mid..], out);
@@ -109,6 +101,7 @@ mod tests {
     use super::*;
     use crate::plan::split_range_in;
     use crate::plan::whole::split_whole;
+    use crate::regions::skip::skipped_whole;
 
     fn args(units: &[UnitSpec]) -> u128 {
         units.iter().map(|u| u128::from(u.count)).sum()
@@ -130,15 +123,15 @@ mod tests {
         let wide: Vec<&UnitSpec> = merged.iter().filter(|u| u.count > 1 << 44).collect();
         assert_eq!(wide.len(), 1, "{merged:?}");
         assert_eq!(merged.len(), 256 - wide[0].count as usize / (1 << 44) + 1);
-        assert_eq!(skips_all(Function::Exp, fmt, 44, *wide[0]), Some(true));
+        assert!(skipped_whole(Function::Exp, fmt, 44, *wide[0]));
         // Every unit left as cut runs something (the last one straddles the threshold).
         for u in merged.iter().filter(|u| u.count <= 1 << 44) {
-            assert_ne!(skips_all(Function::Exp, fmt, 44, *u), Some(true), "{u:?}");
+            assert!(!skipped_whole(Function::Exp, fmt, 44, *u), "{u:?}");
         }
         // It is every unit that the search skips whole.
         let skipped: Vec<UnitSpec> = cut
             .iter()
-            .filter(|u| skips_all(Function::Exp, fmt, 44, **u) == Some(true))
+            .filter(|u| skipped_whole(Function::Exp, fmt, 44, **u))
             .copied()
             .collect();
         assert_eq!(u128::from(wide[0].count), args(&skipped));

@@ -19,7 +19,7 @@ use crate::numbers::format::{parse_number, Argument, Format};
 use crate::oracle::function::Function;
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, Verdict};
 use crate::plan::UnitSpec;
-use crate::regions::skip::skipped_runs;
+use crate::regions::skip::{self, Skips};
 use rayon::prelude::*;
 use rug::float::Round;
 use rug::Float;
@@ -421,7 +421,7 @@ fn as_unit(b: Binade, p: u32, emin: i32) -> UnitSpec {
 
 /// Whether the search would skip any argument of unit `u` (or cannot tell).
 fn skips(f: Function, fmt: Format, min_bits: u32, u: UnitSpec) -> bool {
-    skipped_runs(f, fmt, min_bits, u).map_or(true, |runs| !runs.is_empty())
+    !matches!(skip::skips(f, fmt, min_bits, u), Ok(Skips::Nothing))
 }
 
 /// Whether every result of unit `u` is a normal number: `2^emin <= |f(x)| < 2^(emax+1)` at

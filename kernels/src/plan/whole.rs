@@ -18,7 +18,7 @@ use crate::plan::{
     MAX_UNIT_BITS,
 };
 use crate::regions::exact::exact_run;
-use crate::regions::skip::skipped_runs;
+use crate::regions::skip::{skips, Skips};
 use rug::Float;
 use std::collections::BTreeSet;
 
@@ -328,12 +328,12 @@ impl Planner {
         if self.f.has_poles() {
             return Ok(Block::NoneSkipped);
         }
-        let runs = skipped_runs(self.f, self.fmt, self.min_bits, unit)
+        let skips = skips(self.f, self.fmt, self.min_bits, unit)
             .map_err(|e| WholeError::Skip(e.to_string()))?;
-        Ok(match runs.as_slice() {
-            [] => Block::NoneSkipped,
-            [one] if one.count == unit.count => Block::AllSkipped,
-            _ => Block::Mixed,
+        Ok(match skips {
+            Skips::Nothing => Block::NoneSkipped,
+            Skips::Everything => Block::AllSkipped,
+            Skips::Part => Block::Mixed,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::numbers::format::Precision;
+use crate::regions::skip::skipped_runs;
 use crate::search::{search_unit, Cpu, SearchConfig};
 
 /// Every finite binary16 number but -0 (the plan's zero is +0), as C99 hex.

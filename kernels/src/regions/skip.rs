@@ -87,6 +87,38 @@ pub fn skipped_runs(
     Ok(runs.into_skipped(unit, fmt.precision))
 }
 
+/// How much of a unit its search skips, by [`skipped_runs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skips {
+    /// No argument.
+    Nothing,
+    /// Every argument, in one run: the search lists the unit as that run and runs nothing.
+    Everything,
+    /// Some of them (or all of them in several runs).
+    Part,
+}
+
+/// How much of `unit` its search skips.
+pub fn skips(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    unit: UnitSpec,
+) -> Result<Skips, VerifyError> {
+    Ok(match skipped_runs(f, fmt, min_bits, unit)?.as_slice() {
+        [] => Skips::Nothing,
+        [one] if one.count == unit.count => Skips::Everything,
+        _ => Skips::Part,
+    })
+}
+
+/// Whether the search of `unit` lists it as one skipped run and runs nothing (an error: it
+/// cannot tell, so no). Never for a function with poles: a pole is one argument, and finding
+/// one over a wide unit costs a bisection, so such units are run, not asked.
+pub fn skipped_whole(f: Function, fmt: Format, min_bits: u32, unit: UnitSpec) -> bool {
+    !f.has_poles() && matches!(skips(f, fmt, min_bits, unit), Ok(Skips::Everything))
+}
+
 /// The runs of `part` (of `unit`) out of the format's range or at a pole, by bisection.
 fn beyond_range(
     f: Function,

@@ -13,7 +13,7 @@ use tmd_kernels::plan::collapse::collapse_skipped;
 use tmd_kernels::plan::whole::{split_whole, whole_domain};
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
 use tmd_kernels::regions::runs::TrivialRun;
-use tmd_kernels::regions::skip::runs_are_pointwise;
+use tmd_kernels::regions::skip::{runs_are_pointwise, skipped_whole};
 use tmd_kernels::{Argument, Function, Precision};
 use tmd_wire::{ArgRange, HrCase, HrKind, SkippedRun, UnitSpec};
 
@@ -241,9 +241,9 @@ pub fn nearest_planned(picked: &[usize], i: usize) -> usize {
 /// over the share of its arguments that cost anything, then over all of them. The sample is
 /// the middle probe the search runs, and the share is that of the probes it runs within the
 /// searched units (a collapsed block, or a unit the search skips whole, costs nothing: an exp
-/// binade that overflows from its middle on weighs its searched part, not zero, in a range's
-/// plan as in a whole one); binades in parallel ([`planned_binades`] of them; the others take their nearest planned
-/// neighbour's cost). A unit is planned, not searched: trivial regions, skipped runs and
+/// binade that overflows from its middle on weighs its searched part, not zero). Binades in
+/// parallel ([`planned_binades`] of them; the others take their nearest planned neighbour's
+/// cost). A unit is planned, not searched: trivial regions, skipped runs and
 /// generation only (about a millisecond a piece).
 pub fn planned_costs(
     function: &str,
@@ -702,17 +702,6 @@ pub fn canonical_argument(fmt: Format, x: &str) -> Option<String> {
 }
 
 /// The engine's spelling of a stored unit.
-/// Whether the search of `unit` lists it as one skipped run (overflow, underflow, a trivial or
-/// exact region) and runs nothing. A function with poles runs every unit: finding a pole
-/// costs a bisection, and it is one argument.
-fn skipped_whole(f: Function, fmt: Format, min_bits: u32, unit: EngineUnit) -> bool {
-    !f.has_poles()
-        && matches!(
-            tmd_kernels::regions::skip::skipped_runs(f, fmt, min_bits, unit).as_deref(),
-            Ok([one]) if one.count == unit.count
-        )
-}
-
 fn engine_unit(unit: &UnitSpec) -> EngineUnit {
     EngineUnit {
         negative: unit.negative,

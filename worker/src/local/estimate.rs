@@ -84,14 +84,7 @@ const MAX_PER_BINADE: usize = 4096;
 /// estimated at 3e-5 s a unit from 3 such draws, against about 0.4 s. Functions with poles
 /// keep every unit (a pole is one argument, and finding it costs a bisection).
 fn skipped_whole(cfg: &SearchConfig, u: &UnitSpec) -> bool {
-    if cfg.function.has_poles() {
-        return false;
-    }
-    matches!(
-        tmd_kernels::regions::skip::skipped_runs(cfg.function, cfg.format(), cfg.min_bits, *u)
-            .as_deref(),
-        Ok([one]) if one.count == u.count
-    )
+    tmd_kernels::regions::skip::skipped_whole(cfg.function, cfg.format(), cfg.min_bits, *u)
 }
 
 /// The plan's binades as strata. `check`: look for units the search would skip whole (a
