@@ -20,28 +20,35 @@ const ARGS: [&str; 8] = [
     "5",
 ];
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_whole_campaign_equals_a_whole_search() {
+/// What [`run_against_search`] found: the campaign as created, and how many of its units wider
+/// than a unit (merged or collapsed blocks, every argument skipped) were done.
+struct Run {
+    campaign: serde_json::Value,
+    wide_done: i64,
+}
+
+/// Creates the campaign `create` (arguments of `campaign create`) on a real coordinator, has one
+/// CPU daemon compute it, and checks it against `tmd-worker search` with `search`: every unit
+/// done once, the same HR-cases (some), the same skipped arguments. `unit_size`: its
+/// arguments per unit.
+async fn run_against_search(name: &str, create: &[&str], search: &[&str], unit_size: i64) -> Run {
     let db = TestDb::new().await;
-    let dir = scratch("campaign-whole");
+    let dir = scratch(name);
     let server = Server::start(db.url(), &dir, &[]);
     let url = server.url();
-    let mut args = vec!["campaign", "create", "--whole"];
-    args.extend(ARGS);
+    let mut args = vec!["campaign", "create"];
+    args.extend(create);
     let c = admin(&url, &args);
     let campaign = c["id"].as_i64().unwrap();
     let units = c["units_total"].as_i64().unwrap();
-    // Its one range is the format's: [-max, 2^16).
-    assert_eq!(c["ranges"][0]["from"], "-0x1.ffcp+15", "{c}");
     compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
     let got = every_unit_done_once(&db, campaign, units).await;
-    let mut local = vec!["--whole"];
-    local.extend(ARGS);
-    let v = tmd_tests::search_json(&local);
+    let v = tmd_tests::search_json(search);
+    assert!(!got.is_empty());
     assert_eq!(
         got,
         tmd_tests::hr_case_keys(&v),
-        "HR-cases equal a whole search's"
+        "HR-cases equal the search's"
     );
     let stored: i64 = sqlx::query_scalar(
         "SELECT COALESCE(SUM(count), 0)::bigint FROM skipped_runs WHERE campaign_id = $1",
@@ -53,17 +60,32 @@ async fn a_whole_campaign_equals_a_whole_search() {
     assert_eq!(
         stored as u64,
         v["skipped_arguments"].as_u64().unwrap(),
-        "skipped arguments equal a whole search's"
+        "skipped arguments equal the search's"
     );
-    // Collapsed units (more than 2^5 arguments) were planned, and accepted.
-    let big: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM units WHERE campaign_id = $1 AND count > 32 AND state = 'done'",
+    let wide_done: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM units WHERE campaign_id = $1 AND count > $2 AND state = 'done'",
     )
     .bind(campaign)
+    .bind(unit_size)
     .fetch_one(db.pool())
     .await
     .unwrap();
-    assert!(big > 0, "no collapsed unit");
+    Run {
+        campaign: c,
+        wide_done,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_whole_campaign_equals_a_whole_search() {
+    let mut whole = vec!["--whole"];
+    whole.extend(ARGS);
+    let run = run_against_search("campaign-whole", &whole, &whole, 32).await;
+    // Its one range is the format's: [-max, 2^16).
+    let c = &run.campaign;
+    assert_eq!(c["ranges"][0]["from"], "-0x1.ffcp+15", "{c}");
+    // Collapsed units (more than 2^5 arguments) were planned, and accepted.
+    assert!(run.wide_done > 0, "no collapsed unit");
 }
 
 /// cbrt in binary16: the campaign searches every binade, the local search only `[1, 8)` and
@@ -128,44 +150,9 @@ async fn a_range_with_merged_units_equals_its_search() {
         "--to",
         "0x1p+15",
     ];
-    let db = TestDb::new().await;
-    let dir = scratch("campaign-range-merged");
-    let server = Server::start(db.url(), &dir, &[]);
-    let url = server.url();
-    let mut create = vec!["campaign", "create"];
-    create.extend(range);
-    let c = admin(&url, &create);
-    let campaign = c["id"].as_i64().unwrap();
-    let units = c["units_total"].as_i64().unwrap();
+    let run = run_against_search("campaign-range-merged", &range, &range, 32).await;
     // 13 binades of 2^10 arguments, 32 units each when cut: [4, 8) and most of [8, 16) searched.
+    let units = run.campaign["units_total"].as_i64().unwrap();
     assert!(units < 13 * 32 / 4, "{units} units: nothing merged");
-    compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
-    let got = every_unit_done_once(&db, campaign, units).await;
-    let v = tmd_tests::search_json(&range);
-    assert!(!got.is_empty());
-    assert_eq!(
-        got,
-        tmd_tests::hr_case_keys(&v),
-        "HR-cases equal the range's search"
-    );
-    let stored: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(SUM(count), 0)::bigint FROM skipped_runs WHERE campaign_id = $1",
-    )
-    .bind(campaign)
-    .fetch_one(db.pool())
-    .await
-    .unwrap();
-    assert_eq!(
-        stored as u64,
-        v["skipped_arguments"].as_u64().unwrap(),
-        "skipped arguments equal the range's search"
-    );
-    let merged: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM units WHERE campaign_id = $1 AND count > 32 AND state = 'done'",
-    )
-    .bind(campaign)
-    .fetch_one(db.pool())
-    .await
-    .unwrap();
-    assert!(merged >= 12, "{merged} merged units done");
+    assert!(run.wide_done >= 12, "{} merged units done", run.wide_done);
 }

@@ -64,20 +64,30 @@ fn farm_units_are_2_44_at_binary64_and_bounded_by_their_cases() {
     }
 }
 
-#[test]
-fn planning_resolves_names_and_refuses_overlaps() {
-    let c = NewCampaign {
+/// A campaign of `function` in `format` at `min_bits` in units of `2^unit_bits`, over `ranges`
+/// (none: the whole function), with `campaign create`'s defaults otherwise.
+fn new_campaign(
+    function: &str,
+    format: &str,
+    min_bits: u32,
+    unit_bits: u32,
+    ranges: &[(&str, &str)],
+) -> NewCampaign {
+    NewCampaign {
         name: "t".into(),
-        function: "EXP".into(),
-        format: Some("binary32".into()),
+        function: function.into(),
+        format: Some(format.into()),
         precision: None,
-        min_bits: 10,
-        ranges: vec![tmd_wire::ArgRange {
-            from: "1".into(),
-            to: "2".into(),
-        }],
-        whole: false,
-        unit_bits: Some(20),
+        min_bits,
+        ranges: ranges
+            .iter()
+            .map(|(from, to)| tmd_wire::ArgRange {
+                from: (*from).into(),
+                to: (*to).into(),
+            })
+            .collect(),
+        whole: ranges.is_empty(),
+        unit_bits: Some(unit_bits),
         replication: 1,
         distinct_owners: false,
         adaptive: false,
@@ -85,7 +95,12 @@ fn planning_resolves_names_and_refuses_overlaps() {
         trust_after: 20,
         trust_all_workers: false,
         priority: 0,
-    };
+    }
+}
+
+#[test]
+fn planning_resolves_names_and_refuses_overlaps() {
+    let c = new_campaign("EXP", "binary32", 10, 20, &[("1", "2")]);
     let p = plan(&c, 100).unwrap();
     assert_eq!(
         (p.function.as_str(), p.precision, p.unit_bits),
@@ -166,23 +181,7 @@ fn planning_resolves_names_and_refuses_overlaps() {
 /// domain as its one range, and refuses what is out of reach.
 #[test]
 fn whole_campaigns_plan_the_format_and_refuse_what_is_out_of_reach() {
-    let c = NewCampaign {
-        name: "w".into(),
-        function: "exp".into(),
-        format: Some("binary16".into()),
-        precision: None,
-        min_bits: 8,
-        ranges: Vec::new(),
-        whole: true,
-        unit_bits: Some(6),
-        replication: 1,
-        distinct_owners: false,
-        adaptive: false,
-        audit_rate: 0.1,
-        trust_after: 20,
-        trust_all_workers: false,
-        priority: 0,
-    };
+    let c = new_campaign("exp", "binary16", 8, 6, &[]);
     let p = plan(&c, 1 << 20).unwrap();
     let (from, to) = (&p.ranges[0].from, &p.ranges[0].to);
     assert_eq!((from.as_str(), to.as_str()), ("-0x1.ffcp+15", "0x1p+16"));
@@ -660,29 +659,9 @@ fn the_plan_weighs_many_binades_by_a_sample() {
 /// nothing of its middle unit, which overflows.
 #[test]
 fn a_range_weighs_a_binade_by_its_units_the_search_runs() {
-    let campaign = |whole: bool| NewCampaign {
-        name: "t".into(),
-        function: "exp".into(),
-        format: Some("binary64".into()),
-        precision: None,
-        min_bits: 44,
-        ranges: if whole {
-            vec![]
-        } else {
-            vec![tmd_wire::ArgRange {
-                from: "512".into(),
-                to: "1024".into(),
-            }]
-        },
-        whole,
-        unit_bits: Some(44),
-        replication: 1,
-        distinct_owners: false,
-        adaptive: false,
-        audit_rate: 0.1,
-        trust_after: 20,
-        trust_all_workers: false,
-        priority: 0,
+    let campaign = |whole: bool| {
+        let range: &[(&str, &str)] = if whole { &[] } else { &[("512", "1024")] };
+        new_campaign("exp", "binary64", 44, 44, range)
     };
     let cost = |whole: bool| {
         let p = plan(&campaign(whole), 1 << 20).unwrap();
