@@ -1,8 +1,8 @@
 //! The layout of `kernels/src/` (ARCHITECTURE.md, invariants): no two modules import each other,
 //! directly or through others (a folder's re-exports count as its imports, so importing through
 //! them inside the crate makes a circle), and the folders are layered `numbers` -> `oracle` ->
-//! `plan` -> `regions` -> `search` -> `cuda`, with `plan/whole.rs` and
-//! `plan/reduce.rs` alone reading `regions/` (what the search would skip decides their plans).
+//! `plan` -> `regions` -> `search` -> `cuda`, with `plan/whole.rs`, `plan/reduce.rs` and
+//! `plan/collapse.rs` alone reading `regions/` (what the search would skip decides their plans).
 //! Read from the source text: `use` paths and inline `crate::`/`super::` paths outside tests.
 
 use std::collections::{BTreeMap, BTreeSet};
