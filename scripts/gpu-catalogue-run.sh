@@ -5,7 +5,7 @@
 #   W=carry/tmd-worker OUT=/some/dir DEADLINE=540 bash scripts/gpu-catalogue-run.sh
 #
 # First the binary80 functions with a reduction (FUNCTIONS80: cbrt sqrt rsqrt; 54 bits, units
-# of 2^50, their base binades searched), then the binary64 functions (FUNCTIONS64, 44 bits,
+# of 2^50, their base binades searched; empty for none), then the binary64 functions (FUNCTIONS64, 44 bits,
 # the estimate's default units), each estimated whole as a campaign searches it (every binade:
 # no reduction), its CostEstimate written as $OUT/F-binary64.json and its table as
 # $OUT/F-binary64.txt. An estimate that would start after DEADLINE seconds is skipped, one
@@ -18,8 +18,8 @@ OUT=${OUT:-$(mktemp -d)}
 DEADLINE=${DEADLINE:-540}
 EACH=${EACH:-120}
 SAMPLES=${SAMPLES:-3}
-FUNCTIONS80=${FUNCTIONS80:-"cbrt sqrt rsqrt"}
-FUNCTIONS64=${FUNCTIONS64:-"exp log log2 log10 exp10 expm1 log1p sinh cosh tanh asinh acosh atanh atan asin acos erf erfc sinpi cospi tanpi"}
+FUNCTIONS80=${FUNCTIONS80-"cbrt sqrt rsqrt"}
+FUNCTIONS64=${FUNCTIONS64-"exp log log2 log10 exp10 expm1 log1p sinh cosh tanh asinh acosh atanh atan asin acos erf erfc sinpi cospi tanpi"}
 mkdir -p "$OUT"
 t_begin=$EPOCHREALTIME
 
