@@ -498,8 +498,8 @@ async fn draw_replicas(
 }
 
 /// Frees the reservations whose owner (or worker) has no worker active any more: the sweeper's
-/// pass, after which the next claim draws them again. Returns how many.
-pub async fn free_stale_reservations(pool: &PgPool) -> Result<u64> {
+/// pass, and a quarantine's, after which the next claim draws them again. Returns how many.
+pub async fn free_stale_reservations<'e, E: sqlx::PgExecutor<'e>>(db: E) -> Result<u64> {
     Ok(sqlx::query(
         "UPDATE units u SET reserved_for = NULL, reserved_at = NULL \
          WHERE u.state = 'pending' AND u.reserved_for IS NOT NULL \
@@ -510,7 +510,7 @@ pub async fn free_stale_reservations(pool: &PgPool) -> Result<u64> {
                  AND ('o:' || w.owner = u.reserved_for OR 'w' || w.id = u.reserved_for))",
     )
     .bind(f64::from(ACTIVE_SECONDS))
-    .execute(pool)
+    .execute(db)
     .await?
     .rows_affected())
 }

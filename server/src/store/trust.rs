@@ -569,6 +569,9 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    // Replicas drawn for it (or for its owner, where no other worker of the owner is live)
+    // would otherwise wait for the sweeper's pass: the next claim draws them again.
+    super::leases::free_stale_reservations(&mut *tx).await?;
     // Its failure reports and expiries cost the units nothing any more (a saboteur's reports
     // are lies).
     let restored: Vec<(bool,)> = sqlx::query_as(
