@@ -82,7 +82,7 @@ pub fn open_backend(settings: &Settings) -> Result<SharedBackend> {
 /// Compiles, on a thread of its own, the GPU modules that the first `units` of the process's
 /// first lease need, while the back end opens and self-tests: on a fresh machine
 /// the first unit then finds its module ready instead of compiling it after the self-test,
-/// about 5 s. Later calls do nothing (a later lease's modules compile as its units run). Nothing
+/// about 5 s. Later calls do nothing (`ahead.rs` compiles later leases' modules). Nothing
 /// runs on a device and nothing is trusted from it: the units still wait for the self-test, and
 /// a failure here is only logged (the unit meets it again and reports it). Only the first and
 /// the last of `units` are planned: neighbours share their modules, and a unit whose module is

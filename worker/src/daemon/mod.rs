@@ -7,6 +7,7 @@
 //! units in flight and releases the rest of the leases, a second one exits at once (the
 //! leases then expire on the server).
 
+mod ahead;
 mod backoff;
 mod client;
 mod coordinator;

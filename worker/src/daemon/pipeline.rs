@@ -23,6 +23,7 @@
 //! and the run ends with an error ([`DeviceLost`] for the second) so that systemd starts a
 //! fresh process, which tests the device again.
 
+use super::ahead::compile_ahead;
 use super::backoff::{self, Backoff};
 use super::client::ClientError;
 use super::coordinator::Coordinator;
@@ -200,9 +201,12 @@ impl<C: Coordinator> Pipeline<C> {
         if self.settings.misbehave != Some(Misbehave::Late) {
             a.start_heartbeat(self.coord.clone());
         }
-        // The first lease's GPU modules compile while the GPU opens and self-tests.
+        // The first lease's GPU modules compile while the GPU opens and self-tests; every
+        // lease's, and the next binade's, while the units before them run.
         let first: Vec<_> = a.queue.iter().take(self.slots).map(engine_unit).collect();
         warm_up(&self.settings, &cfg, &first);
+        let units: Vec<_> = a.queue.iter().map(engine_unit).collect();
+        compile_ahead(&self.settings, &cfg, &units);
         Ok(a)
     }
 
