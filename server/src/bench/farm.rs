@@ -16,8 +16,13 @@
 //! its first `--warmup-seconds` and for the steady state after them; the leases taken before the
 //! window (each GPU's calibration and first full lease, all at once) are reported apart. As in
 //! the worker daemon, a GPU asks for its next lease in the background and goes on posting.
+//!
+//! A GPU finishes its units one after the other, each in its own time: `1 / --units-per-second`,
+//! or with `--unit-costs ESTIMATE.json` a time drawn per unit from a whole function's cost
+//! estimate (`costs.rs`), scaled to the same mean; a GPU waiting for a lease banks no time.
 
 use super::client::{self as bench, empty_result, register, BenchDatabase, Refused, WorkerClient};
+use super::costs::UnitCosts;
 use anyhow::{bail, Context};
 use clap::Args;
 use sqlx::{Connection, PgConnection};
@@ -75,7 +80,15 @@ pub struct FarmArgs {
     /// latency and the lease requests sent in it: where in the window a tail comes from.
     #[arg(long)]
     pub timeline: bool,
+    /// Draw each unit's time from this whole-function cost estimate (`tmd-worker estimate
+    /// --output json`): the arguments' share of each binade that costs time, its cost relative
+    /// to the mean, scaled so that a GPU still finishes `--units-per-second` on average.
+    #[arg(long, value_name = "ESTIMATE.json")]
+    pub unit_costs: Option<std::path::PathBuf>,
 }
+
+/// A unit in a GPU's hands: lease, fencing token, unit, the seconds it takes.
+type Held = (i64, i64, i64, f64);
 
 /// Latencies per route: (seconds since the window's start when sent, seconds), and the lease
 /// requests made before the window (start-up: calibration and first full leases).
@@ -155,12 +168,19 @@ pub async fn run(args: &FarmArgs) -> anyhow::Result<()> {
     if !(args.units_per_second > 0.0 && args.batch_seconds > 0.0) {
         bail!("--units-per-second and --batch-seconds must be positive");
     }
+    let mean = 1.0 / args.units_per_second;
+    let costs = Arc::new(match &args.unit_costs {
+        Some(path) => UnitCosts::from_estimate_file(path, mean)?,
+        None => UnitCosts::Constant(mean),
+    });
+    eprintln!("farm: unit times {}", costs.describe());
+    let costs = &costs;
     let database_url = &args.database.database_url;
     bench::with_bench_database(database_url, "tmd_farm", |name| async move {
         let mut url = reqwest::Url::parse(database_url)?;
         url.set_path(&format!("/{name}"));
         let mut children = Vec::new();
-        let outcome = run_on(args, url.as_str(), &mut children).await;
+        let outcome = run_on(args, costs, url.as_str(), &mut children).await;
         // The servers hold connections to the database: they end before it is dropped.
         for c in &mut children {
             let _ = c.kill().await;
@@ -172,6 +192,7 @@ pub async fn run(args: &FarmArgs) -> anyhow::Result<()> {
 
 async fn run_on(
     args: &FarmArgs,
+    costs: &Arc<UnitCosts>,
     db_url: &str,
     children: &mut Vec<tokio::process::Child>,
 ) -> anyhow::Result<()> {
@@ -290,7 +311,7 @@ async fn run_on(
         if single && !args.compare_single {
             break;
         }
-        phase(args, &gpus, single, &children[..], &mut db).await?;
+        phase(args, costs, &gpus, single, &children[..], &mut db).await?;
     }
     Ok(())
 }
@@ -298,6 +319,7 @@ async fn run_on(
 /// One measured run of every GPU: batches, or single posts.
 async fn phase(
     args: &FarmArgs,
+    costs: &Arc<UnitCosts>,
     gpus: &[WorkerClient],
     single: bool,
     servers: &[tokio::process::Child],
@@ -311,9 +333,9 @@ async fn phase(
     for g in gpus.iter().cloned() {
         let (ready, go, start_at, posted) =
             (ready.clone(), go.clone(), start_at.clone(), posted.clone());
-        let args = args.clone();
+        let (args, costs) = (args.clone(), costs.clone());
         tasks.push(tokio::spawn(async move {
-            gpu(g, args, single, ready, go, start_at, posted).await
+            gpu(g, args, costs, single, ready, go, start_at, posted).await
         }));
     }
     ready.wait().await;
@@ -500,11 +522,13 @@ fn timeline(tally: &Tally) -> anyhow::Result<()> {
 }
 
 /// One simulated GPU: its first lease (one unit, which measures its speed), its full lease,
-/// then units finished at the given rate and posted in batches (or one by one) until the end.
+/// then units finished each in its time and posted in batches (or one by one) until the end.
 /// With why it could not start, if it could not.
+#[allow(clippy::too_many_arguments)]
 async fn gpu(
     g: WorkerClient,
     args: FarmArgs,
+    costs: Arc<UnitCosts>,
     single: bool,
     ready: Arc<tokio::sync::Barrier>,
     go: Arc<tokio::sync::Notify>,
@@ -515,7 +539,7 @@ async fn gpu(
     let mut tally = Tally::default();
     let mut failures = 0;
     let notified = go.notified();
-    let first = first_leases(&g, &args, single, per_unit, &mut tally).await;
+    let first = first_leases(&g, &args, &costs, single, &mut tally).await;
     // A GPU that could not start still reaches the barrier: the others must not wait on it.
     ready.wait().await;
     let mut queue = match first {
@@ -532,7 +556,8 @@ async fn gpu(
     notified.await;
     let start = *start_at.get().expect("the start is set before the signal");
     let deadline = start + Duration::from_secs(args.duration);
-    let mut done = 0u64;
+    // The simulated time this GPU's finished units took, from the window's start.
+    let mut clock = 0.0f64;
     // This GPU's phase in the batch period: its batches are due at phase + k * period.
     let phase = if args.aligned || single {
         0.0
@@ -546,8 +571,20 @@ async fn gpu(
     // wait on its lease requests): a slow claim idles the GPU only once its queue runs dry.
     let mut next_lease: Option<tokio::task::JoinHandle<anyhow::Result<LeaseTaken>>> = None;
     while Instant::now() < deadline {
-        let due = (start.elapsed().as_secs_f64() * args.units_per_second) as u64;
-        let n = due.saturating_sub(done).min(1000) as usize;
+        let now = start.elapsed().as_secs_f64();
+        if queue.is_empty() {
+            // Waiting for a lease is idle time, not banked work.
+            clock = clock.max(now);
+        }
+        let mut n = 0usize;
+        let mut until = clock;
+        for &(.., seconds) in queue.iter().take(1000) {
+            if until + seconds > now {
+                break;
+            }
+            until += seconds;
+            n += 1;
+        }
         // Ask for the next lease while a tenth of a lease's work is left.
         let low =
             (queue.len() as f64) < args.units_per_second * f64::from(args.lease_seconds) * 0.1;
@@ -562,11 +599,12 @@ async fn gpu(
             if let Some(h) = next_lease.take() {
                 let (sent, latency, lease) = h.await??;
                 tally.lease.push((sent, latency));
-                for u in lease
+                for (l, u) in lease
                     .iter()
                     .flat_map(|l| l.units.iter().map(move |u| (l, u)))
                 {
-                    queue.push_back((u.0.lease_id, u.0.fencing_token, u.1.unit_id));
+                    let seconds = costs.seconds(u.unit_id);
+                    queue.push_back((l.lease_id, l.fencing_token, u.unit_id, seconds));
                 }
             }
         }
@@ -575,17 +613,12 @@ async fn gpu(
             tokio::time::sleep(Duration::from_secs_f64(wait.clamp(0.001, 0.05))).await;
             continue;
         }
-        let take: Vec<(i64, i64, i64)> = (0..n.min(queue.len()))
-            .filter_map(|_| queue.pop_front())
-            .collect();
-        if take.is_empty() {
-            bail!("a GPU ran out of leased units");
-        }
-        let elapsed = per_unit;
+        let take: Vec<Held> = (0..n).filter_map(|_| queue.pop_front()).collect();
+        clock = until;
         if single {
-            for (l, f, u) in &take {
+            for (l, f, u, elapsed) in &take {
                 let t0 = Instant::now();
-                match g.post(*l, *u, &empty_result(*f, *u, elapsed)).await {
+                match g.post(*l, *u, &empty_result(*f, *u, *elapsed)).await {
                     Ok(_) => {
                         posted.fetch_add(1, Ordering::Relaxed);
                     }
@@ -596,7 +629,6 @@ async fn gpu(
                     t0.duration_since(start).as_secs_f64(),
                     t0.elapsed().as_secs_f64(),
                 ));
-                done += 1;
                 if Instant::now() >= deadline {
                     break;
                 }
@@ -604,10 +636,10 @@ async fn gpu(
         } else {
             let batch: Vec<BatchedResult> = take
                 .iter()
-                .map(|(l, f, u)| BatchedResult {
+                .map(|(l, f, u, elapsed)| BatchedResult {
                     lease_id: *l,
                     unit_id: *u,
-                    result: empty_result(*f, *u, elapsed),
+                    result: empty_result(*f, *u, *elapsed),
                 })
                 .collect();
             let t0 = Instant::now();
@@ -623,7 +655,6 @@ async fn gpu(
                 .count() as u64;
             posted.fetch_add(ok, Ordering::Relaxed);
             failures += out.outcomes.len() as u64 - ok;
-            done += take.len() as u64;
             // The next instant of this GPU's phase.
             let since = start.elapsed().as_secs_f64() - phase;
             let next = start
@@ -647,12 +678,12 @@ async fn gpu(
 async fn first_leases(
     g: &WorkerClient,
     args: &FarmArgs,
+    costs: &UnitCosts,
     single: bool,
-    per_unit: f64,
     tally: &mut Tally,
-) -> anyhow::Result<std::collections::VecDeque<(i64, i64, i64)>> {
+) -> anyhow::Result<std::collections::VecDeque<Held>> {
     // Calibration: one unit, posted after the time a unit takes.
-    let mut queue: std::collections::VecDeque<(i64, i64, i64)> = Default::default();
+    let mut queue: std::collections::VecDeque<Held> = Default::default();
     // The first full lease covers a random share of a lease's work (unless `--aligned`): GPUs
     // of a farm that has run a while renew their leases at independent moments, about one
     // renewal per lease period each, so the window sees that steady rate of claims. Full
@@ -673,18 +704,19 @@ async fn first_leases(
         };
         let calibrating = lease.units.len() == 1 && queue.is_empty();
         for u in &lease.units {
-            queue.push_back((lease.lease_id, lease.fencing_token, u.unit_id));
+            let seconds = costs.seconds(u.unit_id);
+            queue.push_back((lease.lease_id, lease.fencing_token, u.unit_id, seconds));
         }
         if !calibrating || queue.len() > 1 {
             break;
         }
-        tokio::time::sleep(Duration::from_secs_f64(per_unit)).await;
-        let (l, f, u) = queue.pop_front().expect("one unit");
+        let (l, f, u, seconds) = queue.pop_front().expect("one unit");
+        tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
         retrying(&mut tally.retried, || {
             g.post_batch(vec![BatchedResult {
                 lease_id: l,
                 unit_id: u,
-                result: empty_result(f, u, per_unit),
+                result: empty_result(f, u, seconds),
             }])
         })
         .await?;

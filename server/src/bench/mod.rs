@@ -4,6 +4,7 @@
 //! serving: they drive a server over HTTP like workers do.
 
 pub mod client;
+pub mod costs;
 pub mod cycles;
 pub mod farm;
 pub mod scale;
