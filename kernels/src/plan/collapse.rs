@@ -6,7 +6,7 @@ use crate::numbers::format::Format;
 use crate::oracle::function::Function;
 use crate::plan::whole::MAX_COLLAPSED_BITS;
 use crate::plan::UnitSpec;
-use crate::regions::skip::{skips, Skips};
+use crate::regions::skip::{skipped_whole, skips, Skips};
 
 /// `units` (in argument order, as `plan::split_range_in` cuts a range) with every run of two
 /// or more adjacent units of one binade whose arguments the search would all skip, in one
@@ -96,6 +96,54 @@ fn place(
     }
 }
 
+/// For each of `units` (in argument order, as a range's plan cuts them), whether the search
+/// would list it as one skipped run and run nothing: [`skipped_whole`] of each, found by the
+/// halving of [`collapse_skipped`] (a run of adjacent units is asked as a whole first: all
+/// skipped in one run, or none skipped, answers every unit of it), so a plan of millions of
+/// units costs a few questions a binade instead of one a unit. Never for a function with poles.
+pub fn skipped_whole_each(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    units: &[UnitSpec],
+) -> Vec<bool> {
+    let mut out = vec![false; units.len()];
+    if f.has_poles() {
+        return out;
+    }
+    let p = fmt.precision.bits();
+    let mut i = 0;
+    while i < units.len() {
+        let mut j = i + 1;
+        while j < units.len() && adjacent(&units[j - 1], &units[j], p) {
+            j += 1;
+        }
+        mark(f, fmt, min_bits, &units[i..j], &mut out[i..j]);
+        i = j;
+    }
+    out
+}
+
+/// Marks in `out` which of the adjacent units `us` are skipped whole, halving as [`place`].
+/// A span skipped in one run holds units each skipped in one run (the same reason throughout);
+/// a span with nothing skipped holds none.
+fn mark(f: Function, fmt: Format, min_bits: u32, us: &[UnitSpec], out: &mut [bool]) {
+    if us.len() == 1 {
+        out[0] = skipped_whole(f, fmt, min_bits, us[0]);
+        return;
+    }
+    match span(us).map(|s| skips(f, fmt, min_bits, s)) {
+        Some(Ok(Skips::Nothing)) => {}
+        Some(Ok(Skips::Everything)) => out.fill(true),
+        _ => {
+            let mid = us.len() / 2;
+            let (left, right) = out.split_at_mut(mid);
+            mark(f, fmt, min_bits, &us[..mid], left);
+            mark(f, fmt, min_bits, &us[mid..], right);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +153,59 @@ mod tests {
 
     fn args(units: &[UnitSpec]) -> u128 {
         units.iter().map(|u| u128::from(u.count)).sum()
+    }
+
+    /// Each unit's verdict by halving is its own verdict, asked alone: exp past its overflow
+    /// and below its underflow in binary64 (runs straddled by a unit), exp in binary16 whole
+    /// (overflow, underflow, trivial and exact regions at small units), and a function with
+    /// poles (never).
+    #[test]
+    fn each_unit_s_verdict_by_halving_is_its_own() {
+        let b64 = Format::named("binary64").unwrap();
+        let b16 = Format::named("binary16").unwrap();
+        let cases: Vec<(Function, Format, u32, Vec<UnitSpec>)> = vec![
+            (
+                Function::Exp,
+                b64,
+                44,
+                split_range_in(Function::Exp, b64, "512", "1024", Some(44)).unwrap(),
+            ),
+            (
+                Function::Exp,
+                b64,
+                44,
+                split_range_in(Function::Exp, b64, "-1024", "-512", Some(44)).unwrap(),
+            ),
+            (
+                Function::Exp,
+                b16,
+                12,
+                split_range_in(Function::Exp, b16, "-65504", "65504", Some(4)).unwrap(),
+            ),
+            (
+                Function::Log,
+                b16,
+                12,
+                split_range_in(Function::Log, b16, "0x1p-14", "65504", Some(4)).unwrap(),
+            ),
+            (
+                Function::Tan,
+                b16,
+                12,
+                split_range_in(Function::Tan, b16, "1", "65504", Some(4)).unwrap(),
+            ),
+        ];
+        for (f, fmt, k, units) in cases {
+            let each = skipped_whole_each(f, fmt, k, &units);
+            let alone: Vec<bool> = units.iter().map(|u| skipped_whole(f, fmt, k, *u)).collect();
+            assert_eq!(each, alone, "{f:?} {fmt:?}");
+            if f == Function::Exp {
+                assert!(
+                    each.iter().any(|&b| b) && each.iter().any(|&b| !b),
+                    "{f:?} {fmt:?}"
+                );
+            }
+        }
     }
 
     /// exp on [512, 1024) in binary64, units of 2^44: the units past exp's overflow threshold
