@@ -25,14 +25,8 @@ pub fn collapse_skipped(
     }
     let p = fmt.precision.bits();
     let mut placed = Vec::with_capacity(units.len());
-    let mut i = 0;
-    while i < units.len() {
-        let mut j = i + 1;
-        while j < units.len() && adjacent(&units[j - 1], &units[j], p) {
-            j += 1;
-        }
-        place(f, fmt, min_bits, &units[i..j], &mut placed);
-        i = j;
+    for run in units.chunk_by(|a, b| adjacent(a, b, p)) {
+        place(f, fmt, min_bits, run, &mut placed);
     }
     // Halving leaves a run as several merged pieces, and a unit of it alone, where the run
     // starts off a half's middle: a merged piece is joined to its neighbour where their union
@@ -107,39 +101,32 @@ pub fn skipped_whole_each(
     min_bits: u32,
     units: &[UnitSpec],
 ) -> Vec<bool> {
-    let mut out = vec![false; units.len()];
     if f.has_poles() {
-        return out;
+        return vec![false; units.len()];
     }
     let p = fmt.precision.bits();
-    let mut i = 0;
-    while i < units.len() {
-        let mut j = i + 1;
-        while j < units.len() && adjacent(&units[j - 1], &units[j], p) {
-            j += 1;
-        }
-        mark(f, fmt, min_bits, &units[i..j], &mut out[i..j]);
-        i = j;
+    let mut out = Vec::with_capacity(units.len());
+    for run in units.chunk_by(|a, b| adjacent(a, b, p)) {
+        mark(f, fmt, min_bits, run, &mut out);
     }
     out
 }
 
-/// Marks in `out` which of the adjacent units `us` are skipped whole, halving as [`place`].
-/// A span skipped in one run holds units each skipped in one run (the same reason throughout);
-/// a span with nothing skipped holds none.
-fn mark(f: Function, fmt: Format, min_bits: u32, us: &[UnitSpec], out: &mut [bool]) {
+/// Appends to `out` whether each of the adjacent units `us` is skipped whole, halving as
+/// [`place`]. A span skipped in one run holds units each skipped in one run (the same reason
+/// throughout); a span with nothing skipped holds none.
+fn mark(f: Function, fmt: Format, min_bits: u32, us: &[UnitSpec], out: &mut Vec<bool>) {
     if us.len() == 1 {
-        out[0] = skipped_whole(f, fmt, min_bits, us[0]);
+        out.push(skipped_whole(f, fmt, min_bits, us[0]));
         return;
     }
     match span(us).map(|s| skips(f, fmt, min_bits, s)) {
-        Some(Ok(Skips::Nothing)) => {}
-        Some(Ok(Skips::Everything)) => out.fill(true),
+        Some(Ok(Skips::Nothing)) => out.extend(std::iter::repeat_n(false, us.len())),
+        Some(Ok(Skips::Everything)) => out.extend(std::iter::repeat_n(true, us.len())),
         _ => {
             let mid = us.len() / 2;
-            let (left, right) = out.split_at_mut(mid);
-            mark(f, fmt, min_bits, &us[..mid], left);
-            mark(f, fmt, min_bits, &us[mid..], right);
+            mark(f, fmt, min_bits, &us[..mid], out);
+            mark(f, fmt, min_bits, &us[mid..], out);
         }
     }
 }
