@@ -12,6 +12,7 @@
 //! done anyway (the unit meets the error again and reports it). `TMD_COMPILE_AHEAD=0` turns it
 //! off (to measure what it saves).
 
+use super::engine::device_arches;
 use super::settings::Settings;
 use crate::local::BackendArg;
 use std::collections::HashSet;
@@ -27,7 +28,8 @@ use tracing::{debug, info, warn};
 /// A module: (limbs, degree).
 pub type Module = (usize, usize);
 
-/// One lease's request: its search and the units to plan.
+/// One lease's request: its search and its units that [`planned_units`] reads (the ends and
+/// middle of each binade run).
 struct Request {
     cfg: SearchConfig,
     units: Vec<EngineUnit>,
@@ -57,9 +59,14 @@ pub fn compile_ahead(settings: &Settings, cfg: &SearchConfig, units: &[EngineUni
         }
     });
     let Some(queue) = queue else { return };
+    // Only the binade runs' ends and middles are kept; the planning (MPFR at the samples'
+    // ends) is the thread's, off the daemon's event loop.
     let request = Request {
         cfg: *cfg,
-        units: planned_units(cfg, units),
+        units: units
+            .chunk_by(|a, b| (a.negative, a.exponent) == (b.negative, b.exponent))
+            .flat_map(|run| [run[0], run[run.len() / 2], run[run.len() - 1]])
+            .collect(),
     };
     // A closed queue (the thread ended: no driver) drops the request.
     let _ = queue
@@ -76,17 +83,7 @@ fn serve(listed: Vec<usize>, requests: Receiver<Request>) {
     if !cuda::driver_available() {
         return;
     }
-    let devices: Vec<usize> = if listed.is_empty() {
-        (0..cuda::device_count().unwrap_or(0)).collect()
-    } else {
-        listed
-    };
-    let mut arches: Vec<String> = devices
-        .iter()
-        .filter_map(|&d| cuda::device_arch(d).ok())
-        .collect();
-    arches.sort();
-    arches.dedup();
+    let arches = device_arches(listed);
     if arches.is_empty() {
         return;
     }
@@ -107,11 +104,9 @@ fn serve(listed: Vec<usize>, requests: Receiver<Request>) {
                         seen.len() - 1
                     }
                 };
-                let new: Vec<EngineUnit> = r
-                    .units
-                    .iter()
-                    .filter(|&&u| seen[at].1.insert(u))
-                    .copied()
+                let new: Vec<EngineUnit> = planned_units(&r.cfg, &r.units)
+                    .into_iter()
+                    .filter(|&u| seen[at].1.insert(u))
                     .collect();
                 modules_of(&r.cfg, &new)
             })

@@ -111,15 +111,7 @@ pub fn warm_up(settings: &Settings, cfg: &SearchConfig, units: &[EngineUnit]) {
                 return;
             }
             let t = std::time::Instant::now();
-            let devices = if listed.is_empty() {
-                (0..cuda::device_count().unwrap_or(0)).collect()
-            } else {
-                listed
-            };
-            let mut arches: Vec<String> =
-                devices.iter().filter_map(|&d| cuda::device_arch(d).ok()).collect();
-            arches.sort();
-            arches.dedup();
+            let arches = device_arches(listed);
             let mut modules: Vec<(usize, usize)> = picked
                 .iter()
                 .flat_map(|&u| tmd_kernels::search::piece_modules(&cfg, u))
@@ -134,6 +126,23 @@ pub fn warm_up(settings: &Settings, cfg: &SearchConfig, units: &[EngineUnit]) {
     if let Err(e) = spawned {
         warn!(error = %e, "cannot start the GPU modules' warm-up");
     }
+}
+
+/// The architectures (`sm_90`, ...) of the devices `listed`, or of every device when none is
+/// listed, each once. Call only where the driver is available.
+pub fn device_arches(listed: Vec<usize>) -> Vec<String> {
+    let devices = if listed.is_empty() {
+        (0..cuda::device_count().unwrap_or(0)).collect()
+    } else {
+        listed
+    };
+    let mut arches: Vec<String> = devices
+        .iter()
+        .filter_map(|&d| cuda::device_arch(d).ok())
+        .collect();
+    arches.sort();
+    arches.dedup();
+    arches
 }
 
 /// Device `d` opened with `budget` when it passes the self-test; `None` (logged) when it
