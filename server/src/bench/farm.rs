@@ -594,18 +594,19 @@ async fn gpu(
                 async move { lease_rec(&g, seconds, start).await },
             ));
         }
-        let arrived = next_lease.as_ref().is_some_and(|h| h.is_finished());
-        if arrived || (queue.is_empty() && n > 0) {
-            if let Some(h) = next_lease.take() {
-                let (sent, latency, lease) = h.await??;
-                tally.lease.push((sent, latency));
-                for (l, u) in lease
-                    .iter()
-                    .flat_map(|l| l.units.iter().map(move |u| (l, u)))
-                {
-                    let seconds = costs.seconds(u.unit_id);
-                    queue.push_back((l.lease_id, l.fencing_token, u.unit_id, seconds));
-                }
+        // A GPU with an empty queue waits here (n is 0) until its lease request answers.
+        if let Some(h) = next_lease.take_if(|h| h.is_finished()) {
+            let (sent, latency, lease) = h.await??;
+            tally.lease.push((sent, latency));
+            if lease.is_none() && queue.is_empty() {
+                bail!("a GPU ran out of leased units");
+            }
+            for (l, u) in lease
+                .iter()
+                .flat_map(|l| l.units.iter().map(move |u| (l, u)))
+            {
+                let seconds = costs.seconds(u.unit_id);
+                queue.push_back((l.lease_id, l.fencing_token, u.unit_id, seconds));
             }
         }
         if n == 0 {
