@@ -85,6 +85,10 @@ pub struct FarmArgs {
     /// to the mean, scaled so that a GPU still finishes `--units-per-second` on average.
     #[arg(long, value_name = "ESTIMATE.json")]
     pub unit_costs: Option<std::path::PathBuf>,
+    /// The coordinators' `--claim-lanes` (default: theirs): with 1, the campaign's claims take
+    /// one turn each, as before lanes.
+    #[arg(long, value_name = "N")]
+    pub claim_lanes: Option<u32>,
 }
 
 /// A unit in a GPU's hands: lease, fencing token, unit, the seconds it takes.
@@ -210,7 +214,8 @@ async fn run_on(
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let child = tokio::process::Command::new(&exe)
+        let mut serve = tokio::process::Command::new(&exe);
+        serve
             .args(["--log", "warn", "serve", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .args(["--database-url", db_url, "--max-connections"])
@@ -220,9 +225,11 @@ async fn run_on(
             // Creating millions of units outlasts the default request deadline.
             .args(["--request-timeout-seconds", "1800"])
             .env("TMD_ADMIN_TOKEN", &admin_token)
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start tmd-server serve")?;
+            .kill_on_drop(true);
+        if let Some(lanes) = args.claim_lanes {
+            serve.args(["--claim-lanes", &lanes.to_string()]);
+        }
+        let child = serve.spawn().context("cannot start tmd-server serve")?;
         children.push(child);
         let base = format!("http://127.0.0.1:{port}");
         let started = Instant::now();

@@ -267,6 +267,12 @@ pub struct ServeArgs {
     /// campaign at once, and the last units go out in small leases.
     #[arg(long, env = "TMD_MAX_LEASE_PENDING_SHARE", default_value_t = 0.05)]
     pub max_lease_pending_share: f64,
+    /// Claim lanes (1 to 64) a campaign without replicas is cut into at its first claim:
+    /// stripes of its units, each with its own cursor of fresh units, so that this many lease
+    /// claims of one campaign run at once (one claim at a time with 1). A campaign keeps the
+    /// lanes it was cut into; one of fewer than 8,192 units has one, a small one fewer.
+    #[arg(long, env = "TMD_CLAIM_LANES", default_value_t = 8)]
+    pub claim_lanes: u32,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
@@ -324,6 +330,9 @@ impl ServeArgs {
         if !(self.max_lease_pending_share > 0.0 && self.max_lease_pending_share <= 1.0) {
             bail!("--max-lease-pending-share must be in (0, 1]");
         }
+        if !(1..=crate::store::MAX_LANES).contains(&self.claim_lanes) {
+            bail!("--claim-lanes must be in 1..={}", crate::store::MAX_LANES);
+        }
         if self.max_lease_seconds < self.lease_ttl_seconds {
             bail!("--max-lease-seconds must be at least --lease-ttl-seconds");
         }
@@ -338,6 +347,7 @@ impl ServeArgs {
                 max_held_seconds: self.max_held_seconds_per_worker.max(1),
                 max_owner_share: self.max_owner_share,
                 max_pending_share: self.max_lease_pending_share,
+                claim_lanes: self.claim_lanes,
             },
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,

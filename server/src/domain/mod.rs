@@ -44,6 +44,10 @@ pub struct LeasePolicy {
     /// campaign in one lease, and near the end the last units go out in small leases, so no
     /// worker idles while another holds a backlog.
     pub max_pending_share: f64,
+    /// Claim lanes a campaign without replicas is cut into at its first claim (fewer for a
+    /// small campaign): each a stripe of its units with its own cursor and turn, so that
+    /// that many claims of one campaign run at once.
+    pub claim_lanes: u32,
 }
 
 /// The fewest units the pending-share cap ([`LeasePolicy::max_pending_share`]) leaves a lease:
@@ -74,6 +78,7 @@ impl Default for LeasePolicy {
             max_held_seconds: 600,
             max_owner_share: 0.25,
             max_pending_share: 0.05,
+            claim_lanes: 8,
         }
     }
 }
