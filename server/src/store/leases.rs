@@ -170,15 +170,17 @@ pub async fn claim_lease(
         units: standing.held_units,
         arguments: standing.held_arguments,
     };
-    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(&format!(
-        "SELECT id, function, precision, format, min_bits, unit_bits, replication, \
-                distinct_owners, units_total, trust_all_workers, min_weight, fresh_from, \
-                (SELECT COALESCE(sum(t.units_pending), 0)::int8 FROM campaign_tallies t \
-                 WHERE t.campaign_id = c.id) AS units_pending \
-         FROM campaigns c \
-         WHERE state = 'active' AND ($1 OR format IS NULL) AND {LAST_PENDING_SEQ} IS NOT NULL \
-         ORDER BY priority DESC, id LIMIT 32"
-    ))
+    // Pending units from the campaigns' counters (see `store::UNITS_WAITING`).
+    let campaigns: Vec<ActiveCampaign> = sqlx::query_as(
+        "SELECT * FROM ( \
+             SELECT id, function, precision, format, min_bits, unit_bits, replication, \
+                    distinct_owners, units_total, trust_all_workers, min_weight, fresh_from, \
+                    priority, \
+                    (SELECT COALESCE(sum(t.units_pending), 0)::int8 FROM campaign_tallies t \
+                     WHERE t.campaign_id = c.id) AS units_pending \
+             FROM campaigns c WHERE state = 'active' AND ($1 OR format IS NULL)) a \
+         WHERE units_pending > 0 ORDER BY priority DESC, id LIMIT 32",
+    )
     .bind(formats)
     .fetch_all(pool)
     .await?;
