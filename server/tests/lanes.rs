@@ -186,3 +186,49 @@ async fn lanes_after_first(
     assert_eq!(seqs(app, l.lease_id).await, vec![0]);
     lanes(app, id).await[0]
 }
+
+/// A campaign claimed in one turn before it had lanes (its cursor past its first units) is
+/// cut into lanes that start where the cursor lies: no unit below it is leased again, none
+/// above it is skipped, and the campaign completes.
+#[tokio::test]
+async fn lanes_made_mid_campaign_start_at_its_cursor() {
+    let app = TestApp::new().await;
+    let c = app.small_campaign(UNITS, 4).await;
+    let id = c["id"].as_i64().unwrap();
+    // As claims in one turn and their results would have left it: the first 5,000 units done.
+    sqlx::query(
+        "UPDATE units SET state = 'done', fence = 1, done_at = now() \
+         WHERE campaign_id = $1 AND seq < 5000",
+    )
+    .bind(id)
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    sqlx::query("UPDATE campaigns SET fresh_from = 5000 WHERE id = $1")
+        .bind(id)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let (wid, w) = app.worker("after").await;
+    let first = w.lease(Some(1)).await.unwrap().lease.unwrap();
+    assert_eq!(seqs(&app, first.lease_id).await, vec![5000]);
+    let stripes = lanes(&app, id).await;
+    assert_eq!(stripes[0], (0, 0, 4096, 4096), "lane 0 has nothing fresh");
+    assert_eq!(stripes[1].3, 5001);
+    assert_eq!(stripes[2].3, stripes[2].1);
+    w.post_batch(empty_batch(&first, 1e-6)).await.unwrap();
+    sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
+        .bind(wid)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::from([5000]);
+    while let Some(l) = w.lease(Some(600)).await.unwrap().lease {
+        for q in seqs(&app, l.lease_id).await {
+            assert!(seen.insert(q), "seq {q} leased twice");
+        }
+        w.post_batch(empty_batch(&l, 1e-6)).await.unwrap();
+    }
+    assert_eq!(seen, (5000..UNITS as i32).collect::<BTreeSet<_>>());
+    assert_eq!(app.progress(id).await["complete"], true);
+}

@@ -6,6 +6,7 @@
 //! waiting. Times (lease expiry, last seen, throughput) come from the database clock `now()`.
 
 pub mod admin;
+mod claims;
 pub mod export;
 pub mod history;
 pub mod known;
@@ -16,6 +17,7 @@ pub mod tallies;
 pub mod trust;
 mod workers;
 
+pub use claims::{lane_count, LANE_UNITS_MIN, MAX_LANES};
 pub use leases::*;
 pub use workers::*;
 
