@@ -270,7 +270,8 @@ pub struct ServeArgs {
     /// Claim lanes (1 to 64) a campaign without replicas is cut into at its first claim:
     /// stripes of its units, each with its own cursor of fresh units, so that this many lease
     /// claims of one campaign run at once (one claim at a time with 1). A campaign keeps the
-    /// lanes it was cut into; one of fewer than 8,192 units has one, a small one fewer.
+    /// lanes it was cut into; a lane holds at least 4,096 units, so a campaign of fewer than
+    /// 8,192 units has one.
     #[arg(long, env = "TMD_CLAIM_LANES", default_value_t = 8)]
     pub claim_lanes: u32,
     /// Largest request body in bytes.
