@@ -38,10 +38,7 @@ async fn claim_in_turn(
     // database's lock would hold the whole pool and starve the result posts.
     let _turn = CLAIM_TURN.lock().await;
     let mut tx = begin_claim(pool).await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
-        .bind(c.id)
-        .execute(&mut *tx)
-        .await?;
+    campaign_turn(&mut tx, c.id).await?;
     draw_replicas(&mut tx, c, claim.owner_share).await?;
     // A volunteer takes fresh units from a random place; everyone else from where the last
     // claim in seq order stopped.
@@ -61,6 +58,17 @@ async fn claim_in_turn(
     let units = claim_units(&mut tx, c, claim, &span).await?;
     commit_claim(tx, c, !units.is_empty()).await?;
     Ok(units)
+}
+
+/// Waits, in `tx`, for campaign `id`'s turn (a transaction-scoped advisory lock shared by
+/// every coordinator on the database): a replicated campaign's claims, and the first claim
+/// that cuts a campaign into lanes.
+async fn campaign_turn(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, id: i64) -> Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// An unreplicated campaign's claim, in one of its lanes ([`Lane`]): claims of the campaign
@@ -214,10 +222,7 @@ async fn make_lanes(
     c: &ActiveCampaign,
     lanes: u32,
 ) -> Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock(7313, ($1 % 2147483647)::int4)")
-        .bind(c.id)
-        .execute(&mut **tx)
-        .await?;
+    campaign_turn(tx, c.id).await?;
     let n = lane_count(c.units_total, lanes);
     sqlx::query(
         "INSERT INTO claim_lanes (campaign_id, lane, lo, hi, fresh_from) \
