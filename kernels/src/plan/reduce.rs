@@ -23,11 +23,12 @@ use crate::regions::skip::{self, Skips};
 use rayon::prelude::*;
 use rug::float::Round;
 use rug::Float;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How a function's cases repeat across binades.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Reduction {
     /// exp2 of `|x| >= 2` from `|x|` in `[1, 2)`.
     Exp2Integer,
@@ -90,14 +91,14 @@ struct Binade {
 
 /// A run of derived binades for people: its smallest and largest argument, how many
 /// arguments, and where they come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DerivedRun {
     /// The smallest and largest argument of the run by value, C99 hex (both included).
     pub first: String,
     pub last: String,
     /// A JSON number up to `2^64 - 1`, a decimal string beyond (binades of binary80 hold
     /// `2^63` arguments each).
-    #[serde(serialize_with = "count_as_json")]
+    #[serde(serialize_with = "count_as_json", deserialize_with = "count_from_json")]
     pub count: u128,
     /// The base region, `[1, 2)` say.
     pub base: String,
@@ -129,7 +130,100 @@ fn count_as_json<S: serde::Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error
     }
 }
 
+/// A count written by [`count_as_json`]: a number or a decimal string.
+fn count_from_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(u64),
+        Text(String),
+    }
+    match Written::deserialize(d)? {
+        Written::Number(n) => Ok(u128::from(n)),
+        Written::Text(t) => t.parse().map_err(serde::de::Error::custom),
+    }
+}
+
+/// A [`Derivation`] as a campaign keeps it (JSON): the reduction, the derived significands of
+/// each derived binade (decimal strings: binary80's reach `2^64`) and the runs for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DerivationRecord {
+    pub reduction: Reduction,
+    pub regions: Vec<RegionRecord>,
+    pub runs: Vec<DerivedRun>,
+}
+
+/// The derived significands `[lo, hi)` of one binade (exponent below `emin`: subnormal).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionRecord {
+    pub negative: bool,
+    pub exponent: i32,
+    pub ranges: Vec<(String, String)>,
+}
+
 impl Derivation {
+    /// The record a campaign keeps, `None` where nothing is derived.
+    pub fn record(&self) -> Option<DerivationRecord> {
+        let reduction = self.reduction.filter(|_| self.derives())?;
+        let regions = self
+            .regions
+            .iter()
+            .map(|(b, rs)| RegionRecord {
+                negative: b.negative,
+                exponent: b.exponent,
+                ranges: rs
+                    .iter()
+                    .map(|(lo, hi)| (lo.to_string(), hi.to_string()))
+                    .collect(),
+            })
+            .collect();
+        Some(DerivationRecord {
+            reduction,
+            regions,
+            runs: self.runs.clone(),
+        })
+    }
+
+    /// The derivation of a record, checked against `fmt`: every region inside its binade and
+    /// derived by the reduction from a base binade of the format.
+    pub fn from_record(r: &DerivationRecord, fmt: Format) -> Result<Derivation, String> {
+        let x = fmt
+            .exponents
+            .ok_or("a bare precision derives nothing: it has no binades to derive")?;
+        let p = fmt.precision.bits();
+        let mut regions = BTreeMap::new();
+        for g in &r.regions {
+            let b = Binade {
+                negative: g.negative,
+                exponent: g.exponent,
+            };
+            if g.exponent < x.emin - (p as i32 - 1)
+                || g.exponent > x.emax
+                || r.reduction.base_of(g.exponent, p).is_none()
+            {
+                return Err(format!("binade 2^{} is not derived", g.exponent));
+            }
+            let (a, z) = significands(b, p, x.emin);
+            let mut ranges = Vec::with_capacity(g.ranges.len());
+            for (lo, hi) in &g.ranges {
+                let (lo, hi): (u128, u128) = match (lo.parse(), hi.parse()) {
+                    (Ok(lo), Ok(hi)) => (lo, hi),
+                    _ => return Err(format!("binade 2^{}: range [{lo}, {hi})", g.exponent)),
+                };
+                if !(a <= lo && lo < hi && hi <= z) {
+                    return Err(format!("binade 2^{}: range [{lo}, {hi})", g.exponent));
+                }
+                ranges.push((lo, hi));
+            }
+            regions.insert(b, merged(ranges));
+        }
+        Ok(Derivation {
+            reduction: Some(r.reduction),
+            regions,
+            runs: r.runs.clone(),
+        })
+    }
+
     /// The arguments derived instead of searched.
     pub fn derived_arguments(&self) -> u128 {
         self.runs.iter().map(|r| r.count).sum()
@@ -598,6 +692,26 @@ pub fn derive(
         }
     }
     Ok((hard, exact))
+}
+
+/// The HR-cases the plan derives from each of `hr_cases` (a case outside the base binades
+/// gives none), each judged again by MPFR, with the base case it comes from: `(base x,
+/// derived case)`. What a coordinator records with a base unit's result.
+pub fn derive_each(
+    f: Function,
+    fmt: Format,
+    min_bits: u32,
+    plan: &Derivation,
+    hr_cases: &[HrCase],
+) -> Result<Vec<(String, HrCase)>, ReduceError> {
+    let each: Vec<Vec<(String, HrCase)>> = hr_cases
+        .par_iter()
+        .map(|c| {
+            let (hard, _) = derive(f, fmt, min_bits, plan, std::slice::from_ref(c), &[])?;
+            Ok(hard.into_iter().map(|h| (c.x.clone(), h)).collect())
+        })
+        .collect::<Result<_, ReduceError>>()?;
+    Ok(each.into_iter().flatten().collect())
 }
 
 fn verdict_x(v: &Verdict) -> String {

@@ -324,3 +324,47 @@ fn whole_binary80_functions_with_a_reduction_fit_the_plan() {
         );
     }
 }
+
+/// What a campaign keeps of a derivation gives it back whole (through JSON), derives the same
+/// cases one base case at a time as [`derive`] does all at once, and a record that names a
+/// binade no reduction derives, or a range outside its binade, is refused.
+#[test]
+fn a_kept_derivation_derives_the_same_cases() {
+    for (f, name) in [(Function::Exp2, "binary16"), (Function::Cbrt, "bfloat16")] {
+        let fmt = Format::named(name).unwrap();
+        let cfg = SearchConfig::in_format(f, fmt, 4);
+        let units = split_whole(f, fmt, 4, Some(6)).unwrap();
+        let (kept, plan) = reduce(f, fmt, 4, units);
+        let record = plan.record().expect("something derived");
+        let json = serde_json::to_string(&record).unwrap();
+        let back: DerivationRecord = serde_json::from_str(&json).unwrap();
+        let again = Derivation::from_record(&back, fmt).unwrap();
+        assert_eq!(again.regions, plan.regions, "{f} {name}");
+        assert_eq!(again.runs, plan.runs, "{f} {name}");
+        let base = searched(&cfg, &kept);
+        let (all, _) = derive(f, fmt, 4, &plan, &base.hr_cases, &[]).unwrap();
+        let each = derive_each(f, fmt, 4, &again, &base.hr_cases).unwrap();
+        let xs = |v: Vec<String>| v.into_iter().collect::<BTreeSet<String>>();
+        assert!(!all.is_empty(), "{f} {name}: nothing derived");
+        assert_eq!(
+            xs(each.iter().map(|(_, c)| c.x.clone()).collect()),
+            xs(all.iter().map(|c| c.x.clone()).collect()),
+            "{f} {name}"
+        );
+        let bases = xs(base.hr_cases.iter().map(|c| c.x.clone()).collect());
+        assert!(each.iter().all(|(b, _)| bases.contains(b)), "{f} {name}");
+        let mut bad = back.clone();
+        bad.regions[0].exponent = 0;
+        assert!(
+            Derivation::from_record(&bad, fmt).is_err(),
+            "{f} {name}: a base binade"
+        );
+        let mut bad = back.clone();
+        bad.regions[0].ranges[0].1 = u128::MAX.to_string();
+        assert!(
+            Derivation::from_record(&bad, fmt).is_err(),
+            "{f} {name}: a range"
+        );
+    }
+    assert_eq!(Derivation::default().record(), None);
+}
