@@ -102,6 +102,13 @@ pub struct CreateCampaign {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))]
     pub priority: Option<i32>,
+    /// Derive the binades that the function's reduction covers instead of searching them
+    /// (exp2: `|x| >= 2` from `[1, 2)`; cbrt: binades 3 apart; sqrt, rsqrt: 2 apart): the
+    /// campaign searches the base binades, and each HR-case of a base unit brings the cases it
+    /// stands for, each judged again by MPFR and listed as an HR-case of its own. Default true;
+    /// false searches every binade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduction: Option<bool>,
 }
 
 /// A campaign's lifecycle state. `active` campaigns hand out work.
@@ -173,8 +180,29 @@ pub struct Campaign {
     #[serde(default)]
     pub completed_at: Option<DateTime<Utc>>,
     pub units_total: i64,
-    /// Decimal string: a whole binary64 campaign has 2^64 arguments.
+    /// Decimal string: a whole binary64 campaign has 2^64 arguments. The arguments its units
+    /// search; those it derives are in `derived`.
     pub arguments_total: String,
+    /// The runs of arguments derived from the base binades instead of searched (the
+    /// function's reduction), in value order; empty where nothing is derived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<DerivedRun>,
+}
+
+/// A run of arguments a campaign derives instead of searching: their HR-cases are those of
+/// the base region's cases carried over by the rule, each judged again by MPFR.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct DerivedRun {
+    /// The smallest and largest argument of the run by value, C99 hex (both included).
+    pub first: String,
+    pub last: String,
+    /// Decimal string, as other argument counts.
+    pub arguments: String,
+    /// The base region, `[1, 2)` say.
+    pub base: String,
+    /// The identity that carries the base cases over.
+    pub rule: String,
 }
 
 /// Counts of one unit state: units and the arguments they hold (decimal string).
@@ -207,6 +235,10 @@ pub struct StoredHrCase {
     pub rounded: String,
     pub unit_id: i64,
     pub found_at: DateTime<Utc>,
+    /// The base case it was derived from (a derived binade's case, found by the unit of its
+    /// base case); absent for a case the search found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<String>,
 }
 
 /// A unit the server stopped handing out after too many failures or expiries, or whose
@@ -243,6 +275,13 @@ pub struct CampaignProgress {
     #[serde(default)]
     pub completed_at: Option<DateTime<Utc>>,
     pub hr_cases: i64,
+    /// Of `hr_cases`, those derived from a base unit's cases (the function's reduction).
+    #[serde(default)]
+    pub hr_cases_derived: i64,
+    /// The runs of arguments derived instead of searched, as the campaign lists them; their
+    /// cases come with the base units' results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<DerivedRun>,
     /// Arguments of done units that were not judged (overflow, underflow, pole), per reason;
     /// never silent.
     #[serde(default)]

@@ -52,6 +52,10 @@ pub struct CampaignPlan {
     /// The estimate's back end, when an estimate was given.
     #[serde(default)]
     pub estimate_backend: Option<String>,
+    /// The runs of arguments derived from the base binades instead of searched (the
+    /// function's reduction); not among `units` nor `arguments`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<crate::DerivedRun>,
 }
 
 /// Adjacent arguments a plan skips whole, `[first, last]` in C99 hex.

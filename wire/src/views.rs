@@ -41,6 +41,10 @@ pub struct HrCasesDocument {
     pub judged_as: String,
     /// The campaign's threshold (the cases' filter may ask for more).
     pub min_bits: u32,
+    /// The runs of arguments derived from the base binades instead of searched (their cases
+    /// are among `cases`, judged by MPFR as every case); absent where nothing is derived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived_runs: Vec<crate::DerivedRun>,
     /// The runs of arguments not listed case by case, per unit, by argument (not filtered).
     pub skipped_runs: Vec<SkippedRun>,
     /// The cases, filtered and ordered as asked, as the array shape lists them.
