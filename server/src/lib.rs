@@ -167,6 +167,8 @@ pub struct AppState {
     pub verify_ledger: Arc<std::sync::Mutex<domain::budget::VerifyLedger>>,
     /// Per-address request budgets and tokens recently refused.
     pub guard: Arc<request::guard::Guard>,
+    /// What each campaign derives instead of searching, read once.
+    pub derivations: Arc<store::derivations::DerivationCache>,
 }
 
 /// A running server: the HTTP listener and the lease sweeper.
@@ -211,6 +213,7 @@ impl Server {
             workers: Arc::default(),
             last_expiry: Arc::default(),
             outage: Arc::default(),
+            derivations: Arc::default(),
         };
         let (stop, stopped) = watch::channel(false);
         let sweeper = tokio::spawn(sweep(state.clone(), stopped.clone()));

@@ -222,6 +222,7 @@ async fn create_campaign(
             priority: new.priority,
             units: &plan.units,
             prior: prior.as_ref(),
+            derivation: plan.derivation.as_ref(),
         },
     )
     .await?;

@@ -185,6 +185,7 @@ fn create_request(
         audit_rate: a.audit_rate,
         trust_after: a.trust_after,
         priority,
+        reduction: a.no_reduction.then_some(false),
     })
 }
 
@@ -429,6 +430,24 @@ pub fn plan_text(p: &CampaignPlan) -> String {
             "  [{}, {}] ({} arguments)",
             b.first, b.last, b.arguments
         ));
+    }
+    if !p.derived.is_empty() {
+        let n: u128 = p
+            .derived
+            .iter()
+            .filter_map(|d| d.arguments.parse::<u128>().ok())
+            .sum();
+        lines.push(format!(
+            "derived      {n} arguments in {} runs, from the base binades (not searched; \
+             --no-reduction searches them)",
+            p.derived.len()
+        ));
+        for d in &p.derived {
+            lines.push(format!(
+                "  [{}, {}] ({} arguments) from {}: {}",
+                d.first, d.last, d.arguments, d.base, d.rule
+            ));
+        }
     }
     lines.push(match (p.estimated_seconds, &p.estimate_backend) {
         (Some(s), Some(b)) => format!(

@@ -356,16 +356,24 @@ fn waiting_text(p: &CampaignProgress) -> String {
 /// The second line of the bars.
 fn status_text(p: &CampaignProgress) -> String {
     format!(
-        "leased {} · pending {} · quarantined {} · {} · ETA {} · {} HR-cases · {}{}",
+        "leased {} · pending {} · quarantined {} · {} · ETA {} · {} · {}{}",
         p.leased.units,
         p.pending.units,
         p.quarantined.units,
         rate(p.arguments_per_second_last_hour),
         p.eta_seconds.map_or("unknown".into(), duration),
-        p.hr_cases,
+        cases_text(p),
         p.state.as_str(),
         waiting_text(p),
     )
+}
+
+/// The HR-cases so far, and how many of them were derived where the campaign derives.
+fn cases_text(p: &CampaignProgress) -> String {
+    match p.hr_cases_derived {
+        0 => format!("{} HR-cases", p.hr_cases),
+        d => format!("{} HR-cases ({d} derived)", p.hr_cases),
+    }
 }
 
 /// What the percentage counts: expected work (a cost estimate was posted) or arguments.
@@ -389,7 +397,7 @@ pub fn summary(p: &CampaignProgress) -> String {
         ""
     };
     format!(
-        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {} HR-cases, {}{}",
+        "{}/{} units done ({:.2}%{of}), {} leased, {} pending, {} quarantined, {}, ETA {}, {}, {}{}",
         p.done.units,
         p.total.units,
         p.percent_done,
@@ -398,7 +406,7 @@ pub fn summary(p: &CampaignProgress) -> String {
         p.quarantined.units,
         rate(p.arguments_per_second_last_hour),
         p.eta_seconds.map_or("unknown".into(), duration),
-        p.hr_cases,
+        cases_text(p),
         p.state.as_str(),
         waiting_text(p),
     )

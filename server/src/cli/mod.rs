@@ -610,6 +610,14 @@ pub struct CreateArgs {
     /// (huge arguments are out of reach), naming the range the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
+    /// Search every binade, even those the function's reduction derives. By default a
+    /// campaign of exp2, cbrt, sqrt or rsqrt searches only the base binades (exp2: [1, 2) and
+    /// (-2, -1] for |x| >= 2; cbrt: three binades, sqrt and rsqrt: two) and carries each base
+    /// case over to the binades it stands for (exp2(m + b) = 2^m exp2(b), cbrt(8x) = 2 cbrt(x),
+    /// sqrt(4x) = 2 sqrt(x)), each derived case judged again by MPFR and listed as an HR-case
+    /// of its own; the campaign and its exports name the derived runs.
+    #[arg(long)]
+    pub no_reduction: bool,
     /// log2 of the arguments per unit: each unit is one lease entry and one result row. Without
     /// it the coordinator chooses: the default below, or the smallest size above it that keeps
     /// the campaign within its limits of units and of cases per unit (said on stderr).

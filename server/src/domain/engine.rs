@@ -10,7 +10,8 @@ use tmd_kernels::numbers::format::parse_number;
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::oracle::verify::{verify_case_in, Kind, Verdict};
 use tmd_kernels::plan::collapse::collapse_skipped;
-use tmd_kernels::plan::whole::{split_whole, whole_domain};
+use tmd_kernels::plan::reduce::{self, DerivationRecord, DerivedRun};
+use tmd_kernels::plan::whole::{split_whole, split_whole_reduced, whole_domain};
 use tmd_kernels::plan::{split_range_in, UnitSpec as EngineUnit};
 use tmd_kernels::regions::runs::TrivialRun;
 use tmd_kernels::regions::skip::{runs_are_pointwise, skipped_whole};
@@ -29,6 +30,9 @@ pub struct Plan {
     /// The ranges planned: the request's, or the whole function's domain (one range).
     pub ranges: Vec<ArgRange>,
     pub units: Vec<UnitSpec>,
+    /// What the plan derives instead of searching (the function's reduction), `None` where
+    /// nothing is derived.
+    pub derivation: Option<DerivationRecord>,
 }
 
 /// The format a campaign asks for: a named format with its exponent range (`binary16`,
@@ -117,14 +121,18 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         count: u.count,
     };
     let mut ranges = c.ranges.clone();
+    let mut derivation = None;
     if c.whole {
         let bad = |e: tmd_kernels::plan::whole::WholeError| Error::BadRequest(e.to_string());
         let d = whole_domain(function, fmt).map_err(bad)?;
-        units = split_whole(function, fmt, c.min_bits, Some(unit_bits))
-            .map_err(bad)?
-            .into_iter()
-            .map(wire)
-            .collect();
+        let whole = if c.reduction {
+            split_whole_reduced(function, fmt, c.min_bits, Some(unit_bits)).map_err(bad)?
+        } else {
+            let units = split_whole(function, fmt, c.min_bits, Some(unit_bits)).map_err(bad)?;
+            (units, reduce::Derivation::default())
+        };
+        units = whole.0.into_iter().map(wire).collect();
+        derivation = whole.1.record();
         ranges = vec![ArgRange {
             from: d.from,
             to: d.to,
@@ -156,6 +164,14 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         }
     }
     reject_overlaps(&units)?;
+    if c.reduction && !c.whole {
+        // The ranges' units together: a base binade may come from one range, the binades it
+        // derives from others.
+        let specs = units.iter().map(engine_unit).collect();
+        let (kept, d) = reduce::reduce(function, fmt, c.min_bits, specs);
+        units = kept.into_iter().map(wire).collect();
+        derivation = d.record();
+    }
     Ok(Plan {
         function: function.name().to_string(),
         precision: precision.bits(),
@@ -163,7 +179,21 @@ pub fn plan(c: &NewCampaign, max_units: usize) -> Result<Plan> {
         unit_bits,
         ranges,
         units,
+        derivation,
     })
+}
+
+/// Derived runs as the REST answers show them.
+pub fn wire_runs(runs: Vec<DerivedRun>) -> Vec<tmd_wire::DerivedRun> {
+    runs.into_iter()
+        .map(|r| tmd_wire::DerivedRun {
+            first: r.first,
+            last: r.last,
+            arguments: r.count.to_string(),
+            base: r.base,
+            rule: r.rule,
+        })
+        .collect()
 }
 
 /// One binade of a campaign as the plan's weights sample it: sign, exponent, its arguments,
@@ -491,6 +521,39 @@ pub fn unit_runs(
             count: e.count,
             reason: e.reason.as_str().to_string(),
         })
+        .collect())
+}
+
+/// The HR-cases that campaign derivation `d` derives from a base unit's verified `cases`,
+/// each judged again by MPFR, with the base case it comes from: `(base x, derived case)`.
+/// None for a unit outside the base binades. A derived case MPFR does not confirm is the
+/// server's own fault (a wrong reduction), never the worker's: an internal error.
+pub fn derive_cases(
+    function: &str,
+    fmt: Format,
+    min_bits: u32,
+    d: &reduce::Derivation,
+    cases: &[HrCase],
+) -> Result<Vec<(String, HrCase)>> {
+    let f = Function::from_str(function).map_err(|e| Error::Internal(e.to_string()))?;
+    let base: Vec<tmd_kernels::oracle::verify::HrCase> = cases
+        .iter()
+        .map(|c| tmd_kernels::oracle::verify::HrCase {
+            x: c.x.clone(),
+            bits: c.bits,
+            neg_log2_d: c.neg_log2_d,
+            kind: match c.kind {
+                HrKind::Fp => Kind::Fp,
+                HrKind::Mid => Kind::Mid,
+            },
+            rounded: c.rounded.clone(),
+        })
+        .collect();
+    let derived = reduce::derive_each(f, fmt, min_bits, d, &base)
+        .map_err(|e| Error::Internal(format!("deriving HR-cases: {e}")))?;
+    Ok(derived
+        .into_iter()
+        .map(|(from, c)| (from, wire_case(c)))
         .collect())
 }
 

@@ -95,6 +95,7 @@ fn new_campaign(
         trust_after: 20,
         trust_all_workers: false,
         priority: 0,
+        reduction: true,
     }
 }
 
@@ -689,4 +690,44 @@ fn a_range_weighs_a_binade_by_its_units_the_search_runs() {
     assert!(whole > 0.0 && range > 0.0, "whole {whole}, range {range}");
     let ratio = range / whole;
     assert!((0.8..1.25).contains(&ratio), "range / whole = {ratio}");
+}
+
+/// A campaign of a function with a reduction plans its base binades and keeps what it derives;
+/// without the reduction, or for a function without one, it plans every binade and derives
+/// nothing.
+#[test]
+fn campaigns_derive_what_the_reduction_covers() {
+    let reduced = plan(&new_campaign("cbrt", "binary16", 6, 7, &[]), 100_000).unwrap();
+    let every = plan(
+        &NewCampaign {
+            reduction: false,
+            ..new_campaign("cbrt", "binary16", 6, 7, &[])
+        },
+        100_000,
+    )
+    .unwrap();
+    let record = reduced.derivation.as_ref().expect("cbrt derives");
+    assert_eq!(record.runs.len(), 4, "{:?}", record.runs);
+    assert!(every.derivation.is_none());
+    assert!(reduced.units.len() * 3 < every.units.len());
+    let derived: u128 = record.runs.iter().map(|r| r.count).sum();
+    let count = |p: &Plan| p.units.iter().map(|u| u128::from(u.count)).sum::<u128>();
+    assert_eq!(
+        count(&reduced) + derived,
+        count(&every),
+        "every argument once"
+    );
+    let exp = plan(&new_campaign("exp", "binary16", 6, 7, &[]), 100_000).unwrap();
+    assert!(exp.derivation.is_none());
+    let range = plan(
+        &new_campaign("exp2", "binary16", 5, 6, &[("1", "16")]),
+        100_000,
+    )
+    .unwrap();
+    assert!(range.derivation.is_some(), "a range derives too");
+    assert!(
+        range.units.len() < 32,
+        "{} of 64 units searched",
+        range.units.len()
+    );
 }

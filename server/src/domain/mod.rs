@@ -254,6 +254,8 @@ pub struct NewCampaign {
     /// Any one worker's result settles a unit (the operator said so).
     pub trust_all_workers: bool,
     pub priority: i32,
+    /// Derive what the function's reduction covers instead of searching it.
+    pub reduction: bool,
 }
 
 /// Whether a worker's features header (comma-separated names) lists `feature`.
@@ -388,6 +390,7 @@ pub fn validate_campaign(req: &CreateCampaign) -> Result<NewCampaign> {
         trust_after,
         trust_all_workers,
         priority,
+        reduction: req.reduction.unwrap_or(true),
     })
 }
 

@@ -185,6 +185,12 @@ pub fn summary(
             .collect(),
         estimated_seconds: cost.map(|_| seconds),
         estimate_backend: cost.map(|c| c.backend.clone()),
+        derived: super::engine::wire_runs(
+            plan.derivation
+                .as_ref()
+                .map(|d| d.runs.clone())
+                .unwrap_or_default(),
+        ),
     })
 }
 

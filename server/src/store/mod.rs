@@ -7,6 +7,7 @@
 
 pub mod admin;
 mod claims;
+pub mod derivations;
 pub mod export;
 pub mod history;
 pub mod known;
@@ -75,10 +76,11 @@ struct CampaignDb {
     arguments_total: String,
     created_at: DateTime<Utc>,
     completed_at: Option<DateTime<Utc>>,
+    derived_runs: Option<Json<Vec<tmd_kernels::plan::reduce::DerivedRun>>>,
 }
 
 const CAMPAIGN_COLUMNS: &str = "id, name, function, precision, format, min_bits, ranges, unit_bits, \
-     replication, distinct_owners, adaptive, audit_rate, trust_after, trust_all_workers, priority, state, units_total, arguments_total::text AS arguments_total, created_at, completed_at";
+     replication, distinct_owners, adaptive, audit_rate, trust_after, trust_all_workers, priority, state, units_total, arguments_total::text AS arguments_total, created_at, completed_at, derivation -> 'runs' AS derived_runs";
 
 impl CampaignDb {
     fn into_wire(self) -> Result<Campaign> {
@@ -107,6 +109,9 @@ impl CampaignDb {
             completed_at: self.completed_at,
             units_total: self.units_total,
             arguments_total: self.arguments_total,
+            derived: crate::domain::engine::wire_runs(
+                self.derived_runs.map(|r| r.0).unwrap_or_default(),
+            ),
         })
     }
 }
@@ -135,6 +140,8 @@ pub struct CampaignInsert<'a> {
     pub units: &'a [UnitSpec],
     /// The binades' weights from the plan (`None`: every weight 1 until an estimate).
     pub prior: Option<&'a crate::domain::work::PriorWeights>,
+    /// What the campaign derives instead of searching (`None`: nothing).
+    pub derivation: Option<&'a tmd_kernels::plan::reduce::DerivationRecord>,
 }
 
 /// Inserts a campaign and all its units, in order, in one transaction.
@@ -149,9 +156,9 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, function, precision, min_bits, ranges, unit_bits, \
          replication, priority, units_total, arguments_total, distinct_owners, adaptive, \
-         audit_rate, trust_after, format, trust_all_workers) \
+         audit_rate, trust_after, format, trust_all_workers, derivation) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11, $12, $13, $14, $15, \
-                 $16) \
+                 $16, $17) \
          RETURNING id",
     )
     .bind(c.name)
@@ -170,6 +177,7 @@ pub async fn create_campaign(pool: &PgPool, c: &CampaignInsert<'_>) -> Result<Ca
     .bind(c.trust_after as i32)
     .bind(c.format)
     .bind(c.trust_all_workers)
+    .bind(c.derivation.map(Json))
     .fetch_one(&mut *tx)
     .await?;
     insert_units(&mut tx, id, c.unit_bits, c.units).await?;
@@ -423,6 +431,16 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     let hardest = hardest_cases(pool, id, 10).await?;
     let skipped = export::skipped_summary(pool, id).await?;
     let skipped_runs = export::skipped_runs(pool, id, Some(100)).await?;
+    let hr_cases_derived: i64 = if campaign.derived.is_empty() {
+        0
+    } else {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM hr_cases WHERE campaign_id = $1 AND derived_from IS NOT NULL",
+        )
+        .bind(id)
+        .fetch_one(pool)
+        .await?
+    };
     let quarantined_rows: Vec<(i64, bool, i32, String, i64, i32)> = sqlx::query_as(
         "SELECT id, negative, exponent, first::text, count, attempts FROM units \
          WHERE campaign_id = $1 AND state = 'quarantined' ORDER BY seq LIMIT 100",
@@ -491,6 +509,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         arguments_per_second_last_hour: rate,
         eta_seconds: work.eta_seconds,
         hr_cases: t.hr_cases,
+        hr_cases_derived,
+        derived: campaign.derived.clone(),
         skipped,
         skipped_runs,
         hardest,
@@ -534,8 +554,8 @@ pub async fn hardest_cases(
     limit: i64,
 ) -> Result<Vec<StoredHrCase>> {
     let rows: Vec<HrRow> = sqlx::query_as(
-        "SELECT x, bits, neg_log2_d, kind, rounded, unit_id, found_at FROM hr_cases \
-         WHERE campaign_id = $1 ORDER BY bits DESC, neg_log2_d DESC, id LIMIT $2",
+        "SELECT x, bits, neg_log2_d, kind, rounded, unit_id, found_at, derived_from \
+         FROM hr_cases WHERE campaign_id = $1 ORDER BY bits DESC, neg_log2_d DESC, id LIMIT $2",
     )
     .bind(campaign_id)
     .bind(limit)
@@ -552,6 +572,7 @@ pub async fn hardest_cases(
                 rounded: r.rounded,
                 unit_id: r.unit_id,
                 found_at: r.found_at,
+                derived_from: r.derived_from,
             })
         })
         .collect()
@@ -566,6 +587,7 @@ struct HrRow {
     rounded: String,
     unit_id: i64,
     found_at: DateTime<Utc>,
+    derived_from: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -624,13 +646,14 @@ pub(crate) async fn live_results_by_unit(
 
 /// The verified HR-cases standing in each of `units`: those any result reported (void or not:
 /// MPFR confirmed them; an admin's removals are gone from them) and the known cases the admin
-/// loaded, by canonical argument. A unit without any is absent.
+/// loaded, by canonical argument; not the cases derived from them (arguments of other
+/// binades, which no result of the unit lists). A unit without any is absent.
 pub(crate) async fn facts_by_unit<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
     units: &[i64],
 ) -> Result<std::collections::HashMap<i64, crate::domain::trust::UnitFacts>> {
     let rows: Vec<(i64, String, bool)> = sqlx::query_as(
-        "SELECT unit_id, x, false FROM hr_cases WHERE unit_id = ANY($1) \
+        "SELECT unit_id, x, false FROM hr_cases WHERE unit_id = ANY($1) AND derived_from IS NULL \
          UNION ALL SELECT unit_id, x, true FROM known_cases WHERE unit_id = ANY($1)",
     )
     .bind(units)

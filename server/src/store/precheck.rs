@@ -20,6 +20,7 @@ pub struct Posted<'a> {
 /// What the verifier needs to know about a post that passed the first check.
 pub struct PostContext {
     pub judgement: Judgement,
+    pub campaign_id: i64,
     pub function: String,
     pub precision: u32,
     /// The campaign's named format; `None` for a bare precision.
@@ -128,6 +129,7 @@ pub async fn precheck(
                 .ok_or_else(|| Error::Internal("a unit's campaign vanished".into()))?;
             Ok(PostContext {
                 judgement,
+                campaign_id: unit.campaign_id,
                 function: function.clone(),
                 precision: *precision as u32,
                 format: format.clone(),

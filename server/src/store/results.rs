@@ -73,6 +73,9 @@ pub struct Post<'a> {
     pub unit_id: i64,
     pub result: &'a UnitResult,
     pub verified: &'a [HrCase],
+    /// The cases the campaign derives from `verified`, each with its base case: recorded with
+    /// them, apart from every count of the worker's own (the audit, the result's `hr_count`).
+    pub derived: &'a [(String, HrCase)],
     /// The unit's skipped runs as the server computed them (equal to the posted ones).
     pub skipped: &'a [SkippedRun],
     /// The arguments the count audit judges (`engine::audited_arguments`); `None` where the
@@ -489,6 +492,8 @@ struct Columns<'p> {
     case_d: Vec<f64>,
     case_kind: Vec<&'p str>,
     case_rounded: Vec<&'p str>,
+    /// The base case of each derived case, `None` for a case of the unit itself.
+    case_from: Vec<Option<&'p str>>,
 }
 
 impl<'p> Columns<'p> {
@@ -565,10 +570,13 @@ impl<'p> Columns<'p> {
         let u_proven: Vec<bool> = r_hr.iter().map(|&h| h > 0).collect();
         let (mut h_unit, mut h_campaign, mut h_x, mut h_bits, mut h_d, mut h_kind, mut h_rounded) =
             (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut h_from = vec![];
         for &i in &accepted {
             let p = &posts[i];
             let campaign = units[&p.unit_id].unit.campaign_id;
-            for c in p.verified {
+            let own = p.verified.iter().map(|c| (None, c));
+            let derived = p.derived.iter().map(|(from, c)| (Some(from.as_str()), c));
+            for (from, c) in own.chain(derived) {
                 h_unit.push(p.unit_id);
                 h_campaign.push(campaign);
                 h_x.push(c.x.as_str());
@@ -576,6 +584,7 @@ impl<'p> Columns<'p> {
                 h_d.push(c.neg_log2_d);
                 h_kind.push(c.kind.as_str());
                 h_rounded.push(c.rounded.as_str());
+                h_from.push(from);
             }
         }
         Ok(Columns {
@@ -601,6 +610,7 @@ impl<'p> Columns<'p> {
             case_d: h_d,
             case_kind: h_kind,
             case_rounded: h_rounded,
+            case_from: h_from,
             accepted,
         })
     }
@@ -726,10 +736,10 @@ async fn insert_results(
              RETURNING id, unit_id), \
          h AS ( \
              INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, \
-                                   rounded) \
-             SELECT t.c, t.u, r.id, t.x, t.b, t.d, t.k, t.rd \
+                                   rounded, derived_from) \
+             SELECT t.c, t.u, r.id, t.x, t.b, t.d, t.k, t.rd, t.df \
              FROM UNNEST($11::int8[], $12::int8[], $13::text[], $14::int4[], $15::float8[], \
-                         $16::text[], $17::text[]) AS t(u, c, x, b, d, k, rd) \
+                         $16::text[], $17::text[], $26::text[]) AS t(u, c, x, b, d, k, rd, df) \
                   JOIN r ON r.unit_id = t.u \
              ON CONFLICT (campaign_id, x) DO NOTHING) \
          SELECT unit_id, id FROM r",
@@ -759,6 +769,7 @@ async fn insert_results(
     .bind(&cols.case_xs)
     .bind(&cols.expected)
     .bind(&cols.implausible)
+    .bind(&cols.case_from)
     .fetch_all(&mut **tx)
     .await?;
     Ok(inserted.into_iter().collect())

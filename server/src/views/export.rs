@@ -364,7 +364,7 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
         Format::JsonObject => {
             // The document's head: every member but the runs and the cases, written with
             // serde (the campaign's texts escaped), its closing brace dropped.
-            let head = serde_json::json!({
+            let mut head = serde_json::json!({
                 "version": 1,
                 "campaign_id": c.id,
                 "function": c.function,
@@ -373,6 +373,9 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
                 "judged_as": c.judged_as,
                 "min_bits": c.min_bits,
             });
+            if !c.derived.is_empty() {
+                head["derived_runs"] = serde_json::json!(c.derived);
+            }
             let text = head.to_string();
             buf.extend_from_slice(&text.as_bytes()[..text.len() - 1]);
             buf.push(b',');
@@ -410,6 +413,17 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
                     HrOrder::Hardness => "hardness",
                 }
             );
+            for d in &c.derived {
+                let _ = writeln!(
+                    buf,
+                    "# derived [{}, {}] ({} arguments) from {}: {}",
+                    d.first,
+                    d.last,
+                    d.arguments,
+                    d.base,
+                    comment_safe(&d.rule)
+                );
+            }
             let _ = writeln!(buf, "# one argument per line, C99 hexadecimal");
         }
     }
