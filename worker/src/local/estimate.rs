@@ -234,22 +234,9 @@ pub fn estimate(a: EstimateArgs) -> Result<()> {
             c.unit_bits
         }
     };
-    // The coordinator weighs a campaign by the JSON estimate, and campaigns search every
-    // binade: only the table (a local search's projection) takes the reduction.
-    let reduce = a.output == EstimateOutput::Table;
-    if !reduce
-        && !a.quiet
-        && !a.range.no_reduction
-        && tmd_kernels::plan::reduce::Reduction::of(cfg.function).is_some()
-    {
-        eprintln!(
-            "tmd: the JSON estimate weighs a campaign, and campaigns search every binade: \
-             {} is estimated without its reduction (the table, `--output table`, projects a \
-             local search with it)",
-            cfg.function
-        );
-    }
-    let planned = a.range.plan(&cfg, Some(unit_bits), reduce)?;
+    // A campaign derives what the reduction covers, as a local search does (one created with
+    // --no-reduction is estimated with --no-reduction): the same plan either way.
+    let planned = a.range.plan(&cfg, Some(unit_bits), true)?;
     let check = (!a.range.whole).then_some(&cfg);
     let mut strata = strata(&planned.units, unit_bits, a.seed, check);
     let engine = a.engine.backend()?;
