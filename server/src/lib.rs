@@ -64,6 +64,8 @@ pub struct Config {
     pub quarantine: domain::trust::QuarantineBar,
     /// Results verified with MPFR at once; more posts wait (then get 503).
     pub verify_concurrency: usize,
+    /// Background tasks deriving queued base results' cases (0: none in this process).
+    pub derive_tasks: usize,
     /// How much verification one worker's posts may cost, per unit, lease and hour.
     pub verify_budget: domain::budget::VerifyBudget,
     /// Quarantined workers after which an enrollment token registers no more.
@@ -101,6 +103,7 @@ impl std::fmt::Debug for Config {
             .field("quarantine", &self.quarantine)
             .field("max_quarantined_per_token", &self.max_quarantined_per_token)
             .field("verify_concurrency", &self.verify_concurrency)
+            .field("derive_tasks", &self.derive_tasks)
             .field("verify_budget", &self.verify_budget)
             .field("request_timeout", &self.request_timeout)
             .field("conn", &self.conn)
@@ -125,6 +128,7 @@ impl Default for Config {
             quarantine: domain::trust::QuarantineBar::default(),
             max_quarantined_per_token: 2,
             verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            derive_tasks: 2,
             verify_budget: domain::budget::VerifyBudget::default(),
             request_timeout: Duration::from_secs(120),
             conn: listen::ConnLimits::default(),
@@ -169,15 +173,18 @@ pub struct AppState {
     pub guard: Arc<request::guard::Guard>,
     /// What each campaign derives instead of searching, read once.
     pub derivations: Arc<store::derivations::DerivationCache>,
+    /// Wakes the background derivation: a post queued base results.
+    pub derive_wake: Arc<tokio::sync::Notify>,
 }
 
-/// A running server: the HTTP listener and the lease sweeper.
+/// A running server: the HTTP listener, the lease sweeper and the background derivation.
 pub struct Server {
     addr: SocketAddr,
     scheme: &'static str,
     stop: watch::Sender<bool>,
     http: JoinHandle<std::io::Result<()>>,
     sweeper: JoinHandle<()>,
+    derivers: Vec<JoinHandle<()>>,
     relaxed_pool: PgPool,
 }
 
@@ -214,9 +221,15 @@ impl Server {
             last_expiry: Arc::default(),
             outage: Arc::default(),
             derivations: Arc::default(),
+            derive_wake: Arc::default(),
         };
         let (stop, stopped) = watch::channel(false);
         let sweeper = tokio::spawn(sweep(state.clone(), stopped.clone()));
+        // Rows that failed before this process began are tried once more.
+        let began = chrono::Utc::now();
+        let derivers = (0..state.config.derive_tasks)
+            .map(|_| tokio::spawn(flows::derive::run(state.clone(), stopped.clone(), began)))
+            .collect();
         let relaxed_pool = state.relaxed_pool.clone();
         let tls = state.config.tls.clone();
         let limits = state.config.conn;
@@ -230,6 +243,7 @@ impl Server {
             stop,
             http,
             sweeper,
+            derivers,
             relaxed_pool,
         })
     }
@@ -244,11 +258,15 @@ impl Server {
         format!("{}://{}", self.scheme, self.addr)
     }
 
-    /// Stops accepting connections, lets requests in flight finish, stops the sweeper.
+    /// Stops accepting connections, lets requests in flight finish, stops the sweeper and
+    /// the derivation (a batch in flight is rolled back, and stays queued).
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let _ = self.stop.send(true);
         self.http.await??;
         self.sweeper.await?;
+        for d in self.derivers {
+            d.await?;
+        }
         // The main pool belongs to the caller; the relaxed one is ours.
         self.relaxed_pool.close().await;
         tracing::info!("stopped");

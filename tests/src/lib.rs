@@ -361,6 +361,19 @@ pub async fn get(server: &str, path: &str) -> Option<Value> {
     resp.json().await.ok()
 }
 
+/// The text an admin GET of `path` (under `/api/v1`) answers; fails unless it succeeds.
+pub async fn get_text(server: &str, path: &str) -> String {
+    let resp = reqwest::Client::new()
+        .get(format!("{server}/api/v1{path}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+    resp.text().await.unwrap()
+}
+
 /// Units done of a campaign, from its progress; `None` while the server is down.
 pub async fn units_done(server: &str, campaign: i64) -> Option<i64> {
     let p = get(server, &format!("/campaigns/{campaign}/progress")).await?;
@@ -379,6 +392,31 @@ pub async fn wait_for_units(server: &str, campaign: i64, units: i64, limit: Dura
             "campaign stuck below {units} units done"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `campaign` is complete: every unit done and, where it derives, every base
+/// result's cases derived (the coordinator does that in the background, after the results).
+pub async fn wait_for_complete(db: &tmd_test_support::TestDb, campaign: i64, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let (state, queued): (String, i64) = sqlx::query_as(
+            "SELECT state, (SELECT count(*) FROM pending_derivations WHERE campaign_id = $1) \
+             FROM campaigns WHERE id = $1",
+        )
+        .bind(campaign)
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        if state == "complete" {
+            assert_eq!(queued, 0, "a complete campaign has nothing left to derive");
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "campaign {campaign} still {state} with {queued} results to derive"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -504,6 +542,7 @@ pub async fn every_unit_done_once(
             .await
             .unwrap();
     assert_eq!(not_done, 0, "every unit is done");
+    wait_for_complete(db, campaign, Duration::from_secs(60)).await;
     let twice: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT unit_id FROM results r JOIN units u ON u.id = r.unit_id \
          WHERE u.campaign_id = $1 GROUP BY unit_id HAVING count(*) > 1) t",

@@ -6,6 +6,7 @@
 //! A campaign of a function with a reduction (cbrt, exp2) derives most binades from a base
 //! region, and its cases equal those of a search of every binade.
 
+use std::path::PathBuf;
 use tmd_test_support::TestDb;
 use tmd_tests::{admin, compute_on_one_worker, every_unit_done_once, scratch, Server};
 
@@ -20,6 +21,40 @@ const ARGS: [&str; 8] = [
     "5",
 ];
 
+/// A campaign computed by one CPU daemon on a fresh coordinator.
+struct Computed {
+    db: TestDb,
+    dir: PathBuf,
+    server: Server,
+    /// The campaign as created.
+    campaign: serde_json::Value,
+    id: i64,
+    units: i64,
+}
+
+/// Creates the campaign `create` (arguments of `campaign create`) on a fresh coordinator
+/// (`serve`: more arguments of `tmd-server serve`) and has one CPU daemon compute every unit.
+async fn computed(name: &str, create: &[&str], serve: &[&str]) -> Computed {
+    let db = TestDb::new().await;
+    let dir = scratch(name);
+    let server = Server::start(db.url(), &dir, serve);
+    let url = server.url();
+    let mut args = vec!["campaign", "create"];
+    args.extend(create);
+    let campaign = admin(&url, &args);
+    let id = campaign["id"].as_i64().unwrap();
+    let units = campaign["units_total"].as_i64().unwrap();
+    compute_on_one_worker(&url, &dir.join("w"), id, units).await;
+    Computed {
+        db,
+        dir,
+        server,
+        campaign,
+        id,
+        units,
+    }
+}
+
 /// What [`run_against_search`] found: the campaign as created, and how many of its units wider
 /// than a unit (merged or collapsed blocks, every argument skipped) were done.
 struct Run {
@@ -27,22 +62,12 @@ struct Run {
     wide_done: i64,
 }
 
-/// Creates the campaign `create` (arguments of `campaign create`) on a real coordinator, has one
-/// CPU daemon compute it, and checks it against `tmd-worker search` with `search`: every unit
-/// done once, the same HR-cases (some), the same skipped arguments. `unit_size`: its
-/// arguments per unit.
+/// Computes the campaign `create` and checks it against `tmd-worker search` with `search`:
+/// every unit done once, the same HR-cases (some), the same skipped arguments. `unit_size`:
+/// its arguments per unit.
 async fn run_against_search(name: &str, create: &[&str], search: &[&str], unit_size: i64) -> Run {
-    let db = TestDb::new().await;
-    let dir = scratch(name);
-    let server = Server::start(db.url(), &dir, &[]);
-    let url = server.url();
-    let mut args = vec!["campaign", "create"];
-    args.extend(create);
-    let c = admin(&url, &args);
-    let campaign = c["id"].as_i64().unwrap();
-    let units = c["units_total"].as_i64().unwrap();
-    compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
-    let got = every_unit_done_once(&db, campaign, units).await;
+    let c = computed(name, create, &[]).await;
+    let got = every_unit_done_once(&c.db, c.id, c.units).await;
     let v = tmd_tests::search_json(search);
     assert!(!got.is_empty());
     assert_eq!(
@@ -53,8 +78,8 @@ async fn run_against_search(name: &str, create: &[&str], search: &[&str], unit_s
     let stored: i64 = sqlx::query_scalar(
         "SELECT COALESCE(SUM(count), 0)::bigint FROM skipped_runs WHERE campaign_id = $1",
     )
-    .bind(campaign)
-    .fetch_one(db.pool())
+    .bind(c.id)
+    .fetch_one(c.db.pool())
     .await
     .unwrap();
     assert_eq!(
@@ -65,13 +90,13 @@ async fn run_against_search(name: &str, create: &[&str], search: &[&str], unit_s
     let wide_done: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM units WHERE campaign_id = $1 AND count > $2 AND state = 'done'",
     )
-    .bind(campaign)
+    .bind(c.id)
     .bind(unit_size)
-    .fetch_one(db.pool())
+    .fetch_one(c.db.pool())
     .await
     .unwrap();
     Run {
-        campaign: c,
+        campaign: c.campaign,
         wide_done,
     }
 }
@@ -88,40 +113,31 @@ async fn a_whole_campaign_equals_a_whole_search() {
     assert!(run.wide_done > 0, "no collapsed unit");
 }
 
-/// A campaign of `create` (arguments of `campaign create`) computed by one CPU daemon on a
-/// fresh coordinator: the campaign as created, its HR-cases, how many of them were derived, and
-/// its `wc` export.
-async fn derived_campaign(name: &str, create: &[&str]) -> (serde_json::Value, Keys, i64, String) {
-    let db = TestDb::new().await;
-    let dir = scratch(name);
-    let server = Server::start(db.url(), &dir, &[]);
-    let url = server.url();
-    let mut args = vec!["campaign", "create"];
-    args.extend(create);
-    let c = admin(&url, &args);
-    let campaign = c["id"].as_i64().unwrap();
-    let units = c["units_total"].as_i64().unwrap();
-    compute_on_one_worker(&url, &dir.join("w"), campaign, units).await;
-    let got = every_unit_done_once(&db, campaign, units).await;
+/// What a computed campaign that may derive holds once complete: its HR-cases, how many of
+/// them were derived, and its `wc` export.
+async fn derived_cases(c: &Computed) -> (Keys, i64, String) {
+    let got = every_unit_done_once(&c.db, c.id, c.units).await;
     let derived: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM hr_cases WHERE campaign_id = $1 AND derived_from IS NOT NULL",
     )
-    .bind(campaign)
-    .fetch_one(db.pool())
+    .bind(c.id)
+    .fetch_one(c.db.pool())
     .await
     .unwrap();
-    let wc = reqwest::Client::new()
-        .get(format!(
-            "{url}/api/v1/campaigns/{campaign}/hr-cases?format=wc"
-        ))
-        .bearer_auth(tmd_tests::ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    (c, got, derived, wc)
+    let wc = tmd_tests::get_text(
+        &c.server.url(),
+        &format!("/campaigns/{}/hr-cases?format=wc", c.id),
+    )
+    .await;
+    (got, derived, wc)
+}
+
+/// A campaign of `create` computed by one CPU daemon on a fresh coordinator: the campaign as
+/// created, its HR-cases, how many of them were derived, and its `wc` export.
+async fn derived_campaign(name: &str, create: &[&str]) -> (serde_json::Value, Keys, i64, String) {
+    let c = computed(name, create, &[]).await;
+    let (got, derived, wc) = derived_cases(&c).await;
+    (c.campaign, got, derived, wc)
 }
 
 type Keys = std::collections::BTreeSet<(String, i64, String)>;
@@ -147,7 +163,30 @@ async fn a_campaign_that_derives_equals_a_search_of_every_binade() {
     every.push("--no-reduction");
     let truth = tmd_tests::hr_case_keys(&tmd_tests::search_json(&every));
     assert!(truth.len() > 100, "{} HR-cases", truth.len());
-    let (reduced, got, derived, wc) = derived_campaign("campaign-derives-cbrt", &args).await;
+    // A coordinator that derives nothing (`--derive-tasks 0`) takes every result and queues
+    // the base ones: the campaign stays incomplete, and says so, until one that derives
+    // starts on the same database.
+    let mut c = computed("campaign-derives-cbrt", &args, &["--derive-tasks", "0"]).await;
+    let url = c.server.url();
+    let p = tmd_tests::get(&url, &format!("/campaigns/{}/progress", c.id))
+        .await
+        .unwrap();
+    assert_eq!(p["done"]["units"].as_i64(), Some(c.units), "{p}");
+    assert_eq!(p["complete"], false, "{p}");
+    assert!(p["derivations_pending"].as_i64().unwrap() > 0, "{p}");
+    assert_eq!(p["hr_cases_derived"], 0, "{p}");
+    let partial =
+        tmd_tests::get_text(&url, &format!("/campaigns/{}/hr-cases?format=wc", c.id)).await;
+    assert!(
+        partial.contains("\n# not complete (campaign active)"),
+        "{partial}"
+    );
+    c.server.kill();
+    c.server = Server::start(c.db.url(), &c.dir, &[]);
+    let url = c.server.url();
+    let (got, derived, wc) = derived_cases(&c).await;
+    assert!(!wc.contains("# not complete"), "{wc}");
+    let reduced = c.campaign.clone();
     let runs = reduced["derived"].as_array().expect("derived runs listed");
     assert_eq!(runs.len(), 4, "two runs per sign: {runs:?}");
     assert!(runs[0]["rule"].as_str().unwrap().contains("cbrt(8x)"));
@@ -158,6 +197,65 @@ async fn a_campaign_that_derives_equals_a_search_of_every_binade() {
         got.len()
     );
     assert_eq!(wc.matches("\n# derived [").count(), 4, "{wc}");
+    // A known case of a derived binade (a lab's list covers every binade) is loaded as its
+    // base case, in the base unit, whose result holds it: nothing reopens.
+    let (copy, from): (String, String) = sqlx::query_as(
+        "SELECT x, derived_from FROM hr_cases WHERE campaign_id = $1 \
+         AND derived_from IS NOT NULL ORDER BY id DESC LIMIT 1",
+    )
+    .bind(c.id)
+    .fetch_one(c.db.pool())
+    .await
+    .unwrap();
+    let loaded: serde_json::Value = reqwest::Client::new()
+        .post(format!("{url}/api/v1/campaigns/{}/known-cases", c.id))
+        .bearer_auth(tmd_tests::ADMIN_TOKEN)
+        .json(&serde_json::json!({ "lines": [copy] }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(loaded["loaded"], 1, "{loaded}");
+    assert_eq!(loaded["derived_to_base"], 1, "{loaded}");
+    assert_eq!(loaded["units_reopened"], 0, "{loaded}");
+    let known: String = sqlx::query_scalar("SELECT x FROM known_cases WHERE campaign_id = $1")
+        .bind(c.id)
+        .fetch_one(c.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(known, from, "{copy} loaded as its base case");
+    // A base case removed by an admin takes its derived copies with it.
+    let (base, copies): (String, i64) = sqlx::query_as(
+        "SELECT derived_from, count(*) FROM hr_cases WHERE campaign_id = $1 \
+         AND derived_from IS NOT NULL GROUP BY derived_from ORDER BY derived_from LIMIT 1",
+    )
+    .bind(c.id)
+    .fetch_one(c.db.pool())
+    .await
+    .unwrap();
+    assert!(copies > 1, "{base}: {copies} derived copies");
+    let removed: serde_json::Value = reqwest::Client::new()
+        .post(format!("{url}/api/v1/campaigns/{}/cases/remove", c.id))
+        .bearer_auth(tmd_tests::ADMIN_TOKEN)
+        .json(&serde_json::json!({"xs": [base], "reason": "test: a base case goes"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(removed["removed"].as_i64(), Some(copies + 1), "{removed}");
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM hr_cases WHERE campaign_id = $1 AND (x = $2 OR derived_from = $2)",
+    )
+    .bind(c.id)
+    .bind(&base)
+    .fetch_one(c.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "{base} and its copies removed");
     let (searched, every_got, none, _) = derived_campaign("campaign-every-cbrt", &every).await;
     assert!(searched.get("derived").is_none(), "{searched}");
     assert_eq!(none, 0);

@@ -55,6 +55,10 @@ pub struct KnownCasesLoaded {
     /// New known cases stored.
     pub loaded: u64,
     pub already_known: u64,
+    /// Of the cases submitted, those of a binade the campaign derives, loaded (or already
+    /// known) as the base case they are a copy of.
+    #[serde(default)]
+    pub derived_to_base: u64,
     /// Not HR-cases of the campaign, or outside its units (at most 100 listed).
     pub refused: Vec<KnownCaseRefused>,
     pub refused_total: u64,

@@ -119,7 +119,8 @@ pub enum CampaignState {
     Active,
     Paused,
     Cancelled,
-    /// Every unit is done (set by the server, never by a request).
+    /// Every unit is done and every derivation recorded (set by the server, never by a
+    /// request).
     Complete,
 }
 
@@ -269,7 +270,7 @@ pub struct CampaignProgress {
     /// Seconds to finish the pending and leased arguments at last hour's rate; absent when
     /// nothing was finished in the last hour.
     pub eta_seconds: Option<f64>,
-    /// Every unit is done.
+    /// Every unit is done, and every derivation of a campaign that derives is recorded.
     pub complete: bool,
     /// When the last unit was done; absent while units remain.
     #[serde(default)]
@@ -282,6 +283,14 @@ pub struct CampaignProgress {
     /// cases come with the base units' results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub derived: Vec<DerivedRun>,
+    /// Base units' results whose cases the coordinator has yet to derive (in the background,
+    /// a few seconds behind the results): the campaign is not complete while any remains.
+    #[serde(default)]
+    pub derivations_pending: i64,
+    /// Of `derivations_pending`, those whose derivation failed (a fault of the coordinator,
+    /// in its log; tried again when it restarts).
+    #[serde(default)]
+    pub derivations_failed: i64,
     /// Arguments of done units that were not judged (overflow, underflow, pole), per reason;
     /// never silent.
     #[serde(default)]

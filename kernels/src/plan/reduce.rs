@@ -233,6 +233,51 @@ impl Derivation {
     pub fn derives(&self) -> bool {
         !self.runs.is_empty()
     }
+
+    /// The base argument that the derived argument `a` (written as units write it: a
+    /// subnormal one in the binade `emin`) is a copy of, the inverse of the derivation;
+    /// `None` where `a` is not derived. A known case in a derived binade stands for its base
+    /// case: the reduction gives them the same hardness.
+    pub fn base_argument(&self, fmt: Format, a: Argument) -> Option<Argument> {
+        let r = self.reduction?;
+        let p = fmt.precision.bits();
+        let emin = fmt.exponents.map_or(i32::MIN, |x| x.emin);
+        let subnormal = a.exponent == emin && a.significand >> (p - 1) == 0;
+        // A subnormal argument's binade, as the regions name it: `emin - k` for the
+        // significands `[2^(p-1-k), 2^(p-k))`.
+        let k = if subnormal {
+            p.checked_sub(64 - a.significand.leading_zeros())?
+        } else {
+            0
+        };
+        let e = a.exponent - k as i32;
+        let b = Binade {
+            negative: a.negative,
+            exponent: e,
+        };
+        if !inside(&self.regions, b, u128::from(a.significand)) {
+            return None;
+        }
+        let base_e = r.base_of(e, p)?;
+        let significand = match r {
+            Reduction::Scale { .. } => a.significand << k,
+            // |x| = m + |b| with |b| in [1, 2): |b|'s fraction is |x|'s, on the grid of 2^-e.
+            Reduction::Exp2Integer => {
+                let fraction = a.significand & ((1u64 << (p - 1 - e as u32)) - 1);
+                (1u64 << (p - 1)) | (fraction << e)
+            }
+        };
+        let base = Argument {
+            negative: a.negative,
+            exponent: base_e,
+            significand,
+        };
+        // The inverse checked against the derivation itself.
+        copies_of(r, fmt, base, &[e])
+            .iter()
+            .any(|&(_, c)| c == a)
+            .then_some(base)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

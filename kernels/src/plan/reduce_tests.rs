@@ -368,3 +368,50 @@ fn a_kept_derivation_derives_the_same_cases() {
     }
     assert_eq!(Derivation::default().record(), None);
 }
+
+/// Every derived case maps back to the base case it was derived from, and no base or searched
+/// argument maps anywhere.
+#[test]
+fn a_derived_argument_maps_back_to_its_base() {
+    for (f, name) in [
+        (Function::Exp2, "binary16"),
+        (Function::Cbrt, "binary16"),
+        (Function::Sqrt, "bfloat16"),
+        (Function::Rsqrt, "binary16"),
+    ] {
+        let fmt = Format::named(name).unwrap();
+        let cfg = SearchConfig::in_format(f, fmt, 4);
+        let units = split_whole(f, fmt, 4, Some(6)).unwrap();
+        let (kept, plan) = reduce(f, fmt, 4, units);
+        let base = searched(&cfg, &kept);
+        let each = derive_each(f, fmt, 4, &plan, &base.hr_cases).unwrap();
+        assert!(!each.is_empty(), "{f} {name}: nothing derived");
+        let arg = |x: &str| {
+            let v = parse_number(x, fmt.precision.bits(), Round::Nearest).unwrap();
+            Argument::from_float_in(&v, fmt).unwrap()
+        };
+        let mut subnormal = 0;
+        for (from, c) in &each {
+            let a = arg(&c.x);
+            subnormal += usize::from(a.significand >> (fmt.precision.bits() - 1) == 0);
+            let back = plan.base_argument(fmt, a);
+            assert_eq!(
+                back.map(|b| b.to_hex(fmt.precision)),
+                Some(from.clone()),
+                "{f} {name}: {}",
+                c.x
+            );
+        }
+        if f != Function::Exp2 {
+            assert!(subnormal > 0, "{f} {name}: no subnormal case derived");
+        }
+        for c in &base.hr_cases {
+            assert_eq!(
+                plan.base_argument(fmt, arg(&c.x)),
+                None,
+                "{f} {name}: {}",
+                c.x
+            );
+        }
+    }
+}

@@ -91,7 +91,8 @@ pub async fn apply_estimate(
 /// Loads known HR-cases (ringers) into a campaign: each is verified with MPFR on the
 /// campaign's function, format and `min_bits`, and only verified ones inside a unit and
 /// outside its skipped runs count (a trivial run's arguments are all hard, and an engine lists
-/// the run, never a case inside it). Every result of their units is judged against them, those
+/// the run, never a case inside it). A case of a binade the campaign derives is loaded as the
+/// base case it is a copy of (verified too), in the base unit. Every result of their units is judged against them, those
 /// recorded before included: a result without one is refuted, its worker quarantined, and a
 /// unit that rested on it redone. Workers never see known cases.
 #[utoipa::path(post, path = "/campaigns/{id}/known-cases", tag = "campaigns",
@@ -109,21 +110,34 @@ async fn load_known_cases(
     let campaign = store::get_campaign(&s.pool, id).await?;
     let fmt = engine::stored_format(campaign.precision, campaign.format.as_deref())?;
     let (function, min_bits) = (campaign.function.clone(), campaign.min_bits);
+    let derivation = s.derivations.get(&s.pool, id, fmt).await?;
     let submitted = xs.len() as u64;
     let mut refused = Vec::new();
     let mut known = Vec::new();
-    for (x, v) in mpfr(&s, move || {
+    let mut derived_to_base = 0;
+    for (x, v, mapped) in mpfr(&s, move || {
         xs.into_iter()
             .map(|x| {
                 let v = engine::verify_known(&function, fmt, min_bits, &x);
-                (x, v)
+                // A case of a derived binade is no unit's: its base case is.
+                let base = match (&v, &derivation) {
+                    (Ok((place, case)), Some(d)) => {
+                        engine::known_base(&function, fmt, min_bits, d, case, *place)
+                    }
+                    _ => None,
+                };
+                let mapped = base.is_some();
+                (x, base.unwrap_or(v), mapped)
             })
             .collect::<Vec<_>>()
     })
     .await?
     {
         match v {
-            Ok((place, case)) => known.push(store_known::Known { place, case }),
+            Ok((place, case)) => {
+                derived_to_base += u64::from(mapped);
+                known.push(store_known::Known { place, case })
+            }
             Err(why) => refused.push(KnownCaseRefused { x, why }),
         }
     }
@@ -155,6 +169,7 @@ async fn load_known_cases(
         submitted,
         loaded: loaded.loaded,
         already_known: loaded.already_known,
+        derived_to_base,
         refused,
         refused_total,
         units_reopened: loaded.units_reopened,

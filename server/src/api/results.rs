@@ -307,7 +307,7 @@ async fn record_verified(
                 unit_id: posts[i].unit_id,
                 result: &posts[i].result,
                 verified: &verified[i].cases,
-                derived: &verified[i].derived,
+                derives: verified[i].derives,
                 skipped: &verified[i].runs,
                 judged: verified[i].judged,
                 audit_roll: rand::random(),
@@ -335,6 +335,10 @@ async fn record_verified(
                 recorded.outvoted_workers.len() as u64,
             );
             flows::enforce(s, Some(&recorded.outvoted_workers)).await?;
+        }
+        if accepted > 0 && verified.iter().any(|v| v.derives && !v.cases.is_empty()) {
+            // Queued in the same transaction: the background derivation takes them now.
+            s.derive_wake.notify_waiters();
         }
         if accepted > 0 {
             s.workers.set_speed(&worker.token_hash, recorded.speed);
@@ -382,7 +386,7 @@ async fn verify(
             cases: Vec::new(),
             runs: Vec::new(),
             judged: engine::audited_arguments(&ctx.function, fmt, &ctx.unit, &[]),
-            derived: Vec::new(),
+            derives: false,
         });
     }
     let budget = s.config.verify_budget;
@@ -405,16 +409,11 @@ async fn verify(
     .await
     .map_err(|_| Error::Unavailable("the server is busy verifying results; retry later".into()))?
     .map_err(|_| Error::Internal("the verification queue is closed".into()))?;
-    let derive = s
+    let derives = s
         .derivations
         .get(&s.pool, ctx.campaign_id, fmt)
         .await?
-        .map(|derivation| DeriveJob {
-            function: ctx.function.clone(),
-            fmt,
-            min_bits: ctx.min_bits,
-            derivation,
-        });
+        .is_some();
     let job = VerifyJob {
         cases: result.hr_cases.clone(),
         exact: result.exact_cases.clone(),
@@ -437,11 +436,7 @@ async fn verify(
         let outcome = match ran {
             Ok((out, took)) => {
                 charge(&task_state, worker_id, lease_id, unit_id, &out, took).await;
-                match (out, derive) {
-                    // The server's own work, after the worker's budget: not charged to it.
-                    (Ok(v), Some(d)) if !v.cases.is_empty() => d.run(v).await,
-                    (out, _) => out,
-                }
+                out.map(|v| Verified { derives, ..v })
             }
             Err(e) => Err(Error::Internal(format!("verification task failed: {e}"))),
         };
@@ -480,34 +475,9 @@ pub(crate) struct Verified {
     pub cases: Vec<HrCase>,
     pub runs: Vec<SkippedRun>,
     pub judged: Option<f64>,
-    /// The cases the campaign derives from `cases` (its reduction), each with its base case.
-    pub derived: Vec<(String, HrCase)>,
-}
-
-/// The cases a campaign derives from a base unit's verified cases: MPFR work of the server's
-/// own (as much as verifying those cases had they been searched), outside the worker's budget.
-struct DeriveJob {
-    function: String,
-    fmt: tmd_kernels::numbers::format::Format,
-    min_bits: u32,
-    derivation: std::sync::Arc<tmd_kernels::plan::reduce::Derivation>,
-}
-
-impl DeriveJob {
-    async fn run(self, mut v: Verified) -> Result<Verified> {
-        tokio::task::spawn_blocking(move || {
-            v.derived = engine::derive_cases(
-                &self.function,
-                self.fmt,
-                self.min_bits,
-                &self.derivation,
-                &v.cases,
-            )?;
-            Ok(v)
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("derivation task failed: {e}")))?
-    }
+    /// Whether the campaign derives other binades' cases from `cases` (its reduction): the
+    /// coordinator does it in the background, on its own time, not the worker's budget.
+    pub derives: bool,
 }
 
 /// One post's MPFR work, owned by its task.
@@ -552,7 +522,7 @@ impl VerifyJob {
             cases,
             runs,
             judged,
-            derived: Vec::new(),
+            derives: false,
         })
     }
 }

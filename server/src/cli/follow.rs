@@ -370,9 +370,14 @@ fn status_text(p: &CampaignProgress) -> String {
 
 /// The HR-cases so far, and how many of them were derived where the campaign derives.
 fn cases_text(p: &CampaignProgress) -> String {
-    match p.hr_cases_derived {
+    let cases = match p.hr_cases_derived {
         0 => format!("{} HR-cases", p.hr_cases),
         d => format!("{} HR-cases ({d} derived)", p.hr_cases),
+    };
+    match (p.derivations_pending, p.derivations_failed) {
+        (0, _) => cases,
+        (n, 0) => format!("{cases}, {n} results to derive"),
+        (n, f) => format!("{cases}, {n} results to derive ({f} failed: see the server's log)"),
     }
 }
 

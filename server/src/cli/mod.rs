@@ -202,6 +202,12 @@ pub struct ServeArgs {
     /// Results verified with MPFR at once [default: the number of cores].
     #[arg(long, env = "TMD_VERIFY_CONCURRENCY")]
     pub verify_concurrency: Option<usize>,
+    /// Background tasks that derive the cases of campaigns with a reduction (exp2, cbrt, sqrt,
+    /// rsqrt) from their base units' accepted results, each judged again by MPFR; a result
+    /// post only queues them. 0: this process derives nothing (another coordinator on the same
+    /// database does; such campaigns stay incomplete until one does).
+    #[arg(long, env = "TMD_DERIVE_TASKS", default_value_t = 2)]
+    pub derive_tasks: usize,
     /// Most seconds of MPFR verification the posts of one worker for one unit may cost, all
     /// its posts of that unit together (a post that times out is charged too). Past it the
     /// post is refused with `verification_budget`, which counts against the worker. An honest
@@ -409,6 +415,7 @@ impl ServeArgs {
         if let Some(n) = self.verify_concurrency {
             c.verify_concurrency = n.max(1);
         }
+        c.derive_tasks = self.derive_tasks;
         if self
             .accept_engine
             .iter()

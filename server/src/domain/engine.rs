@@ -596,6 +596,48 @@ pub fn verify_known(
     }
 }
 
+/// A verified case and where it lies (sign, exponent, significand in the units' writing).
+pub type PlacedCase = ((bool, i32, u64), HrCase);
+
+/// The base case a known case of a derived binade stands for (`place`: where it lies, in the
+/// units' writing), verified by MPFR like any known case, with the same hardness as the
+/// derived one: `None` where the case is not derived.
+pub fn known_base(
+    function: &str,
+    fmt: Format,
+    min_bits: u32,
+    d: &reduce::Derivation,
+    derived: &HrCase,
+    place: (bool, i32, u64),
+) -> Option<std::result::Result<PlacedCase, String>> {
+    let (negative, exponent, significand) = place;
+    let base = d.base_argument(
+        fmt,
+        Argument {
+            negative,
+            exponent,
+            significand,
+        },
+    )?;
+    let x = base.to_hex(fmt.precision);
+    Some(
+        verify_known(function, fmt, min_bits, &x).and_then(|(place, case)| {
+            if (case.bits, case.kind) == (derived.bits, derived.kind) {
+                Ok((place, case))
+            } else {
+                Err(format!(
+                    "its base case {x} has {} bits ({}), not {} ({}): the reduction fails \
+                     here; report it",
+                    case.bits,
+                    case.kind.as_str(),
+                    derived.bits,
+                    derived.kind.as_str()
+                ))
+            }
+        }),
+    )
+}
+
 /// Most skipped runs one result may carry (as many as cases): a unit where many arguments
 /// apart are skipped (tanpi where the format's arguments are multiples of 1/8: a pole every
 /// fourth; coarser grids are one exact run) cannot be reported whole and is quarantined with

@@ -8,6 +8,8 @@ use crate::store;
 use crate::store::trust as store_trust;
 use crate::AppState;
 
+pub mod derive;
+
 /// Runs one expiry pass and counts what it did; the workers whose leases expired are held to
 /// the quarantine bar.
 pub async fn expire(s: &AppState) -> Result<()> {

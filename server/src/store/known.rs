@@ -203,7 +203,8 @@ pub struct Removed {
 
 /// Takes the cases `xs` (canonical arguments) out of campaign `campaign_id`'s recorded and known
 /// cases into `removed_cases`, with `reason`, and judges their units again, in one
-/// transaction: the units are locked first (before the cases' rows, as a post takes them).
+/// transaction: the units are locked first (before the cases' rows, as a post takes them). The
+/// cases derived from a removed case go with it (they stand or fall with their base).
 pub async fn remove(
     pool: &PgPool,
     campaign_id: i64,
@@ -229,7 +230,8 @@ pub async fn remove(
     units.sort_unstable();
     let touched = lock_units(&mut tx, &units).await?;
     let moved: Vec<String> = sqlx::query_scalar(
-        "WITH h AS (DELETE FROM hr_cases WHERE campaign_id = $1 AND x = ANY($2) \
+        "WITH h AS (DELETE FROM hr_cases WHERE campaign_id = $1 \
+                        AND (x = ANY($2) OR derived_from = ANY($2)) \
                     RETURNING unit_id, x, bits, neg_log2_d, kind, rounded), \
          k AS (DELETE FROM known_cases WHERE campaign_id = $1 AND x = ANY($2) \
                RETURNING unit_id, x, bits, neg_log2_d, kind, rounded), \

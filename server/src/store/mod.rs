@@ -425,6 +425,12 @@ fn parse_u128(s: &str) -> u128 {
 /// never the campaign's units: its cost does not grow with the campaign.
 pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgress> {
     let campaign = fetch_campaign(pool, id).await?;
+    // Read before the counts: when nothing is left to derive, every derived case is counted.
+    let (derivations_pending, derivations_failed) = if campaign.derived.is_empty() {
+        (0, 0)
+    } else {
+        derivations::pending_counts(pool, id).await?
+    };
     let t = tallies::campaign_tally(pool, id).await?;
     let info = tallies::estimate_info(pool, id).await?;
     let base = tallies::rate_base(pool, id).await?;
@@ -499,7 +505,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
             units: campaign.units_total,
             arguments: campaign.arguments_total.clone(),
         },
-        complete: done.units == campaign.units_total,
+        complete: done.units == campaign.units_total && derivations_pending == 0,
         completed_at: campaign.completed_at,
         done,
         leased,
@@ -511,6 +517,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         hr_cases: t.hr_cases,
         hr_cases_derived,
         derived: campaign.derived.clone(),
+        derivations_pending,
+        derivations_failed,
         skipped,
         skipped_runs,
         hardest,
@@ -737,7 +745,8 @@ pub(crate) const UNITS_WAITING: &str = "(SELECT COALESCE(sum(t.units_pending \
      + t.units_quarantined), 0) FROM campaign_tallies t WHERE t.campaign_id = c.id)";
 
 /// Marks complete, in the caller's transaction, those of `campaigns` (active or paused) whose
-/// units are all done, as this transaction sees them; returns their ids.
+/// units are all done and whose base results' cases are all derived (none queued in
+/// `pending_derivations`), as this transaction sees them; returns their ids.
 ///
 /// Two transactions that finish a campaign's last two units at once must not both miss it
 /// (each seeing the other's unit still leased): so when no unit of a campaign is pending or
@@ -770,6 +779,7 @@ pub async fn complete_campaigns(
         "UPDATE campaigns c SET state = 'complete', completed_at = now() \
          WHERE c.id = ANY($1) AND c.state IN ('active', 'paused') \
            AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state <> 'done') \
+           AND NOT EXISTS (SELECT 1 FROM pending_derivations p WHERE p.campaign_id = c.id) \
          RETURNING c.id",
     )
     .bind(&ids)
@@ -800,9 +810,10 @@ pub async fn reopen_campaigns(tx: &mut Transaction<'_, Postgres>, units: &[i64])
     Ok(())
 }
 
-/// Marks complete every active or paused campaign whose units are all done (the sweeper's
-/// backstop of [`complete_campaigns`]); returns their ids. The completion time is when its
-/// last unit was done.
+/// Marks complete every active or paused campaign whose units are all done and whose
+/// derivations are all recorded (the sweeper's backstop of [`complete_campaigns`]); returns
+/// their ids. The completion time is when its last unit was done, or now for a campaign that
+/// derives (its last derivation ended just now).
 pub async fn complete_finished_campaigns(pool: &PgPool) -> Result<Vec<i64>> {
     // Only campaigns near their end ([`UNITS_WAITING`]) are checked unit by unit.
     let done: Vec<(i64,)> = sqlx::query_as(&format!(
@@ -810,10 +821,12 @@ pub async fn complete_finished_campaigns(pool: &PgPool) -> Result<Vec<i64>> {
              SELECT c.id FROM campaigns c \
              WHERE c.state IN ('active', 'paused') AND {UNITS_WAITING} = 0) \
          UPDATE campaigns c SET state = 'complete', \
-             completed_at = COALESCE((SELECT max(done_at) FROM units u \
-                                      WHERE u.campaign_id = c.id AND u.state = 'done'), now()) \
+             completed_at = CASE WHEN c.derivation IS NOT NULL THEN now() \
+                 ELSE COALESCE((SELECT max(done_at) FROM units u \
+                                WHERE u.campaign_id = c.id AND u.state = 'done'), now()) END \
          FROM near_end WHERE c.id = near_end.id AND c.state IN ('active', 'paused') \
            AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state <> 'done') \
+           AND NOT EXISTS (SELECT 1 FROM pending_derivations p WHERE p.campaign_id = c.id) \
          RETURNING c.id"
     ))
     .fetch_all(pool)

@@ -73,9 +73,10 @@ pub struct Post<'a> {
     pub unit_id: i64,
     pub result: &'a UnitResult,
     pub verified: &'a [HrCase],
-    /// The cases the campaign derives from `verified`, each with its base case: recorded with
-    /// them, apart from every count of the worker's own (the audit, the result's `hr_count`).
-    pub derived: &'a [(String, HrCase)],
+    /// Whether the campaign derives cases from `verified` (its reduction): the result is then
+    /// queued for the coordinator's background derivation (`pending_derivations`), whose
+    /// cases count apart from every count of the worker's own (the audit, `hr_count`).
+    pub derives: bool,
     /// The unit's skipped runs as the server computed them (equal to the posted ones).
     pub skipped: &'a [SkippedRun],
     /// The arguments the count audit judges (`engine::audited_arguments`); `None` where the
@@ -492,8 +493,8 @@ struct Columns<'p> {
     case_d: Vec<f64>,
     case_kind: Vec<&'p str>,
     case_rounded: Vec<&'p str>,
-    /// The base case of each derived case, `None` for a case of the unit itself.
-    case_from: Vec<Option<&'p str>>,
+    /// Each result's unit where its cases are to be derived (queued), in no order.
+    derive_units: Vec<i64>,
 }
 
 impl<'p> Columns<'p> {
@@ -570,13 +571,16 @@ impl<'p> Columns<'p> {
         let u_proven: Vec<bool> = r_hr.iter().map(|&h| h > 0).collect();
         let (mut h_unit, mut h_campaign, mut h_x, mut h_bits, mut h_d, mut h_kind, mut h_rounded) =
             (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-        let mut h_from = vec![];
+        let derive_units: Vec<i64> = accepted
+            .iter()
+            .map(|&i| &posts[i])
+            .filter(|p| p.derives && !p.verified.is_empty())
+            .map(|p| p.unit_id)
+            .collect();
         for &i in &accepted {
             let p = &posts[i];
             let campaign = units[&p.unit_id].unit.campaign_id;
-            let own = p.verified.iter().map(|c| (None, c));
-            let derived = p.derived.iter().map(|(from, c)| (Some(from.as_str()), c));
-            for (from, c) in own.chain(derived) {
+            for c in p.verified {
                 h_unit.push(p.unit_id);
                 h_campaign.push(campaign);
                 h_x.push(c.x.as_str());
@@ -584,7 +588,6 @@ impl<'p> Columns<'p> {
                 h_d.push(c.neg_log2_d);
                 h_kind.push(c.kind.as_str());
                 h_rounded.push(c.rounded.as_str());
-                h_from.push(from);
             }
         }
         Ok(Columns {
@@ -610,7 +613,7 @@ impl<'p> Columns<'p> {
             case_d: h_d,
             case_kind: h_kind,
             case_rounded: h_rounded,
-            case_from: h_from,
+            derive_units,
             accepted,
         })
     }
@@ -736,12 +739,16 @@ async fn insert_results(
              RETURNING id, unit_id), \
          h AS ( \
              INSERT INTO hr_cases (campaign_id, unit_id, result_id, x, bits, neg_log2_d, kind, \
-                                   rounded, derived_from) \
-             SELECT t.c, t.u, r.id, t.x, t.b, t.d, t.k, t.rd, t.df \
+                                   rounded) \
+             SELECT t.c, t.u, r.id, t.x, t.b, t.d, t.k, t.rd \
              FROM UNNEST($11::int8[], $12::int8[], $13::text[], $14::int4[], $15::float8[], \
-                         $16::text[], $17::text[], $26::text[]) AS t(u, c, x, b, d, k, rd, df) \
+                         $16::text[], $17::text[]) AS t(u, c, x, b, d, k, rd) \
                   JOIN r ON r.unit_id = t.u \
-             ON CONFLICT (campaign_id, x) DO NOTHING) \
+             ON CONFLICT (campaign_id, x) DO NOTHING), \
+         q AS ( \
+             INSERT INTO pending_derivations (result_id, campaign_id) \
+             SELECT r.id, u.campaign_id FROM r JOIN units u ON u.id = r.unit_id \
+             WHERE r.unit_id = ANY($26)) \
          SELECT unit_id, id FROM r",
     )
     .bind(worker_id)
@@ -769,7 +776,7 @@ async fn insert_results(
     .bind(&cols.case_xs)
     .bind(&cols.expected)
     .bind(&cols.implausible)
-    .bind(&cols.case_from)
+    .bind(&cols.derive_units)
     .fetch_all(&mut **tx)
     .await?;
     Ok(inserted.into_iter().collect())

@@ -18,7 +18,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use sqlx::PgPool;
-use tmd_wire::{ApiError, Campaign, ExportedHrCase, HrCasesDocument, HrKind, SkippedRun};
+use tmd_wire::{
+    ApiError, Campaign, CampaignState, ExportedHrCase, HrCasesDocument, HrKind, SkippedRun,
+};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -413,6 +415,15 @@ fn write_prefix(buf: &mut Vec<u8>, c: &Campaign, spec: &ExportSpec) {
                     HrOrder::Hardness => "hardness",
                 }
             );
+            if c.state != CampaignState::Complete {
+                // A partial list reads like a complete one with fewer cases: say it is not.
+                let _ = writeln!(
+                    buf,
+                    "# not complete (campaign {}): the cases of units not done yet, and of \
+                     derivations not recorded yet, are missing",
+                    c.state.as_str()
+                );
+            }
             for d in &c.derived {
                 let _ = writeln!(
                     buf,
