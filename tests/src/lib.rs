@@ -374,6 +374,21 @@ pub async fn get_text(server: &str, path: &str) -> String {
     resp.text().await.unwrap()
 }
 
+/// The JSON an admin POST of `body` to `path` (under `/api/v1`) answers; fails unless it
+/// succeeds.
+pub async fn post_json(server: &str, path: &str, body: &Value) -> Value {
+    let resp = reqwest::Client::new()
+        .post(format!("{server}/api/v1{path}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .timeout(Duration::from_secs(30))
+        .json(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    assert!(resp.status().is_success(), "POST {path}: {}", resp.status());
+    resp.json().await.unwrap()
+}
+
 /// Units done of a campaign, from its progress; `None` while the server is down.
 pub async fn units_done(server: &str, campaign: i64) -> Option<i64> {
     let p = get(server, &format!("/campaigns/{campaign}/progress")).await?;

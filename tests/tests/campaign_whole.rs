@@ -207,16 +207,12 @@ async fn a_campaign_that_derives_equals_a_search_of_every_binade() {
     .fetch_one(c.db.pool())
     .await
     .unwrap();
-    let loaded: serde_json::Value = reqwest::Client::new()
-        .post(format!("{url}/api/v1/campaigns/{}/known-cases", c.id))
-        .bearer_auth(tmd_tests::ADMIN_TOKEN)
-        .json(&serde_json::json!({ "lines": [copy] }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let loaded = tmd_tests::post_json(
+        &url,
+        &format!("/campaigns/{}/known-cases", c.id),
+        &serde_json::json!({ "lines": [copy] }),
+    )
+    .await;
     assert_eq!(loaded["loaded"], 1, "{loaded}");
     assert_eq!(loaded["derived_to_base"], 1, "{loaded}");
     assert_eq!(loaded["units_reopened"], 0, "{loaded}");
@@ -236,16 +232,12 @@ async fn a_campaign_that_derives_equals_a_search_of_every_binade() {
     .await
     .unwrap();
     assert!(copies > 1, "{base}: {copies} derived copies");
-    let removed: serde_json::Value = reqwest::Client::new()
-        .post(format!("{url}/api/v1/campaigns/{}/cases/remove", c.id))
-        .bearer_auth(tmd_tests::ADMIN_TOKEN)
-        .json(&serde_json::json!({"xs": [base], "reason": "test: a base case goes"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let removed = tmd_tests::post_json(
+        &url,
+        &format!("/campaigns/{}/cases/remove", c.id),
+        &serde_json::json!({"xs": [base], "reason": "test: a base case goes"}),
+    )
+    .await;
     assert_eq!(removed["removed"].as_i64(), Some(copies + 1), "{removed}");
     let left: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM hr_cases WHERE campaign_id = $1 AND (x = $2 OR derived_from = $2)",
