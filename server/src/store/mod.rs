@@ -775,8 +775,10 @@ pub async fn complete_campaigns(
         return Ok(Vec::new());
     }
     let ids: Vec<i64> = near_end.into_iter().map(|(id,)| id).collect();
+    // The clock, not `now()`: a transaction's start, seconds early for a derivation batch
+    // (or a large post) that ends the campaign.
     let done: Vec<(i64,)> = sqlx::query_as(
-        "UPDATE campaigns c SET state = 'complete', completed_at = now() \
+        "UPDATE campaigns c SET state = 'complete', completed_at = clock_timestamp() \
          WHERE c.id = ANY($1) AND c.state IN ('active', 'paused') \
            AND NOT EXISTS (SELECT 1 FROM units u WHERE u.campaign_id = c.id AND u.state <> 'done') \
            AND NOT EXISTS (SELECT 1 FROM pending_derivations p WHERE p.campaign_id = c.id) \
@@ -821,7 +823,7 @@ pub async fn complete_finished_campaigns(pool: &PgPool) -> Result<Vec<i64>> {
              SELECT c.id FROM campaigns c \
              WHERE c.state IN ('active', 'paused') AND {UNITS_WAITING} = 0) \
          UPDATE campaigns c SET state = 'complete', \
-             completed_at = CASE WHEN c.derivation IS NOT NULL THEN now() \
+             completed_at = CASE WHEN c.derivation IS NOT NULL THEN clock_timestamp() \
                  ELSE COALESCE((SELECT max(done_at) FROM units u \
                                 WHERE u.campaign_id = c.id AND u.state = 'done'), now()) END \
          FROM near_end WHERE c.id = near_end.id AND c.state IN ('active', 'paused') \
