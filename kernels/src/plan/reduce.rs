@@ -9,6 +9,11 @@
 //!   (`rsqrt(4x) = rsqrt(x) / 2`): binades `period` apart hold the same significands with the
 //!   same hardness; a subnormal argument is a base argument whose significand ends in as many
 //!   zeros as it lost bits.
+//! - log2 (`log2(2^j m) = j + log2(m)`): the results of the binades `j` whose results all lie
+//!   in one output binade `2^k` are judged on one grid, where the integer `j` shifts nothing
+//!   but the breakpoint's index (and a negative result mirrors them): every such binade holds
+//!   its base's cases, the base being the binade `2^(2^k)` (results in `[2^k, 2^k + 1)`).
+//!   Subnormal arguments are scaled copies as for the scalings.
 //!
 //! A binade is derived only where every one of its arguments and of its base's is covered by
 //! the plan, none is skipped (`skip::skipped_runs`), and every result is normal; where some
@@ -34,6 +39,9 @@ pub enum Reduction {
     Exp2Integer,
     /// `f(2^period x) = 2^(±1) f(x)`: cbrt (period 3), sqrt and rsqrt (period 2).
     Scale { period: u32 },
+    /// log2 of the binades whose results share the output binade `2^k` (`k >= 0`) from the
+    /// binade `2^(2^k)`.
+    Log2Exponent,
 }
 
 impl Reduction {
@@ -43,6 +51,7 @@ impl Reduction {
             Function::Exp2 => Some(Reduction::Exp2Integer),
             Function::Cbrt => Some(Reduction::Scale { period: 3 }),
             Function::Sqrt | Function::Rsqrt => Some(Reduction::Scale { period: 2 }),
+            Function::Log2 => Some(Reduction::Log2Exponent),
             _ => None,
         }
     }
@@ -54,6 +63,10 @@ impl Reduction {
                 "exp2(m + b) = 2^m exp2(b) for an integer m and |b| in [1, 2): the same \
                  significand, the same hardness"
             }
+            (Reduction::Log2Exponent, _) => {
+                "log2(2^j m) = j + log2(m): binades whose results lie in one binade 2^k share \
+                 their cases (a negative result mirrors them)"
+            }
             (_, Function::Cbrt) => "cbrt(8x) = 2 cbrt(x): binades 3 apart share their cases",
             (_, Function::Sqrt) => "sqrt(4x) = 2 sqrt(x): binades 2 apart share their cases",
             _ => "rsqrt(4x) = rsqrt(x) / 2: binades 2 apart share their cases",
@@ -61,7 +74,8 @@ impl Reduction {
     }
 
     /// The base binade of the derived binade `e` (`e` below `emin` for subnormal arguments:
-    /// see [`Binade`]), `None` where `e` is a base binade or cannot be derived.
+    /// see [`Binade`]), `None` where `e` is a base binade or cannot be derived. A base may lie
+    /// outside the format (log2's `2^(2^k)` beyond `emax`): [`reduce`] checks it is searched.
     fn base_of(self, e: i32, p: u32) -> Option<i32> {
         match self {
             Reduction::Exp2Integer => (1..=p as i32 - 2).contains(&e).then_some(0),
@@ -69,15 +83,36 @@ impl Reduction {
                 let b = e.rem_euclid(period as i32);
                 (b != e).then_some(b)
             }
+            Reduction::Log2Exponent => {
+                let b = 1i32 << log2_output_binade(e)?;
+                // The breakpoints of 2^k are 2^(k+1-p) apart: an integer j is a multiple.
+                (b != e && b.ilog2() < p).then_some(b)
+            }
         }
     }
 
-    /// The base binades.
-    fn bases(self) -> Vec<i32> {
+    /// The base binades of a format whose largest exponent is `emax`.
+    fn bases(self, emax: i32) -> Vec<i32> {
         match self {
             Reduction::Exp2Integer => vec![0],
             Reduction::Scale { period } => (0..period as i32).collect(),
+            Reduction::Log2Exponent => (0..31)
+                .map(|k| 1i32 << k)
+                .take_while(|&b| b <= emax)
+                .collect(),
         }
+    }
+}
+
+/// The output binade `k` (results of magnitude in `[2^k, 2^(k+1))`) of log2 on every
+/// argument of the binade `2^j` but `2^j` itself, where that is one binade: `log2(2^j m)` lies
+/// in `[j, j + 1)` for `j >= 1` and in `(j, j + 1)` for `j <= -2`; `None` for `j` of 0 or -1,
+/// whose results span binades.
+fn log2_output_binade(j: i32) -> Option<u32> {
+    match j {
+        1.. => Some(j.ilog2()),
+        ..=-2 => Some((j.unsigned_abs() - 1).ilog2()),
+        _ => None,
     }
 }
 
@@ -260,7 +295,7 @@ impl Derivation {
         }
         let base_e = r.base_of(e, p)?;
         let significand = match r {
-            Reduction::Scale { .. } => a.significand << k,
+            Reduction::Scale { .. } | Reduction::Log2Exponent => a.significand << k,
             // |x| = m + |b| with |b| in [1, 2): |b|'s fraction is |x|'s, on the grid of 2^-e.
             Reduction::Exp2Integer => {
                 let fraction = a.significand & ((1u64 << (p - 1 - e as u32)) - 1);
@@ -315,19 +350,24 @@ pub fn reduce(
     }
     let mut regions: BTreeMap<Binade, Vec<(u128, u128)>> = BTreeMap::new();
     for negative in [false, true] {
-        let bases_clean = r.bases().into_iter().all(|e| {
-            let b = Binade {
-                negative,
-                exponent: e,
-            };
-            e >= x.emin && e <= x.emax && full(b) && clean(as_unit(b, p, x.emin))
-        });
-        if !bases_clean {
-            continue;
-        }
+        // A binade is derived from its own base, searched whole and clean.
+        let clean_bases: BTreeSet<i32> = r
+            .bases(x.emax)
+            .into_iter()
+            .filter(|&e| {
+                let b = Binade {
+                    negative,
+                    exponent: e,
+                };
+                e >= x.emin && e <= x.emax && full(b) && clean(as_unit(b, p, x.emin))
+            })
+            .collect();
         for exponent in x.emin - (p as i32 - 1)..=x.emax {
             let b = Binade { negative, exponent };
-            if r.base_of(exponent, p).is_none() || !full(b) {
+            let based = r
+                .base_of(exponent, p)
+                .is_some_and(|e| clean_bases.contains(&e));
+            if !based || !full(b) {
                 continue;
             }
             if clean(as_unit(b, p, x.emin)) {
@@ -421,16 +461,19 @@ pub fn whole_derivable(f: Function, fmt: Format, min_bits: u32) -> BTreeSet<(boo
     let clean = |b: Binade| clean(f, fmt, min_bits, as_unit(b, p, x.emin));
     let mut out = BTreeSet::new();
     for negative in [false, true] {
-        let bases_clean = r.bases().into_iter().all(|exponent| {
-            exponent >= x.emin && exponent <= x.emax && clean(Binade { negative, exponent })
-        });
-        if !bases_clean {
-            continue;
-        }
+        let clean_bases: BTreeSet<i32> = r
+            .bases(x.emax)
+            .into_iter()
+            .filter(|&exponent| {
+                exponent >= x.emin && exponent <= x.emax && clean(Binade { negative, exponent })
+            })
+            .collect();
         let derived: Vec<i32> = (x.emin..=x.emax)
             .into_par_iter()
             .filter(|&exponent| {
-                r.base_of(exponent, p).is_some() && clean(Binade { negative, exponent })
+                r.base_of(exponent, p)
+                    .is_some_and(|e| clean_bases.contains(&e))
+                    && clean(Binade { negative, exponent })
             })
             .collect();
         out.extend(derived.into_iter().map(|e| (negative, e)));
@@ -590,14 +633,22 @@ fn runs(
 ) -> Vec<DerivedRun> {
     let p = fmt.precision;
     let emin = fmt.exponents.map_or(0, |x| x.emin);
-    // (negative, first exponent, first significand, last exponent, end significand, count)
-    let mut groups: Vec<(bool, i32, u128, i32, u128, u128)> = Vec::new();
+    // log2's runs stop where the base changes: each names its own.
+    let base_exponent = |e: i32| match r {
+        Reduction::Log2Exponent => r.base_of(e, p.bits()),
+        _ => None,
+    };
+    // (negative, first exponent, first significand, last exponent, end significand, count,
+    // log2's base)
+    type Group = (bool, i32, u128, i32, u128, u128, Option<i32>);
+    let mut groups: Vec<Group> = Vec::new();
     for (b, ranges) in regions {
         let (start, end) = significands(*b, p.bits(), emin);
         for &(lo, hi) in ranges {
             match groups.last_mut() {
                 Some(g)
                     if g.0 == b.negative
+                        && g.6 == base_exponent(b.exponent)
                         && ((g.3 == b.exponent && g.4 == lo)
                             || (g.3 + 1 == b.exponent
                                 && g.4
@@ -616,15 +667,24 @@ fn runs(
                     g.4 = hi;
                     g.5 += hi - lo;
                 }
-                _ => groups.push((b.negative, b.exponent, lo, b.exponent, hi, hi - lo)),
+                _ => groups.push((
+                    b.negative,
+                    b.exponent,
+                    lo,
+                    b.exponent,
+                    hi,
+                    hi - lo,
+                    base_exponent(b.exponent),
+                )),
             }
             debug_assert!(hi <= end);
         }
     }
-    let base = |negative: bool| {
-        let top = match r {
-            Reduction::Exp2Integer => 1,
-            Reduction::Scale { period } => period,
+    let base = |negative: bool, log2_base: Option<i32>| {
+        let top = match (r, log2_base) {
+            (Reduction::Log2Exponent, Some(b)) => return format!("[0x1p+{b}, 0x1p+{})", b + 1),
+            (Reduction::Exp2Integer | Reduction::Log2Exponent, _) => 1,
+            (Reduction::Scale { period }, _) => period,
         };
         match negative {
             false => format!("[1, {})", 1u64 << top),
@@ -641,14 +701,14 @@ fn runs(
     };
     let mut out: Vec<DerivedRun> = groups
         .into_iter()
-        .map(|(negative, e0, lo, e1, hi, count)| {
+        .map(|(negative, e0, lo, e1, hi, count, log2_base)| {
             let (a, z) = (arg(negative, e0, lo), arg(negative, e1, hi - 1));
             let (first, last) = if negative { (z, a) } else { (a, z) };
             DerivedRun {
                 first,
                 last,
                 count,
-                base: base(negative),
+                base: base(negative, log2_base),
                 rule: r.rule(f).to_string(),
             }
         })
@@ -788,8 +848,10 @@ fn copies_of(r: Reduction, fmt: Format, a: Argument, copies: &[i32]) -> Vec<(Bin
             exponent: e,
         };
         match r {
-            Reduction::Scale { .. } if e >= emin => out.push((b, Argument { exponent: e, ..a })),
-            Reduction::Scale { .. } => {
+            Reduction::Scale { .. } | Reduction::Log2Exponent if e >= emin => {
+                out.push((b, Argument { exponent: e, ..a }))
+            }
+            Reduction::Scale { .. } | Reduction::Log2Exponent => {
                 // A subnormal argument: the base significand without its k lowest bits, which
                 // must be zeros.
                 let k = (emin - e) as u32;

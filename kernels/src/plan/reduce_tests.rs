@@ -62,6 +62,7 @@ fn small_formats_lose_nothing_by_the_reductions() {
             Function::Cbrt,
             Function::Sqrt,
             Function::Rsqrt,
+            Function::Log2,
         ] {
             let (whole, reduced, plan) = both(f, name, min_bits, u);
             assert!(plan.derives(), "{f} {name}: nothing derived");
@@ -83,13 +84,40 @@ fn derived_runs_count_what_the_search_leaves_out() {
         Function::Cbrt,
         Function::Sqrt,
         Function::Rsqrt,
+        Function::Log2,
     ] {
         let units = split_whole(f, fmt, 4, Some(6)).unwrap();
         let all: u128 = units.iter().map(|u| u128::from(u.count)).sum();
         let (kept, plan) = reduce(f, fmt, 4, units);
         let searched_count: u128 = kept.iter().map(|u| u128::from(u.count)).sum();
         assert_eq!(searched_count + plan.derived_arguments(), all, "{f}");
-        if f != Function::Exp2 {
+        if f == Function::Log2 {
+            // Results in [2^k, 2^(k+1)) from the binade 2^(2^k): binary16's bases go up to
+            // 2^8 (results in [8, 16)), so the subnormal binades 2^-15 and 2^-16 (results in
+            // (-16, -14)) are derived and those below (results beyond 16) searched.
+            let bases: Vec<(&str, &str)> = plan
+                .runs
+                .iter()
+                .map(|r| (r.first.as_str(), r.base.as_str()))
+                .collect();
+            assert_eq!(
+                bases,
+                [
+                    ("0x1p-16", "[0x1p+8, 0x1p+9)"),
+                    ("0x1p-8", "[0x1p+4, 0x1p+5)"),
+                    ("0x1p-4", "[0x1p+2, 0x1p+3)"),
+                    ("0x1p-2", "[0x1p+1, 0x1p+2)"),
+                    ("0x1p+3", "[0x1p+2, 0x1p+3)"),
+                    ("0x1p+5", "[0x1p+4, 0x1p+5)"),
+                    ("0x1p+9", "[0x1p+8, 0x1p+9)"),
+                ]
+            );
+            let below = kept
+                .iter()
+                .filter(|u| u.exponent == -14 && u.first >> 10 == 0)
+                .all(|u| u.first + u.count <= 1 << 8);
+            assert!(below, "log2: subnormal arguments of 2^-16 or more searched");
+        } else if f != Function::Exp2 {
             // Subnormal arguments (binades below 2^-14) derived, every one: the unit holding
             // zero and the narrowest binades is cut at their bounds, and only zero is searched.
             assert!(
@@ -217,6 +245,7 @@ fn bfloat16_at_every_threshold_loses_nothing() {
             Function::Cbrt,
             Function::Sqrt,
             Function::Rsqrt,
+            Function::Log2,
         ] {
             let (whole, reduced, _) = both_in(f, Format::named("bfloat16").unwrap(), min_bits, 4);
             assert_eq!(whole, reduced, "{f} at {min_bits} bits");
@@ -239,6 +268,7 @@ fn wider_precisions_lose_nothing() {
             Function::Cbrt,
             Function::Sqrt,
             Function::Rsqrt,
+            Function::Log2,
         ] {
             let (whole, reduced, plan) = both_in(f, fmt, bits / 2 + 2, bits - 6);
             assert!(plan.derives(), "{f} p{bits}");
@@ -268,6 +298,7 @@ fn a_whole_plan_reduced_as_it_is_cut_is_the_plan_reduced_after() {
             Function::Cbrt,
             Function::Sqrt,
             Function::Rsqrt,
+            Function::Log2,
             Function::Exp,
         ] {
             let units = split_whole(f, fmt, min_bits, Some(u)).unwrap();
@@ -325,12 +356,53 @@ fn whole_binary80_functions_with_a_reduction_fit_the_plan() {
     }
 }
 
+/// Whole log2 in binary64 and binary80 searches one binade per output binade `2^k` (the
+/// binade `2^(2^k)`), the binades 2^0 and 2^-1 (results spanning binades) and the subnormal
+/// arguments whose results lie beyond the largest base's (below `2^-(2 emax' + 1)` with
+/// `emax'` the largest power of two up to `emax`): 12 binades of binary64 instead of 2,046.
+#[test]
+fn whole_log2_searches_one_binade_per_output_binade() {
+    use crate::plan::whole::split_whole_reduced;
+    for (name, unit_bits, top) in [("binary64", 44, 9), ("binary80", 50, 13)] {
+        let fmt = Format::named(name).unwrap();
+        let p = fmt.precision.bits();
+        let (units, plan) = split_whole_reduced(Function::Log2, fmt, 44, Some(unit_bits)).unwrap();
+        let searched: BTreeSet<i32> = units
+            .iter()
+            .filter(|u| u.first >> (p - 1) != 0)
+            .map(|u| u.exponent)
+            .collect();
+        let mut want: BTreeSet<i32> = (0..=top).map(|k| 1 << k).collect();
+        want.extend([-1, 0]);
+        assert_eq!(searched, want, "{name}: the normal binades searched");
+        // Below 2^emin: the binades 2^(emin-1) and 2^(emin-2) derived (results of magnitude
+        // under 2^(top+1)), those below searched.
+        let edge = 1u64 << (p - 3);
+        assert!(
+            units
+                .iter()
+                .filter(|u| u.first >> (p - 1) == 0 && !u.negative)
+                .all(|u| u.first + u.count <= edge),
+            "{name}: subnormal arguments of 2^(emin-2) or more searched"
+        );
+        assert!(plan
+            .regions
+            .keys()
+            .any(|b| b.exponent == fmt.exponents.unwrap().emin - 2));
+        assert!(units.iter().all(|u| u.count <= 1 << unit_bits), "{name}");
+    }
+}
+
 /// What a campaign keeps of a derivation gives it back whole (through JSON), derives the same
 /// cases one base case at a time as [`derive`] does all at once, and a record that names a
 /// binade no reduction derives, or a range outside its binade, is refused.
 #[test]
 fn a_kept_derivation_derives_the_same_cases() {
-    for (f, name) in [(Function::Exp2, "binary16"), (Function::Cbrt, "bfloat16")] {
+    for (f, name) in [
+        (Function::Exp2, "binary16"),
+        (Function::Cbrt, "bfloat16"),
+        (Function::Log2, "bfloat16"),
+    ] {
         let fmt = Format::named(name).unwrap();
         let cfg = SearchConfig::in_format(f, fmt, 4);
         let units = split_whole(f, fmt, 4, Some(6)).unwrap();
@@ -378,6 +450,7 @@ fn a_derived_argument_maps_back_to_its_base() {
         (Function::Cbrt, "binary16"),
         (Function::Sqrt, "bfloat16"),
         (Function::Rsqrt, "binary16"),
+        (Function::Log2, "binary16"),
     ] {
         let fmt = Format::named(name).unwrap();
         let cfg = SearchConfig::in_format(f, fmt, 4);

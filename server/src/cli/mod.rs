@@ -203,7 +203,7 @@ pub struct ServeArgs {
     #[arg(long, env = "TMD_VERIFY_CONCURRENCY")]
     pub verify_concurrency: Option<usize>,
     /// Background tasks that derive the cases of campaigns with a reduction (exp2, cbrt, sqrt,
-    /// rsqrt) from their base units' accepted results, each judged again by MPFR; a result
+    /// rsqrt, log2) from their base units' accepted results, each judged again by MPFR; a result
     /// post only queues them. 0: this process derives nothing (another coordinator on the same
     /// database does; such campaigns stay incomplete until one does).
     #[arg(long, env = "TMD_DERIVE_TASKS", default_value_t = 2)]
@@ -618,10 +618,11 @@ pub struct CreateArgs {
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
     /// Search every binade, even those the function's reduction derives. By default a
-    /// campaign of exp2, cbrt, sqrt or rsqrt searches only the base binades (exp2: [1, 2) and
-    /// (-2, -1] for |x| >= 2; cbrt: three binades, sqrt and rsqrt: two) and carries each base
-    /// case over to the binades it stands for (exp2(m + b) = 2^m exp2(b), cbrt(8x) = 2 cbrt(x),
-    /// sqrt(4x) = 2 sqrt(x)), each derived case judged again by MPFR and listed as an HR-case
+    /// campaign of exp2, cbrt, sqrt, rsqrt or log2 searches only the base binades (exp2: [1, 2)
+    /// and (-2, -1] for |x| >= 2; cbrt: three binades, sqrt and rsqrt: two; log2: one per
+    /// binade of results, 2^(2^k), beside [1/2, 2)) and carries each base case over to the
+    /// binades it stands for (exp2(m + b) = 2^m exp2(b), cbrt(8x) = 2 cbrt(x),
+    /// sqrt(4x) = 2 sqrt(x), log2(2^j m) = j + log2(m)), each derived case judged again by MPFR and listed as an HR-case
     /// of its own; the campaign and its exports name the derived runs.
     #[arg(long)]
     pub no_reduction: bool,

@@ -32,9 +32,10 @@ pub struct RangeArgs {
     /// the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
-    /// Search every binade of exp2, cbrt, sqrt and rsqrt. By default the binades whose cases
-    /// follow exactly from a base region (exp2(m + b) = 2^m exp2(b), cbrt(8x) = 2 cbrt(x),
-    /// sqrt(4x) = 2 sqrt(x), rsqrt(4x) = rsqrt(x) / 2), where the range covers them and their
+    /// Search every binade of exp2, cbrt, sqrt, rsqrt and log2. By default the binades whose
+    /// cases follow exactly from a base region (exp2(m + b) = 2^m exp2(b), cbrt(8x) = 2 cbrt(x),
+    /// sqrt(4x) = 2 sqrt(x), rsqrt(4x) = rsqrt(x) / 2, log2(2^j m) = j + log2(m) for the
+    /// binades whose results share a binade), where the range covers them and their
     /// base whole, are not searched: their cases are computed from the base's, each judged
     /// again by MPFR, and listed with the others; the output names the derived runs.
     #[arg(long)]
