@@ -295,6 +295,46 @@ async fn a_range_that_derives_equals_its_search() {
     assert_eq!(got, truth, "HR-cases of the range that derives");
 }
 
+/// log2 in binary16, whole: the campaign searches [1/2, 2), one binade per binade of results
+/// (2^1, 2^2, 2^4, 2^8) and the subnormal arguments below 2^-16, derives the rest, each run
+/// naming its base, and its HR-cases equal those of a search of every binade.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log2_campaign_derives_from_one_binade_per_binade_of_results() {
+    let args = [
+        "--function",
+        "log2",
+        "--format",
+        "binary16",
+        "--min-bits",
+        "5",
+        "--unit-bits",
+        "6",
+        "--whole",
+    ];
+    let mut every = args.to_vec();
+    every.push("--no-reduction");
+    let truth = tmd_tests::hr_case_keys(&tmd_tests::search_json(&every));
+    let (c, got, derived, wc) = derived_campaign("campaign-derives-log2", &args).await;
+    let runs = c["derived"].as_array().expect("derived runs");
+    let bases: std::collections::BTreeSet<&str> =
+        runs.iter().filter_map(|r| r["base"].as_str()).collect();
+    assert_eq!(
+        bases.into_iter().collect::<Vec<_>>(),
+        [
+            "[0x1p+1, 0x1p+2)",
+            "[0x1p+2, 0x1p+3)",
+            "[0x1p+4, 0x1p+5)",
+            "[0x1p+8, 0x1p+9)"
+        ],
+        "{c}"
+    );
+    // 2^10 arguments a binade, 16 units each: 6 binades and the subnormals below 2^-16.
+    assert!(c["units_total"].as_i64().unwrap() < 8 * 16, "{c}");
+    assert!(derived > 0 && !truth.is_empty());
+    assert_eq!(got, truth, "HR-cases of whole log2 that derives");
+    assert!(wc.contains("log2(2^j m) = j + log2(m)"), "{wc}");
+}
+
 /// A range across exp's overflow (binary16 overflows from about 11.09): its plan merges the
 /// units past it into one per binade, the daemon's results for them are accepted, and the
 /// campaign's HR-cases and skipped arguments equal those of `tmd-worker search` of the range.
