@@ -314,7 +314,23 @@ async fn a_log2_campaign_derives_from_one_binade_per_binade_of_results() {
     let mut every = args.to_vec();
     every.push("--no-reduction");
     let truth = tmd_tests::hr_case_keys(&tmd_tests::search_json(&every));
-    let (c, got, derived, wc) = derived_campaign("campaign-derives-log2", &args).await;
+    let computed = computed("campaign-derives-log2", &args, &[]).await;
+    let (got, derived, wc) = derived_cases(&computed).await;
+    // The derivation counts its cases on tally shards of its own (32 and up), apart from the
+    // posts' and the claims'.
+    let on_own_shards: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(hr_cases), 0)::bigint FROM campaign_tallies \
+         WHERE campaign_id = $1 AND shard >= 32",
+    )
+    .bind(computed.id)
+    .fetch_one(computed.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        on_own_shards, derived,
+        "derived cases counted on the derivation's shards"
+    );
+    let c = computed.campaign;
     let runs = c["derived"].as_array().expect("derived runs");
     let bases: std::collections::BTreeSet<&str> =
         runs.iter().filter_map(|r| r["base"].as_str()).collect();

@@ -50,7 +50,8 @@ pub async fn run(s: AppState, mut stopped: watch::Receiver<bool>, began: DateTim
 /// One batch: takes queued results, derives and records their cases. Returns how many results
 /// it took (0: nothing queued that this process may take).
 pub async fn derive_batch(s: &AppState, began: DateTime<Utc>) -> Result<usize> {
-    let mut tx = store::begin(&s.pool, None).await?;
+    // Its own tally shards: the batch holds its counter row until it commits, seconds later.
+    let mut tx = store::begin(&s.pool, Some("BEGIN; SET LOCAL tmd.derive = 'on'")).await?;
     let queued = store::derivations::take_pending(&mut tx, RESULTS_PER_BATCH, began).await?;
     if queued.is_empty() {
         tx.rollback().await?;
