@@ -142,6 +142,17 @@ fn compile_with(
     arch: &str,
     read: bool,
 ) -> Result<Compiled, CudaError> {
+    compile_in(limbs, degree, arch, read, cache_dir().as_deref())
+}
+
+/// [`compile_with`] with the disk cache in `dir` (none: in memory only).
+fn compile_in(
+    limbs: usize,
+    degree: usize,
+    arch: &str,
+    read: bool,
+    dir: Option<&Path>,
+) -> Result<Compiled, CudaError> {
     let options = compile_options(limbs, degree, arch);
     let version = nvrtc_version()?;
     let key = cache_key(&options, version);
@@ -163,8 +174,19 @@ fn compile_with(
             });
         }
     }
-    let path = cache_dir().map(|d| d.join(format!("{key}.bin")));
-    if let Some(image) = path.as_deref().filter(|_| read).and_then(read_cached) {
+    let path = dir.map(|d| d.join(format!("{key}.bin")));
+    let cached = || path.as_deref().filter(|_| read).and_then(read_cached);
+    if let Some(image) = cached() {
+        return Ok(Compiled {
+            image,
+            cached: true,
+        });
+    }
+    // Across processes the same: the daemons of one machine (several a GPU) start together
+    // and each compiled every module of its first leases (17 s a module at worst); the first
+    // takes the key's lock file and the others wait and read its image.
+    let _turn = path.as_deref().and_then(|p| key_lock(p, LOCK_WAIT));
+    if let Some(image) = cached() {
         return Ok(Compiled {
             image,
             cached: true,
@@ -180,6 +202,41 @@ fn compile_with(
         image,
         cached: false,
     })
+}
+
+/// How long a process waits for another's compilation of a module before it compiles the
+/// module itself (a process stuck in NVRTC must not stop the others).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The exclusive lock of the cache file `path`'s key (the file `KEY.lock` beside it), taken
+/// within `wait`, held until the returned file is dropped; `None` where the lock cannot be
+/// had (a read-only cache, a holder that takes longer than `wait`): the caller compiles
+/// anyway, at worst twice as before.
+fn key_lock(path: &Path, wait: std::time::Duration) -> Option<std::fs::File> {
+    let lock = path.with_extension("lock");
+    let file = std::fs::create_dir_all(path.parent()?)
+        .and_then(|_| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock)
+        })
+        .map_err(|e| tracing::debug!(path = %lock.display(), error = %e, "no compile lock"))
+        .ok()?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Some(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => {
+                tracing::warn!(path = %lock.display(), error = %e, "compiling without the lock");
+                return None;
+            }
+        }
+    }
 }
 
 /// A module's entry in [`in_process`]: its image where the disk cache could not take it.
@@ -447,6 +504,43 @@ mod tests {
             assert_eq!(read_cached(&path), None, "cut at {len}");
         }
         assert_eq!(read_cached(&dir.join("absent.bin")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A process that finds a module's lock taken (another process compiling it) waits, then
+    /// takes the image that process cached instead of compiling it again.
+    #[test]
+    fn a_module_another_process_compiles_is_waited_for() {
+        if nvrtc_or_skip().is_err() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("tmd-lock-test-{}", std::process::id()));
+        let (limbs, degree, arch) = (3, 5, "sm_90");
+        let key = cache_key(
+            &compile_options(limbs, degree, arch),
+            nvrtc_version().unwrap(),
+        );
+        let path = dir.join(format!("{key}.bin"));
+        // The other process: its lock taken through a file of its own (flock locks are held
+        // per open file, so this is what another process's lock looks like).
+        let other = key_lock(&path, std::time::Duration::ZERO).expect("the lock");
+        let waiter = std::thread::spawn({
+            let dir = dir.clone();
+            move || compile_in(limbs, degree, arch, true, Some(&dir))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(
+            !waiter.is_finished(),
+            "compiled without waiting for the lock"
+        );
+        let image = b"the image the other process compiled".to_vec();
+        assert!(write_cached(&path, &image));
+        drop(other);
+        let got = waiter.join().expect("no panic").expect("compiled");
+        assert!(got.cached, "compiled again");
+        assert_eq!(got.image, image);
+        // Free again: a lock is had at once.
+        assert!(key_lock(&path, std::time::Duration::ZERO).is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
