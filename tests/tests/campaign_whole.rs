@@ -175,6 +175,9 @@ async fn a_campaign_that_derives_equals_a_search_of_every_binade() {
     assert_eq!(p["complete"], false, "{p}");
     assert!(p["derivations_pending"].as_i64().unwrap() > 0, "{p}");
     assert_eq!(p["hr_cases_derived"], 0, "{p}");
+    // Not "done" with an ETA of 0 while the derivation waits: no ETA, and why.
+    assert_eq!(p["work"]["eta_basis"], "deriving", "{p}");
+    assert!(p["eta_seconds"].is_null(), "{p}");
     let partial =
         tmd_tests::get_text(&url, &format!("/campaigns/{}/hr-cases?format=wc", c.id)).await;
     assert!(

@@ -376,7 +376,8 @@ pub struct WorkProgress {
     #[serde(default)]
     pub eta_seconds: Option<f64>,
     /// What the ETA rests on: `recent` (the rate of work of the last few minutes),
-    /// `last_hour` (nothing finished recently), `done`, or `none`.
+    /// `last_hour` (nothing finished recently), `done`, `deriving` (every unit done, derived
+    /// cases still being stored: no ETA), or `none`.
     #[serde(default)]
     pub eta_basis: String,
     /// No cost estimate is posted: a worker's speed on one binade says little of another's, so
