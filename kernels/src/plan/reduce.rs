@@ -20,7 +20,7 @@
 //! results of a binade are not, the units whose results all are. Every derived case is judged
 //! again by MPFR and must agree with its base case, else [`derive`] fails.
 
-use crate::numbers::format::{parse_number, Argument, Format};
+use crate::numbers::format::{parse_number, Argument, Exponents, Format};
 use crate::oracle::function::Function;
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, Verdict};
 use crate::plan::UnitSpec;
@@ -101,6 +101,15 @@ impl Reduction {
                 .take_while(|&b| b <= emax)
                 .collect(),
         }
+    }
+
+    /// The base binades of a format of exponents `x` for which `ok` holds (searched whole, no
+    /// argument skipped, every result normal): the bases a binade may be derived from.
+    fn clean_bases(self, x: Exponents, ok: impl Fn(i32) -> bool) -> BTreeSet<i32> {
+        self.bases(x.emax)
+            .into_iter()
+            .filter(|&e| e >= x.emin && e <= x.emax && ok(e))
+            .collect()
     }
 }
 
@@ -351,17 +360,10 @@ pub fn reduce(
     let mut regions: BTreeMap<Binade, Vec<(u128, u128)>> = BTreeMap::new();
     for negative in [false, true] {
         // A binade is derived from its own base, searched whole and clean.
-        let clean_bases: BTreeSet<i32> = r
-            .bases(x.emax)
-            .into_iter()
-            .filter(|&e| {
-                let b = Binade {
-                    negative,
-                    exponent: e,
-                };
-                e >= x.emin && e <= x.emax && full(b) && clean(as_unit(b, p, x.emin))
-            })
-            .collect();
+        let clean_bases = r.clean_bases(x, |exponent| {
+            let b = Binade { negative, exponent };
+            full(b) && clean(as_unit(b, p, x.emin))
+        });
         for exponent in x.emin - (p as i32 - 1)..=x.emax {
             let b = Binade { negative, exponent };
             let based = r
@@ -461,13 +463,7 @@ pub fn whole_derivable(f: Function, fmt: Format, min_bits: u32) -> BTreeSet<(boo
     let clean = |b: Binade| clean(f, fmt, min_bits, as_unit(b, p, x.emin));
     let mut out = BTreeSet::new();
     for negative in [false, true] {
-        let clean_bases: BTreeSet<i32> = r
-            .bases(x.emax)
-            .into_iter()
-            .filter(|&exponent| {
-                exponent >= x.emin && exponent <= x.emax && clean(Binade { negative, exponent })
-            })
-            .collect();
+        let clean_bases = r.clean_bases(x, |exponent| clean(Binade { negative, exponent }));
         let derived: Vec<i32> = (x.emin..=x.emax)
             .into_par_iter()
             .filter(|&exponent| {
@@ -681,10 +677,12 @@ fn runs(
         }
     }
     let base = |negative: bool, log2_base: Option<i32>| {
-        let top = match (r, log2_base) {
-            (Reduction::Log2Exponent, Some(b)) => return format!("[0x1p+{b}, 0x1p+{})", b + 1),
-            (Reduction::Exp2Integer | Reduction::Log2Exponent, _) => 1,
-            (Reduction::Scale { period }, _) => period,
+        if let Some(b) = log2_base {
+            return format!("[0x1p+{b}, 0x1p+{})", b + 1);
+        }
+        let top = match r {
+            Reduction::Scale { period } => period,
+            Reduction::Exp2Integer | Reduction::Log2Exponent => 1,
         };
         match negative {
             false => format!("[1, {})", 1u64 << top),

@@ -410,6 +410,8 @@ pub struct Readings {
     /// The costly work done at the start of the recent window (absent where the snapshot
     /// predates that reading); now, it is the binades' sum.
     pub recent_costly: Option<f64>,
+    /// Accepted base results whose derived cases are not stored yet.
+    pub derivations_pending: i64,
 }
 
 /// The window of the pace the ETA rests on, in seconds: long enough to hold one of the
@@ -430,7 +432,12 @@ pub const PLAN_WEIGHTS: &str = "work: weighted by the engine's plan (each binade
 /// estimate (`rough`) the weights are the plan's, or arguments.
 pub fn eta_of(r: &Readings, left: f64, rate_hour: f64) -> (Option<f64>, &'static str) {
     if left <= 0.0 {
-        return (Some(0.0), "done");
+        // With derived cases still to store the campaign is not done, and no rate of the
+        // units says how long the derivation takes.
+        return match r.derivations_pending {
+            0 => (Some(0.0), "done"),
+            _ => (None, "deriving"),
+        };
     }
     if let (Some(then), Some((_, window)), false) =
         (r.recent_costly, r.recent, r.binades.is_empty())
@@ -775,6 +782,12 @@ mod tests {
         assert!(progress(&r).rough);
         r.pending = 0.0;
         assert_eq!(progress(&r).eta_basis, "done");
+        r.derivations_pending = 3;
+        let deriving = progress(&r);
+        assert_eq!(
+            (deriving.eta_seconds, deriving.eta_basis.as_str()),
+            (None, "deriving")
+        );
     }
 
     /// With the binades read, the ETA counts work over costly arguments: a binade's collapsed

@@ -467,7 +467,7 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
     let done_args = parse_u128(&t.args_done);
     let recent = tallies::window_base(pool, id, domain::work::RECENT_SECONDS).await?;
     let binades = tallies::binade_work(pool, id).await?;
-    let mut work = domain::work::progress(&domain::work::Readings {
+    let work = domain::work::progress(&domain::work::Readings {
         total: t.work_pending + t.work_leased + t.work_done + t.work_quarantined,
         done: t.work_done,
         leased: t.work_leased,
@@ -481,13 +481,8 @@ pub async fn campaign_progress(pool: &PgPool, id: i64) -> Result<CampaignProgres
         binades,
         unit_args: 2f64.powi(campaign.unit_bits as i32),
         recent_costly: recent.and_then(|b| b.costly_done),
+        derivations_pending,
     });
-    if derivations_pending > 0 && work.eta_basis == "done" {
-        // Every unit is done, its derived cases are not all stored: not done, and no rate of
-        // the units says how long the derivation takes.
-        work.eta_seconds = None;
-        work.eta_basis = "deriving".into();
-    }
     let rate = base.map_or(0.0, |(_, args, secs)| {
         domain::work::rate(done_args as f64, args, secs)
     });
