@@ -114,6 +114,14 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// Derive tasks for a machine of `cores`: half of them, between 2 and 8. A whole cbrt
+/// campaign's derivation (2 million rows) on 16 cores took 62 s after the last result with 2
+/// tasks, 17 s with 8 and 10 s with 16, but 16 logged three times the slow statements of 8
+/// (BENCHMARKS.md, "The coordinator").
+pub fn default_derive_tasks(cores: usize) -> usize {
+    (cores / 2).clamp(2, 8)
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -128,7 +136,9 @@ impl Default for Config {
             quarantine: domain::trust::QuarantineBar::default(),
             max_quarantined_per_token: 2,
             verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            derive_tasks: 2,
+            derive_tasks: default_derive_tasks(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ),
             verify_budget: domain::budget::VerifyBudget::default(),
             request_timeout: Duration::from_secs(120),
             conn: listen::ConnLimits::default(),

@@ -205,9 +205,11 @@ pub struct ServeArgs {
     /// Background tasks that derive the cases of campaigns with a reduction (exp2, cbrt, sqrt,
     /// rsqrt, log2) from their base units' accepted results, each judged again by MPFR; a result
     /// post only queues them. 0: this process derives nothing (another coordinator on the same
-    /// database does; such campaigns stay incomplete until one does).
-    #[arg(long, env = "TMD_DERIVE_TASKS", default_value_t = 2)]
-    pub derive_tasks: usize,
+    /// database does; such campaigns stay incomplete until one does). [default: half the
+    /// cores, at least 2 and at most 8: each task's inserts keep a PostgreSQL backend busy,
+    /// and past 8 they mostly wait on each other]
+    #[arg(long, env = "TMD_DERIVE_TASKS")]
+    pub derive_tasks: Option<usize>,
     /// Most seconds of MPFR verification the posts of one worker for one unit may cost, all
     /// its posts of that unit together (a post that times out is charged too). Past it the
     /// post is refused with `verification_budget`, which counts against the worker. An honest
@@ -415,7 +417,9 @@ impl ServeArgs {
         if let Some(n) = self.verify_concurrency {
             c.verify_concurrency = n.max(1);
         }
-        c.derive_tasks = self.derive_tasks;
+        if let Some(n) = self.derive_tasks {
+            c.derive_tasks = n;
+        }
         if self
             .accept_engine
             .iter()

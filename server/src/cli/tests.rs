@@ -34,7 +34,31 @@ fn serve_defaults_are_the_documented_ones() {
     assert_eq!(c.policy.max_held_seconds, 600);
     assert_eq!(c.policy.max_units, 20_000);
     assert_eq!(c.max_cases_per_result, 10_000);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    assert_eq!(c.derive_tasks, crate::default_derive_tasks(cores));
     assert!(c.tls.is_none());
+}
+
+#[test]
+fn derive_tasks_follow_the_cores_within_bounds() {
+    let tasks: Vec<usize> = [1, 2, 4, 6, 16, 128]
+        .into_iter()
+        .map(crate::default_derive_tasks)
+        .collect();
+    assert_eq!(tasks, [2, 2, 2, 3, 8, 8]);
+    let cli = Cli::try_parse_from([
+        "tmd-server",
+        "serve",
+        "--database-url",
+        "postgres://x@127.0.0.1/db",
+        "--derive-tasks",
+        "0",
+    ])
+    .unwrap();
+    let Command::Serve(args) = cli.command else {
+        panic!("serve expected")
+    };
+    assert_eq!(args.config().unwrap().derive_tasks, 0);
 }
 
 #[test]
