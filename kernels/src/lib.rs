@@ -30,7 +30,9 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// version existed count as version 0.
 /// 2: sin, cos and tan of large arguments along progressions of the angle
 /// (`search::progression`), with their own counter.
-pub const ENGINE_VERSION: u32 = 2;
+/// 3: sinpi, cospi and tanpi count the exact cases on their binade's lattice by its rule
+/// instead of listing them (`regions::lattice`): the counters stay, the lists shrink.
+pub const ENGINE_VERSION: u32 = 3;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {

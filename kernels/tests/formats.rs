@@ -43,6 +43,7 @@ fn compare_in(
         let mut want = Truth {
             hard: truth.hard.clone(),
             exact: truth.exact.clone(),
+            lattice: truth.lattice,
             skipped: truth.skipped.clone(),
         };
         let mut r = engine(f, fmt, from, to, k, unit_bits, |c| c.test = test);
@@ -95,6 +96,8 @@ fn compare_in(
         want_exact.sort();
         got_sorted.sort();
         assert_eq!(got_sorted, want_exact, "{f} {name} exact cases");
+        let counted: u64 = r.exact_lattices.iter().map(|l| l.count).sum();
+        assert_eq!(counted, want.lattice, "{f} {name} exact cases on lattices");
         // Every skipped argument lies in a listed run of its reason, and the runs hold no more.
         let listed: u64 = r.skipped.iter().map(|s| s.count).sum();
         assert_eq!(
@@ -290,10 +293,15 @@ fn tanpi_splits_at_its_pole() {
             .map(|c| (c.x.clone(), (c.bits, c.kind)))
             .collect();
         assert_eq!(got, want, "{name}");
-        let mut got_exact: Vec<String> = r.exact_cases.iter().map(|e| e.x.clone()).collect();
-        got_exact.sort();
-        exact.sort();
-        assert_eq!(got_exact, exact, "{name}");
+        // 1, 1.25 and 1.75: all on the lattice of quarters, counted by its rule.
+        assert!(r.exact_cases.is_empty(), "{name}: {:?}", r.exact_cases);
+        assert_eq!(exact.len(), 3, "{name}");
+        let lattice: Vec<(&str, &str, u64)> = r
+            .exact_lattices
+            .iter()
+            .map(|l| (l.first.as_str(), l.last.as_str(), l.count))
+            .collect();
+        assert_eq!(lattice, [("0x1p+0", "0x1.cp+0", 3)], "{name}");
     }
 }
 
@@ -550,7 +558,7 @@ fn periodic_functions_on_coarse_grids() {
     for f in [Function::Sinpi, Function::Cospi] {
         for (from, to) in [("0x1p+19", "0x1.002p+19"), ("-0x1.802p+14", "-0x1.8p+14")] {
             let r = compare(f, "binary32", from, to, 6, 14);
-            assert!(!r.exact_cases.is_empty(), "{f} [{from}, {to})");
+            assert!(!r.exact_lattices.is_empty(), "{f} [{from}, {to})");
         }
     }
     let fmt: Format = "binary32".parse().unwrap();
@@ -558,6 +566,8 @@ fn periodic_functions_on_coarse_grids() {
     let units = split_range_in(Function::Sinpi, fmt, "0x1p+19", "0x1.8p+19", None).unwrap();
     let cfg = SearchConfig::in_format(Function::Sinpi, fmt, 16);
     let r = search_units(&cfg, &units, &Cpu, &|_| {}).unwrap();
-    assert_eq!((r.hr_cases.len(), r.exact_cases.len()), (0, 1 << 19));
+    assert_eq!((r.hr_cases.len(), r.exact_cases.len()), (0, 0));
+    let counted: Vec<u64> = r.exact_lattices.iter().map(|l| l.count).collect();
+    assert_eq!(counted, [1 << 19]);
     assert!(t.elapsed().as_secs() < 6, "{:?}", t.elapsed());
 }

@@ -1,7 +1,8 @@
 //! Campaigns in named formats from end to end: a real `tmd-server` and a real
 //! `tmd-worker` daemon on the CPU. exp in binary32 across the overflow threshold, across the
 //! point where results round like 0, and on subnormal results; sin in binary16 through zero
-//! (subnormal arguments, the exact case at 0, trivial runs where sin rounds like x). The
+//! (subnormal arguments, the exact case at 0, trivial runs where sin rounds like x); sinpi in
+//! binary32 where exact cases lie on a lattice and are counted by its rule. The
 //! campaign's HR-cases and its skipped runs (stored, in the progress, in the csv and wc
 //! exports) equal those of `tmd-worker search --format ...` over the same ranges.
 
@@ -158,6 +159,20 @@ async fn campaign_equals_search(spec: Spec) -> Found {
         "exact cases equal a local search's"
     );
     assert_eq!(got_exact.len(), want_exact.len(), "each exact case once");
+    // An honest result is never implausible by its own counters: where its candidates include
+    // exact cases counted by a lattice's rule (sinpi), the coordinator counts them as listed.
+    let implausible: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM results r JOIN units u ON u.id = r.unit_id \
+         WHERE u.campaign_id = $1 AND r.implausible AND r.expected_cases IS NULL",
+    )
+    .bind(campaign)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        implausible, 0,
+        "results whose counters were judged to admit omissions"
+    );
 
     let stored: Vec<(String, String, i64, String)> = sqlx::query_as(
         "SELECT first, last, count, reason FROM skipped_runs WHERE campaign_id = $1",
@@ -317,4 +332,36 @@ async fn a_bare_precision_campaign_searches_zero_as_a_local_search_does() {
             "{function}: {runs:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sinpi_campaign_counts_the_exact_cases_of_its_lattice_by_rule() {
+    // sinpi in binary32 on [1024, 1040): 32 multiples of 1/2, each exact (0 or ±1), counted by
+    // the lattice's rule and listed nowhere; half of them are candidates of polynomial pieces,
+    // which the results' counters count.
+    let spec = Spec {
+        function: "sinpi",
+        format: "binary32",
+        min_bits: "12",
+        unit_bits: "14",
+        ranges: &[("0x1p+10", "0x1.04p+10")],
+    };
+    let mut args = spec.args();
+    args.extend(["--from=0x1p+10".to_string(), "--to=0x1.04p+10".to_string()]);
+    let v = tmd_tests::search_json(&args);
+    let lattice: Vec<u64> = v["exact_lattices"]
+        .as_array()
+        .expect("exact_lattices")
+        .iter()
+        .map(|l| l["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lattice, [32], "{}", v["exact_lattices"]);
+    let stats = &v["stats"];
+    let unlisted = stats["candidates"].as_u64().unwrap()
+        - stats["false_positives"].as_u64().unwrap()
+        - v["hr_cases"].as_array().unwrap().len() as u64;
+    assert!(unlisted > 0, "lattice points among the candidates: {stats}");
+    let (cases, _, exact) = campaign_equals_search(spec).await;
+    assert!(!cases.is_empty());
+    assert!(exact.is_empty(), "{exact:?}");
 }

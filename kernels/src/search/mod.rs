@@ -24,6 +24,7 @@ pub mod stripe;
 pub mod unit;
 
 // A result lists its skipped runs: their type is part of the search's.
+pub use crate::regions::lattice::LatticeRun;
 pub use crate::regions::runs::Skipped;
 pub use backend::{Backend, DeviceUse, PieceOutcome, SearchError, Stats, Timings};
 pub use config::{SearchConfig, SteepSplit, MAX_MIN_BITS};

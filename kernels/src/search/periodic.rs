@@ -10,6 +10,7 @@ use crate::numbers::format::Format;
 use crate::oracle::function::Function;
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, Verdict, VerifyError};
 use crate::plan::UnitSpec;
+use crate::regions::lattice::Lattice;
 use rayon::prelude::*;
 
 /// The most classes judged this way (`2^(1 - s)`, so `s >= -12`). Up to there half a period
@@ -38,7 +39,9 @@ pub fn classes(f: Function, fmt: Format, piece: UnitSpec) -> Option<u64> {
 /// significand order, from `l` MPFR verdicts: the argument at offset `o` is `±(first + o) 2^s`,
 /// and `x ± 2 = ±(first + o + l) 2^s` with `f(x ± 2) = f(x)` exactly (signed zeros included),
 /// so offset `o` has the value, the hardness, the kind and the rounding of offset `o mod l`;
-/// only the argument's own text changes.
+/// only the argument's own text changes. Exact cases on the binade's lattice (`lattice.rs`)
+/// are left out: the unit counts them by their rule. Only the classes worth listing are
+/// copied, so the cost is that of the list, not of the piece (`2^44` arguments near `2^45`).
 pub fn verdicts(
     f: Function,
     fmt: Format,
@@ -52,22 +55,32 @@ pub fn verdicts(
         .map(|o| classify_in(f, fmt, &piece.argument(o), min_bits))
         .collect::<Result<_, _>>()?;
     let x = |o: u64| piece.argument(o).to_hex(p);
+    // The lattice's modulus divides l (2^(-1-s) or 2^(-2-s) against 2^(1-s)), so a class is
+    // on it or off it as a whole.
+    let lattice = Lattice::of(f, fmt, piece);
     let mut out = Vec::new();
-    for o in 0..piece.count {
-        let v = match &judged[(o % l) as usize] {
+    for (c, v) in (0u64..).zip(&judged) {
+        match v {
             Verdict::NotHard { .. } => continue,
-            Verdict::Hard(c) => Verdict::Hard(HrCase {
-                x: x(o),
-                ..c.clone()
-            }),
-            Verdict::Exact(e) => Verdict::Exact(ExactCase {
-                x: x(o),
-                ..e.clone()
-            }),
-            other => other.clone(),
-        };
-        out.push((o, v));
+            Verdict::Exact(_) if lattice.is_some_and(|t| t.holds(piece.first + c)) => continue,
+            _ => {}
+        }
+        for o in (c..piece.count).step_by(l as usize) {
+            let copy = match v {
+                Verdict::Hard(h) => Verdict::Hard(HrCase {
+                    x: x(o),
+                    ..h.clone()
+                }),
+                Verdict::Exact(e) => Verdict::Exact(ExactCase {
+                    x: x(o),
+                    ..e.clone()
+                }),
+                other => other.clone(),
+            };
+            out.push((o, copy));
+        }
     }
+    out.sort_unstable_by_key(|&(o, _)| o);
     Ok(out)
 }
 
@@ -82,7 +95,7 @@ mod tests {
     fn copied_verdicts_equal_mpfr_argument_by_argument() {
         let b32 = Format::named("binary32").unwrap();
         let b16 = Format::named("binary16").unwrap();
-        let mut shared = 0;
+        let (mut shared, mut lattices) = (0, 0);
         for f in [Function::Sinpi, Function::Cospi, Function::Tanpi] {
             for (fmt, exponent, first, count, k) in [
                 (b32, 19, 0x80_1234, 4096, 4),
@@ -102,9 +115,15 @@ mod tests {
                         continue;
                     };
                     let mut got = verdicts(f, fmt, k, piece, l).unwrap().into_iter();
+                    let lattice = Lattice::of(f, fmt, piece);
                     for o in 0..count {
                         let truth = classify_in(f, fmt, &piece.argument(o), k).unwrap();
                         if matches!(truth, Verdict::NotHard { .. }) {
+                            continue;
+                        }
+                        if lattice.is_some_and(|t| t.holds(first + o)) {
+                            assert!(matches!(truth, Verdict::Exact(_)), "{f} {piece:?} {o}");
+                            lattices += 1;
                             continue;
                         }
                         assert_eq!(got.next(), Some((o, truth)), "{f} {piece:?} offset {o}");
@@ -115,6 +134,7 @@ mod tests {
             }
         }
         assert_eq!(shared, 24);
+        assert!(lattices > 100, "{lattices} lattice points left out");
         // The search's skipped runs (tanpi's poles, from copied verdicts) are the ones the
         // coordinator recomputes argument by argument.
         use crate::search::{search_unit, Cpu, SearchConfig};

@@ -4,6 +4,7 @@
 use crate::numbers::format::{Format, Precision};
 use crate::oracle::verify::{ExactCase, HrCase};
 use crate::plan::UnitSpec;
+use crate::regions::lattice::{merge_runs, LatticeRun};
 use crate::regions::runs::Skipped;
 use crate::search::backend::{Backend, SearchError, Stats, Timings};
 use crate::search::config::SearchConfig;
@@ -21,6 +22,10 @@ pub struct RangeResult {
     /// Skipped runs (named formats), sorted by their first argument's value.
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// Exact cases counted by the rule of their binade's lattice instead of listed (sinpi,
+    /// cospi, tanpi), sorted by value, neighbouring runs merged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exact_lattices: Vec<LatticeRun>,
     pub timings: Timings,
 }
 
@@ -68,6 +73,7 @@ impl RangeResult {
             hr_cases: Vec::new(),
             exact_cases: Vec::new(),
             skipped: Vec::new(),
+            exact_lattices: Vec::new(),
             timings: Timings::default(),
         }
     }
@@ -82,6 +88,7 @@ impl RangeResult {
         self.hr_cases.extend(r.hr_cases);
         self.exact_cases.extend(r.exact_cases);
         self.skipped.extend(r.skipped);
+        self.exact_lattices.extend(r.exact_lattice);
     }
 
     /// The cases and skipped runs sorted by the value of their argument in format `fmt`,
@@ -93,6 +100,7 @@ impl RangeResult {
         sort_by_argument(&mut self.hr_cases, p, |c| &c.x);
         sort_by_argument(&mut self.exact_cases, p, |c| &c.x);
         sort_by_argument(&mut self.skipped, p, |c| &c.first);
+        merge_runs(&mut self.exact_lattices, p);
         let value = |x: &str| {
             crate::numbers::format::parse_number(x, p.bits(), rug::float::Round::Nearest)
                 .expect("our own output parses")

@@ -6,6 +6,7 @@
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use crate::plan::{split, UnitSpec};
 use crate::regions::exact::exact_run;
+use crate::regions::lattice::{lattice_run, Lattice, LatticeRun};
 use crate::regions::partition::{partition, Part};
 use crate::regions::runs::{Runs, Skipped, TrivialRun};
 use crate::search::backend::{Backend, PieceOutcome, SearchError, Stats, Timings};
@@ -47,6 +48,10 @@ pub struct UnitResult {
     /// Arguments not judged (named formats only: overflow, underflow), in argument order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// The exact cases on the binade's lattice (sinpi, cospi, tanpi), counted by their rule
+    /// and not in `exact_cases`; a function of the unit alone, so not in the digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_lattice: Option<LatticeRun>,
     pub timings: Timings,
 }
 
@@ -283,10 +288,13 @@ pub fn search_unit(
             hr_cases,
             exact_cases,
             skipped: vec![run],
+            exact_lattice: None,
             timings,
         });
     }
     let mut skipped = Runs::default();
+    // Exact cases on the lattice are counted by rule: no MPFR call, no list.
+    let lattice = Lattice::of(cfg.function, cfg.format(), unit);
     let pieces = plan_pieces(cfg, unit, &mut stats, &mut timings);
     // A back end that overlaps pieces (the GPU's slots) gets all the generated pieces of the
     // unit at once: a steep unit is 64 pieces, which one after the other left all but one
@@ -312,7 +320,7 @@ pub fn search_unit(
             PiecePlan::Trivial(t) => skipped.push(at, piece.count, SkipReason::Trivial, Some(t)),
             PiecePlan::Exhaustive => {
                 let t = Instant::now();
-                let r = exhaustive(cfg, piece)?;
+                let r = exhaustive(cfg, piece, lattice)?;
                 timings.exhaustive_s += t.elapsed().as_secs_f64();
                 stats.exhaustive_arguments += piece.count;
                 hr_cases.extend(r.0);
@@ -330,7 +338,7 @@ pub fn search_unit(
                 stats.add(&out.stats);
                 timings.add(&out.timings);
                 let t = Instant::now();
-                let found = verify_candidates(cfg, piece, &out.candidates)?;
+                let found = verify_candidates(cfg, piece, &out.candidates, lattice)?;
                 stats.false_positives += found.false_positives;
                 hr_cases.extend(found.hr_cases);
                 exact_cases.extend(found.exact_cases);
@@ -355,7 +363,7 @@ pub fn search_unit(
                 stats.dense_arguments += piece.count;
                 stats.candidates += candidates.len() as u64;
                 let t = Instant::now();
-                let found = verify_candidates(cfg, piece, &candidates)?;
+                let found = verify_candidates(cfg, piece, &candidates, lattice)?;
                 stats.false_positives += found.false_positives;
                 hr_cases.extend(found.hr_cases);
                 exact_cases.extend(found.exact_cases);
@@ -370,6 +378,7 @@ pub fn search_unit(
         hr_cases,
         exact_cases,
         skipped,
+        exact_lattice: lattice_run(cfg.function, cfg.format(), unit),
         timings,
     })
 }
@@ -381,14 +390,18 @@ struct Verified {
     false_positives: u64,
 }
 
-/// MPFR's verdict on each candidate offset of `piece`, in order. A polynomial piece is built
+/// MPFR's verdict on each candidate offset of `piece`, in order, but those on the binade's
+/// exact `lattice` (exact by its rule: neither judged nor listed). A polynomial piece is built
 /// only where its ball proves no output leaves the format's range, so a skipped candidate is
 /// an error, never dropped.
 fn verify_candidates(
     cfg: &SearchConfig,
     piece: UnitSpec,
     candidates: &[u64],
+    lattice: Option<Lattice>,
 ) -> Result<Verified, SearchError> {
+    let off_lattice = |&&o: &&u64| !lattice.is_some_and(|t| t.holds(piece.first + o));
+    let candidates: Vec<u64> = candidates.iter().filter(off_lattice).copied().collect();
     let verdicts: Vec<Result<Verdict, VerifyError>> = candidates
         .par_iter()
         .map(|&o| classify_in(cfg.function, cfg.format(), &piece.argument(o), cfg.min_bits))
@@ -398,7 +411,7 @@ fn verify_candidates(
         exact_cases: Vec::new(),
         false_positives: 0,
     };
-    for (v, &o) in verdicts.into_iter().zip(candidates) {
+    for (v, &o) in verdicts.into_iter().zip(&candidates) {
         match v? {
             Verdict::Hard(c) => out.hr_cases.push(c),
             Verdict::Exact(e) => out.exact_cases.push(e),
@@ -420,13 +433,19 @@ fn verify_candidates(
 type Exhaustive = (Vec<HrCase>, Vec<ExactCase>, Vec<(u64, SkipReason)>);
 
 /// Every argument of the piece through MPFR (for a periodic function on a coarse grid, one
-/// argument of each class, `periodic.rs`).
-fn exhaustive(cfg: &SearchConfig, piece: UnitSpec) -> Result<Exhaustive, SearchError> {
+/// argument of each class, `periodic.rs`), but those on the binade's exact `lattice`.
+fn exhaustive(
+    cfg: &SearchConfig,
+    piece: UnitSpec,
+    lattice: Option<Lattice>,
+) -> Result<Exhaustive, SearchError> {
     let (f, fmt, k) = (cfg.function, cfg.format(), cfg.min_bits);
+    let on_lattice = |o: u64| lattice.is_some_and(|t| t.holds(piece.first + o));
     let verdicts: Vec<(u64, Verdict)> = match classes(f, fmt, piece) {
         Some(l) => periodic::verdicts(f, fmt, k, piece, l)?,
         None => (0..piece.count)
             .into_par_iter()
+            .filter(|&o| !on_lattice(o))
             .map(|o| Ok((o, classify_in(f, fmt, &piece.argument(o), k)?)))
             .collect::<Result<_, VerifyError>>()?,
     };

@@ -12,14 +12,17 @@ use std::collections::BTreeMap;
 use tmd_kernels::numbers::format::{Exponents, Format};
 use tmd_kernels::oracle::verify::{Kind, SkipReason};
 use tmd_kernels::plan::split_range_in;
+use tmd_kernels::regions::lattice::Lattice;
 use tmd_kernels::search::{search_units, Cpu, RangeResult, SearchConfig};
 use tmd_kernels::Function;
 
-/// What the brute force finds: HR-cases (bits, kind), exact cases, skipped arguments.
+/// What the brute force finds: HR-cases (bits, kind), exact cases (those on their binade's
+/// lattice only counted, as the engine counts them), skipped arguments.
 #[derive(Debug, Default)]
 pub struct Truth {
     pub hard: BTreeMap<String, (u32, Kind)>,
     pub exact: Vec<String>,
+    pub lattice: u64,
     pub skipped: Vec<(String, SkipReason)>,
 }
 
@@ -131,7 +134,14 @@ pub fn brute_force(f: Function, fmt: Format, from: &str, to: &str, k: u32) -> Tr
                     (y, ord) = eval(16384);
                 }
             }
+            let exact = t.exact.len();
             grid.judge(&mut t, hex, a.significand == 0, &y, ord);
+            if t.exact.len() > exact
+                && Lattice::of(f, fmt, u).is_some_and(|l| l.holds(a.significand))
+            {
+                t.exact.pop();
+                t.lattice += 1;
+            }
         }
     }
     t

@@ -310,6 +310,7 @@ async fn record_verified(
                 derives: verified[i].derives,
                 skipped: &verified[i].runs,
                 judged: verified[i].judged,
+                lattice: verified[i].lattice,
                 audit_roll: rand::random(),
             })
             .collect();
@@ -387,6 +388,7 @@ async fn verify(
             runs: Vec::new(),
             judged: engine::audited_arguments(&ctx.function, fmt, &ctx.unit, &[]),
             derives: false,
+            lattice: 0,
         });
     }
     let budget = s.config.verify_budget;
@@ -478,6 +480,8 @@ pub(crate) struct Verified {
     /// Whether the campaign derives other binades' cases from `cases` (its reduction): the
     /// coordinator does it in the background, on its own time, not the worker's budget.
     pub derives: bool,
+    /// The unit's exact cases counted by its lattice's rule (`engine::lattice_count`).
+    pub lattice: u64,
 }
 
 /// One post's MPFR work, owned by its task.
@@ -523,6 +527,7 @@ impl VerifyJob {
             runs,
             judged,
             derives: false,
+            lattice: engine::lattice_count(&ctx.function, fmt, &ctx.unit),
         })
     }
 }

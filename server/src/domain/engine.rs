@@ -711,6 +711,15 @@ pub fn audited_arguments(
     Some(unit.count.saturating_sub(skipped) as f64)
 }
 
+/// The exact cases of `unit` on its binade's lattice (sinpi, cospi, tanpi): an engine counts
+/// them by their rule and does not list them (`regions::lattice`), so a result's counters may
+/// admit that many more cases than it lists.
+pub fn lattice_count(function: &str, fmt: Format, unit: &UnitSpec) -> u64 {
+    Function::from_str(function).map_or(0, |f| {
+        tmd_kernels::regions::lattice::lattice_count(f, fmt, engine_unit(unit))
+    })
+}
+
 /// Whether the runs a unit must skip are known to be none without computing them. Only where
 /// its runs can be nothing but arguments beyond the range (`skip::runs_are_pointwise`: no
 /// pole, exact region, or trivial run near 0 or far from it): then a bare precision skips

@@ -82,6 +82,9 @@ pub struct Post<'a> {
     /// The arguments the count audit judges (`engine::audited_arguments`); `None` where the
     /// unit is not audited.
     pub judged: Option<f64>,
+    /// The unit's exact cases that an engine counts by its lattice's rule instead of listing
+    /// them (`engine::lattice_count`): its counters admit that many more cases.
+    pub lattice: u64,
     pub audit_roll: f64,
 }
 
@@ -527,7 +530,7 @@ impl<'p> Columns<'p> {
             let lambda = p.judged.filter(|_| !row.trust_all_workers).map(|judged| {
                 audit::expected_cases(judged, row.min_bits.max(1) as u32, row.cases_per_argument)
             });
-            let listed = p.verified.len() + p.result.exact_cases.len();
+            let listed = p.verified.len() + p.result.exact_cases.len() + p.lattice as usize;
             let admits =
                 !row.trust_all_workers && audit::counters_admit_omission(&p.result.stats, listed);
             implausible.push(

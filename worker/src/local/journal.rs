@@ -352,6 +352,7 @@ mod tests {
             }],
             exact_cases: vec![],
             skipped: Vec::new(),
+            exact_lattice: None,
             timings: Timings::default(),
         }
     }

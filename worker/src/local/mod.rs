@@ -31,8 +31,8 @@ use tmd_kernels::plan::{default_unit_bits, split_range_in};
 use tmd_kernels::search::existence::{bare_loop, Test};
 use tmd_kernels::search::generation::{generate, FLAT_DOMAIN_BITS};
 use tmd_kernels::search::{
-    search_unit, Backend, Cpu, RangeResult, SearchConfig, Skipped, Stats, Timings, UnitResult,
-    MAX_MIN_BITS,
+    search_unit, Backend, Cpu, LatticeRun, RangeResult, SearchConfig, Skipped, Stats, Timings,
+    UnitResult, MAX_MIN_BITS,
 };
 use tmd_kernels::{Function, Precision};
 
@@ -398,6 +398,21 @@ fn write_stream_skipped<'a>(
     Ok(())
 }
 
+/// Exact cases counted by their lattice's rule as comment lines of a wc output (a csv
+/// output's are on stderr).
+fn write_stream_lattices<'a>(
+    out: &mut dyn Write,
+    kind: Output,
+    runs: impl IntoIterator<Item = &'a LatticeRun>,
+) -> Result<()> {
+    if matches!(kind, Output::Wc) {
+        for r in runs {
+            writeln!(out, "{}", r.line("# exact"))?;
+        }
+    }
+    Ok(())
+}
+
 /// One skipped run for people: `[first, last] (count arguments): reason: rule`.
 fn skipped_line(prefix: &str, s: &Skipped) -> String {
     format!(
@@ -461,6 +476,7 @@ impl Ready {
         if stream {
             write_stream_cases(&mut bytes, kind, &r.hr_cases)?;
             write_stream_skipped(&mut bytes, kind, &r.skipped)?;
+            write_stream_lattices(&mut bytes, kind, &r.exact_lattice)?;
         }
         let journal = if journal {
             Some(journal::line(r)?)
@@ -639,7 +655,7 @@ pub fn search(a: SearchArgs) -> Result<()> {
             eprintln!(
                 "tmd: {} HR-cases, {} exact cases, {} arguments skipped in {elapsed:.2} s, written to {}",
                 result.hr_cases.len(),
-                result.exact_cases.len(),
+                exact_count(&result),
                 skipped_arguments(&result),
                 path.display()
             );
@@ -713,10 +729,18 @@ fn describe_csv(d: &Described, result: &RangeResult) {
     for s in &result.skipped {
         eprintln!("{}", skipped_line("tmd: skipped", s));
     }
+    for r in &result.exact_lattices {
+        eprintln!("{}", r.line("tmd: exact"));
+    }
 }
 
 fn skipped_arguments(r: &RangeResult) -> u64 {
     r.skipped.iter().map(|s| s.count).sum()
+}
+
+/// Exact cases: those listed and those counted by their lattice's rule.
+fn exact_count(r: &RangeResult) -> u64 {
+    r.exact_cases.len() as u64 + r.exact_lattices.iter().map(|l| l.count).sum::<u64>()
 }
 
 /// The whole output of a finished search, cases sorted by argument.
@@ -747,6 +771,7 @@ fn render(
                 "stats": result.stats,
                 "hr_cases": result.hr_cases,
                 "exact_cases": result.exact_cases,
+                "exact_lattices": result.exact_lattices,
                 "skipped": result.skipped,
                 "skipped_arguments": skipped_arguments(result),
                 "derived": d.derivation.runs,
@@ -761,6 +786,7 @@ fn render(
             write_stream_header(&mut out, kind, d)?;
             write_stream_cases(&mut out, kind, &result.hr_cases)?;
             write_stream_skipped(&mut out, kind, &result.skipped)?;
+            write_stream_lattices(&mut out, kind, &result.exact_lattices)?;
         }
         Output::Table => {
             let derived = match d.derivation.derived_arguments() {
@@ -800,6 +826,9 @@ fn render(
             for s in &result.skipped {
                 writeln!(out, "{}", skipped_line("skipped:", s))?;
             }
+            for r in &result.exact_lattices {
+                writeln!(out, "{}", r.line("exact:"))?;
+            }
             for run in &d.derivation.runs {
                 writeln!(out, "{}", plan::derived_line(run))?;
             }
@@ -808,7 +837,7 @@ fn render(
                 out,
                 "{} HR-cases, {} exact cases, {} arguments skipped in {elapsed:.2} s",
                 result.hr_cases.len(),
-                result.exact_cases.len(),
+                exact_count(result),
                 skipped_arguments(result)
             )?;
         }

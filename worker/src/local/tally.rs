@@ -146,6 +146,7 @@ mod tests {
             hr_cases: vec![],
             exact_cases: vec![],
             skipped: Vec::new(),
+            exact_lattice: None,
             timings: Timings::default(),
         }
     }
