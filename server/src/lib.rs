@@ -124,6 +124,7 @@ pub fn default_derive_tasks(cores: usize) -> usize {
 
 impl Default for Config {
     fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Config {
             admin_token_hash: None,
             metrics_token_hash: None,
@@ -135,10 +136,8 @@ impl Default for Config {
             retry_after_seconds: 10,
             quarantine: domain::trust::QuarantineBar::default(),
             max_quarantined_per_token: 2,
-            verify_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            derive_tasks: default_derive_tasks(
-                std::thread::available_parallelism().map_or(2, |n| n.get()),
-            ),
+            verify_concurrency: cores,
+            derive_tasks: default_derive_tasks(cores),
             verify_budget: domain::budget::VerifyBudget::default(),
             request_timeout: Duration::from_secs(120),
             conn: listen::ConnLimits::default(),

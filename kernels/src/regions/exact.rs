@@ -124,6 +124,12 @@ pub fn has_exact_regions(f: Function) -> bool {
     matches!(f, Sinpi | Cospi | Tanpi | Exp2)
 }
 
+/// Whether every argument of `unit` is exact (tanpi: exact or a pole): [`exact_run`] without
+/// writing the run.
+pub fn in_exact_region(f: Function, fmt: Format, unit: UnitSpec) -> bool {
+    Region::of(f, fmt, unit).is_some()
+}
+
 /// The exact run of `unit` in format `fmt` when every argument of it is exact (tanpi: exact or
 /// a pole): the whole unit, one run, with reason [`SkipReason::Exact`] and its rule.
 pub fn exact_run(f: Function, fmt: Format, unit: UnitSpec) -> Option<Skipped> {

@@ -11,7 +11,7 @@
 use crate::numbers::format::{parse_number, Format, Precision};
 use crate::oracle::function::Function;
 use crate::plan::UnitSpec;
-use crate::regions::exact::exact_run;
+use crate::regions::exact::in_exact_region;
 use serde::{Deserialize, Serialize};
 
 /// The exact lattice of one binade: significands `m` (`|x| = m 2^s`) that are multiples of
@@ -29,7 +29,7 @@ impl Lattice {
     /// elsewhere (also where the binade holds no lattice point, below 1/2 or 1/4).
     pub fn of(f: Function, fmt: Format, unit: UnitSpec) -> Option<Lattice> {
         let p = fmt.precision.bits() as i32;
-        if unit.count == 0 || unit.first >> (p - 1) == 0 || exact_run(f, fmt, unit).is_some() {
+        if unit.count == 0 || unit.first >> (p - 1) == 0 || in_exact_region(f, fmt, unit) {
             return None;
         }
         let s = unit.exponent - p + 1;
@@ -75,6 +75,35 @@ impl Lattice {
         }
         let (step, r) = (4 * self.modulus, 2 * self.modulus);
         on - (multiples_below(hi, step, r) - multiples_below(lo, step, r))
+    }
+
+    /// The run of `unit` (of this lattice's binade, precision `p`), when it holds a point of
+    /// the lattice.
+    pub fn run(&self, unit: UnitSpec, p: Precision) -> Option<LatticeRun> {
+        let count = self.count(unit.first, unit.count);
+        if count == 0 {
+            return None;
+        }
+        let m = self.modulus;
+        // The first and last multiples of the modulus in the unit, moved off a pole (tanpi).
+        let mut lo = unit.first.div_ceil(m) * m;
+        let mut hi = (unit.first + unit.count - 1) / m * m;
+        if !self.holds(lo) {
+            lo += m;
+        }
+        if !self.holds(hi) {
+            hi -= m;
+        }
+        let at = |sig: u64| unit.argument(sig - unit.first).to_hex(p);
+        let (a, b) = (at(lo), at(hi));
+        // A negative unit's significands grow towards -infinity.
+        let (first, last) = if unit.negative { (b, a) } else { (a, b) };
+        Some(LatticeRun {
+            first,
+            last,
+            count,
+            values: self.values().to_string(),
+        })
     }
 
     /// The arguments of the lattice and `f`'s value at each, for people.
@@ -135,56 +164,21 @@ impl LatticeRun {
     }
 }
 
-/// The lattice run of `unit`, when its binade has a lattice and the unit holds a point of it.
-pub fn lattice_run(f: Function, fmt: Format, unit: UnitSpec) -> Option<LatticeRun> {
-    let l = Lattice::of(f, fmt, unit)?;
-    let count = l.count(unit.first, unit.count);
-    if count == 0 {
-        return None;
-    }
-    let m = l.modulus;
-    // The first and last multiples of the modulus in the unit, moved off a pole (tanpi).
-    let mut lo = unit.first.div_ceil(m) * m;
-    let mut hi = (unit.first + unit.count - 1) / m * m;
-    if !l.holds(lo) {
-        lo += m;
-    }
-    if !l.holds(hi) {
-        hi -= m;
-    }
-    let p = fmt.precision;
-    let at = |sig: u64| unit.argument(sig - unit.first).to_hex(p);
-    let (a, b) = (at(lo), at(hi));
-    // A negative unit's significands grow towards -infinity.
-    let (first, last) = if unit.negative { (b, a) } else { (a, b) };
-    Some(LatticeRun {
-        first,
-        last,
-        count,
-        values: l.values().to_string(),
-    })
-}
-
 /// How many exact cases of `unit` its lattice run counts (0 without one): what an honest
 /// result leaves out of its list.
 pub fn lattice_count(f: Function, fmt: Format, unit: UnitSpec) -> u64 {
     Lattice::of(f, fmt, unit).map_or(0, |l| l.count(unit.first, unit.count))
 }
 
-/// Lattice runs sorted by value, those of one rule and one sign whose ends are consecutive
-/// lattice points merged (no lattice point lies between them, so the run's count is still
-/// that of the lattice points of `[first, last]`).
+/// Lattice runs sorted by the value of their first argument: those of one rule and one sign
+/// whose ends are consecutive lattice points merged (no lattice point lies between them, so
+/// the run's count is still that of the lattice points of `[first, last]`).
 pub fn merge_runs(runs: &mut Vec<LatticeRun>, p: Precision) {
     let value = |x: &str| {
         parse_number(x, p.bits(), rug::float::Round::Nearest).expect("our own output parses")
     };
     // Lattices lie below 2^(p-1), where two arguments differ exactly at this precision.
     let wide = p.bits() + 8;
-    runs.sort_by(|a, b| {
-        value(&a.first)
-            .partial_cmp(&value(&b.first))
-            .expect("finite")
-    });
     let mut merged: Vec<LatticeRun> = Vec::with_capacity(runs.len());
     for r in runs.drain(..) {
         if let Some(last) = merged.last_mut() {
@@ -207,6 +201,10 @@ mod tests {
     use super::*;
     use crate::oracle::verify::{classify_in, Verdict};
     use std::str::FromStr;
+
+    fn lattice_run(f: Function, fmt: Format, unit: UnitSpec) -> Option<LatticeRun> {
+        Lattice::of(f, fmt, unit)?.run(unit, fmt.precision)
+    }
 
     /// Every normal argument of binary16 and bfloat16: on the lattice exactly where MPFR says
     /// exact (tanpi: exact, its poles off the lattice), and each unit's count is the number of
@@ -236,7 +234,7 @@ mod tests {
                             if holds {
                                 counted += 1;
                                 assert!(matches!(v, Verdict::Exact(_)), "{f} {a:?} {v:?}");
-                            } else if exact_run(f, fmt, binade).is_none() {
+                            } else if !in_exact_region(f, fmt, binade) {
                                 assert!(!matches!(v, Verdict::Exact(_)), "{f} {a:?} exact off");
                             }
                         }
@@ -288,7 +286,7 @@ mod tests {
             first: unit.first + unit.count,
             ..unit
         };
-        let mut runs = vec![lattice_run(Function::Sinpi, b64, next).unwrap(), r.clone()];
+        let mut runs = vec![r.clone(), lattice_run(Function::Sinpi, b64, next).unwrap()];
         merge_runs(&mut runs, b64.precision);
         assert_eq!(runs.len(), 1);
         assert_eq!((runs[0].first.as_str(), runs[0].count), ("0x1p+30", 16));

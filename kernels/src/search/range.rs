@@ -100,6 +100,7 @@ impl RangeResult {
         sort_by_argument(&mut self.hr_cases, p, |c| &c.x);
         sort_by_argument(&mut self.exact_cases, p, |c| &c.x);
         sort_by_argument(&mut self.skipped, p, |c| &c.first);
+        sort_by_argument(&mut self.exact_lattices, p, |c| &c.first);
         merge_runs(&mut self.exact_lattices, p);
         let value = |x: &str| {
             crate::numbers::format::parse_number(x, p.bits(), rug::float::Round::Nearest)

@@ -6,7 +6,7 @@
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use crate::plan::{split, UnitSpec};
 use crate::regions::exact::exact_run;
-use crate::regions::lattice::{lattice_run, Lattice, LatticeRun};
+use crate::regions::lattice::{Lattice, LatticeRun};
 use crate::regions::partition::{partition, Part};
 use crate::regions::runs::{Runs, Skipped, TrivialRun};
 use crate::search::backend::{Backend, PieceOutcome, SearchError, Stats, Timings};
@@ -378,7 +378,7 @@ pub fn search_unit(
         hr_cases,
         exact_cases,
         skipped,
-        exact_lattice: lattice_run(cfg.function, cfg.format(), unit),
+        exact_lattice: lattice.and_then(|l| l.run(unit, cfg.precision)),
         timings,
     })
 }
