@@ -32,7 +32,10 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// (`search::progression`), with their own counter.
 /// 3: sinpi, cospi and tanpi count the exact cases on their binade's lattice by its rule
 /// instead of listing them (`regions::lattice`): the counters stay, the lists shrink.
-pub const ENGINE_VERSION: u32 = 3;
+/// 4: sinpi, cospi and tanpi units of two periods or more search their first period and copy
+/// its cases (`search::periodic`), with their own counter; tanpi's poles on the lattice are
+/// counted in its run instead of skipped runs.
+pub const ENGINE_VERSION: u32 = 4;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {

@@ -365,3 +365,38 @@ async fn a_sinpi_campaign_counts_the_exact_cases_of_its_lattice_by_rule() {
     assert!(!cases.is_empty());
     assert!(exact.is_empty(), "{exact:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tanpi_campaign_counts_its_poles_on_the_lattice_and_repeats_its_first_period() {
+    // tanpi in binary32 on [1024, 1040): 64 multiples of 1/4, of which 16 poles (k + 1/2),
+    // counted by the lattice's rule: no skipped run, in the results or the coordinator's own
+    // recomputation. Each unit of 2^16 arguments holds four periods of 2 and searches only
+    // its first: the coordinator takes the copies like any case.
+    let spec = Spec {
+        function: "tanpi",
+        format: "binary32",
+        min_bits: "10",
+        unit_bits: "16",
+        ranges: &[("0x1p+10", "0x1.04p+10")],
+    };
+    let mut args = spec.args();
+    args.extend(["--from=0x1p+10".to_string(), "--to=0x1.04p+10".to_string()]);
+    let v = tmd_tests::search_json(&args);
+    let lattice: Vec<(u64, u64)> = v["exact_lattices"]
+        .as_array()
+        .expect("exact_lattices")
+        .iter()
+        .map(|l| (l["count"].as_u64().unwrap(), l["poles"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(lattice, [(48, 16)], "{}", v["exact_lattices"]);
+    assert_eq!(v["skipped_arguments"], 16, "the poles, counted as skipped");
+    let periodic = v["stats"]["periodic_arguments"].as_u64().unwrap();
+    assert_eq!(periodic, 2 * 3 * (1 << 14), "{}", v["stats"]);
+    let (cases, runs, exact) = campaign_equals_search(spec).await;
+    assert!(
+        cases.len() >= 8,
+        "copies of the first period's cases: {cases:?}"
+    );
+    assert!(runs.is_empty(), "{runs:?}");
+    assert!(exact.is_empty(), "{exact:?}");
+}

@@ -6,7 +6,8 @@
 //! (`docs/error-analysis.md` §11). Any other exact case would still be listed one by one (by
 //! Niven's theorem there is none: a rational `x` gives a rational `sin(pi x)` only at `0, ±1/2,
 //! ±1`, and `±1/2` needs `x = ±1/6 mod 2`, no dyadic number; `tan(pi x)` only at `0` and `±1`).
-//! Tanpi's poles stay skipped runs, as before.
+//! Tanpi's poles on the lattice are counted apart in the same run, not listed one by one as
+//! skipped runs: off the lattice every result of such a binade lies in the format's range.
 
 use crate::numbers::format::{parse_number, Format, Precision};
 use crate::oracle::function::Function;
@@ -39,7 +40,7 @@ impl Lattice {
             _ => return None,
         };
         // 2^shift <= 2^(p-1) <= m: the binade reaches the lattice's first point.
-        if !(1..p).contains(&shift) {
+        if !(1..p).contains(&shift) || !rest_in_range(fmt, s) {
             return None;
         }
         Some(Lattice {
@@ -48,9 +49,15 @@ impl Lattice {
         })
     }
 
-    /// Whether the argument of significand `m` (either sign) lies on the lattice.
+    /// Whether the argument of significand `m` (either sign) is an exact case of the lattice.
     pub fn holds(&self, m: u64) -> bool {
-        m.is_multiple_of(self.modulus) && !(self.function == Function::Tanpi && self.pole(m))
+        self.covers(m) && !(self.function == Function::Tanpi && self.pole(m))
+    }
+
+    /// Whether the argument of significand `m` lies on the lattice: an exact case, or one of
+    /// tanpi's poles. The search judges none of them.
+    pub fn covers(&self, m: u64) -> bool {
+        m.is_multiple_of(self.modulus)
     }
 
     /// tanpi at `x = k/4` with `k = 2 mod 4`: a pole, not an exact case.
@@ -58,42 +65,35 @@ impl Lattice {
         (m / self.modulus) % 4 == 2
     }
 
-    /// How many significands of `[first, first + count)` lie on the lattice.
+    /// How many significands of `[first, first + count)` are exact cases of the lattice.
     pub fn count(&self, first: u64, count: u64) -> u64 {
-        let multiples_below = |n: u64, step: u64, r: u64| -> u64 {
-            // How many m < n with m = r mod step.
-            if n <= r {
-                0
-            } else {
-                (n - r - 1) / step + 1
-            }
-        };
         let (lo, hi) = (first, first + count);
         let on = multiples_below(hi, self.modulus, 0) - multiples_below(lo, self.modulus, 0);
+        on - self.poles(first, count)
+    }
+
+    /// How many significands of `[first, first + count)` are poles of the lattice (tanpi).
+    pub fn poles(&self, first: u64, count: u64) -> u64 {
         if self.function != Function::Tanpi {
-            return on;
+            return 0;
         }
+        let (lo, hi) = (first, first + count);
         let (step, r) = (4 * self.modulus, 2 * self.modulus);
-        on - (multiples_below(hi, step, r) - multiples_below(lo, step, r))
+        multiples_below(hi, step, r) - multiples_below(lo, step, r)
     }
 
     /// The run of `unit` (of this lattice's binade, precision `p`), when it holds a point of
     /// the lattice.
     pub fn run(&self, unit: UnitSpec, p: Precision) -> Option<LatticeRun> {
         let count = self.count(unit.first, unit.count);
-        if count == 0 {
+        let poles = self.poles(unit.first, unit.count);
+        if count + poles == 0 {
             return None;
         }
         let m = self.modulus;
-        // The first and last multiples of the modulus in the unit, moved off a pole (tanpi).
-        let mut lo = unit.first.div_ceil(m) * m;
-        let mut hi = (unit.first + unit.count - 1) / m * m;
-        if !self.holds(lo) {
-            lo += m;
-        }
-        if !self.holds(hi) {
-            hi -= m;
-        }
+        // The first and last multiples of the modulus in the unit.
+        let lo = unit.first.div_ceil(m) * m;
+        let hi = (unit.first + unit.count - 1) / m * m;
         let at = |sig: u64| unit.argument(sig - unit.first).to_hex(p);
         let (a, b) = (at(lo), at(hi));
         // A negative unit's significands grow towards -infinity.
@@ -102,6 +102,7 @@ impl Lattice {
             first,
             last,
             count,
+            poles,
             values: self.values().to_string(),
         })
     }
@@ -119,10 +120,38 @@ impl Lattice {
             _ => {
                 "x = k/4 for an integer k, k not 2 mod 4: tanpi(x) = 0 at k = 0 mod 4 (+0 for \
                  even x > 0 and odd x < 0, -0 for odd x > 0 and even x < 0), 1 at k = 1 mod 4, \
-                 -1 at k = 3 mod 4 (the poles, k = 2 mod 4, are skipped runs)"
+                 -1 at k = 3 mod 4; at k = 2 mod 4 a pole (tanpi(x) infinite: no number to \
+                 round), counted apart"
             }
         }
     }
+}
+
+/// How many `m < n` with `m = r mod step`.
+fn multiples_below(n: u64, step: u64, r: u64) -> u64 {
+    if n <= r {
+        0
+    } else {
+        (n - r - 1) / step + 1
+    }
+}
+
+/// Whether every argument `x = ±m 2^s` of a binade with a lattice, off the lattice, has a
+/// result in `fmt`'s range (no overflow, no underflow: `SkipReason`'s rules), so the poles are
+/// the only arguments the binade skips. Off the lattice `x` lies at least `2^s` from every
+/// multiple of 1/2 (tanpi: of 1/4), so `|sinpi(x)|`, `|cospi(x)|` lie in `[2^(s+1), 1]`
+/// (`|sin(pi d)| >= 2d` for `d <= 1/2`) and `|tanpi(x)|` in `[2^(s+1), 2^(-s-1))`
+/// (`tan(pi d) >= pi d`, `cot(pi d) <= 1 / (pi d)`): within any format whose exponents reach
+/// both (every named one: `|s| <= p + 1` there).
+fn rest_in_range(fmt: Format, s: i32) -> bool {
+    fmt.exponents.is_none_or(|x| {
+        let p = fmt.precision.bits() as i32;
+        x.emax + 1 >= -s - 1 && x.emin - p - 1 <= s + 1
+    })
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The widest gap between consecutive lattice points of any lattice: 1/2 (tanpi: 1/4, or 1/2
@@ -136,8 +165,12 @@ pub struct LatticeRun {
     /// The smallest and largest lattice argument, C99 hex (both exact cases).
     pub first: String,
     pub last: String,
-    /// Lattice arguments in `[first, last]`: every one an exact case.
+    /// Exact cases of the lattice in `[first, last]`.
     pub count: u64,
+    /// Poles of the lattice in `[first, last]` (tanpi): skipped, no number to round. Absent
+    /// from the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub poles: u64,
     /// Which arguments and `f`'s value at each ([`Lattice::values`]).
     pub values: String,
 }
@@ -146,16 +179,20 @@ impl LatticeRun {
     /// The rule for people.
     pub fn rule(&self) -> String {
         format!(
-            "{}: every such x of the run is an exact case, counted by this rule and not listed \
-             (docs/error-analysis.md §11)",
+            "{}: every such x of the run is an exact case (or a pole where this says so), \
+             counted by this rule and not listed (docs/error-analysis.md §11)",
             self.values
         )
     }
 
-    /// The run for people: `prefix [first, last] (count arguments): rule`.
+    /// The run for people: `prefix [first, last] (count exact cases[, poles poles]): rule`.
     pub fn line(&self, prefix: &str) -> String {
+        let poles = match self.poles {
+            0 => String::new(),
+            n => format!(", {n} poles"),
+        };
         format!(
-            "{prefix} [{}, {}] ({} arguments): {}",
+            "{prefix} [{}, {}] ({} exact cases{poles}): {}",
             self.first,
             self.last,
             self.count,
@@ -188,6 +225,7 @@ pub fn merge_runs(runs: &mut Vec<LatticeRun>, p: Precision) {
             if last.values == r.values && same_sign && gap > 0 && gap <= WIDEST_GAP {
                 last.last = r.last;
                 last.count += r.count;
+                last.poles += r.poles;
                 continue;
             }
         }
@@ -199,7 +237,7 @@ pub fn merge_runs(runs: &mut Vec<LatticeRun>, p: Precision) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oracle::verify::{classify_in, Verdict};
+    use crate::oracle::verify::{classify_in, SkipReason, Verdict};
     use std::str::FromStr;
 
     fn lattice_run(f: Function, fmt: Format, unit: UnitSpec) -> Option<LatticeRun> {
@@ -226,20 +264,32 @@ mod tests {
                             count: 1 << (p - 1),
                         };
                         let l = Lattice::of(f, fmt, binade);
-                        let mut counted = 0;
+                        let (mut counted, mut poles) = (0, 0);
                         for o in 0..binade.count {
                             let a = binade.argument(o);
                             let v = classify_in(f, fmt, &a, 1).unwrap();
                             let holds = l.is_some_and(|l| l.holds(a.significand));
+                            let covers = l.is_some_and(|l| l.covers(a.significand));
                             if holds {
                                 counted += 1;
                                 assert!(matches!(v, Verdict::Exact(_)), "{f} {a:?} {v:?}");
+                            } else if covers {
+                                poles += 1;
+                                let pole = Verdict::Skipped(SkipReason::Pole);
+                                assert_eq!(v, pole, "{f} {a:?}");
                             } else if !in_exact_region(f, fmt, binade) {
                                 assert!(!matches!(v, Verdict::Exact(_)), "{f} {a:?} exact off");
+                            }
+                            // Off the lattice of a binade with one, nothing is skipped: the
+                            // coordinator recomputes no run there (`skip.rs`).
+                            if l.is_some() && !covers {
+                                assert!(!matches!(v, Verdict::Skipped(_)), "{f} {a:?} {v:?}");
                             }
                         }
                         let count = l.map_or(0, |l| l.count(binade.first, binade.count));
                         assert_eq!(count, counted, "{f} {name} {exponent}");
+                        let counted_poles = l.map_or(0, |l| l.poles(binade.first, binade.count));
+                        assert_eq!(counted_poles, poles, "{f} {name} {exponent}");
                         on += counted;
                         // Any part of the binade counts its own points.
                         if let Some(l) = l {
@@ -278,7 +328,7 @@ mod tests {
         )
         .unwrap();
         // Multiples of 1/4 in [2^30, 2^30 + 4): 16, of which 4 poles.
-        assert_eq!(neg.count, 12);
+        assert_eq!((neg.count, neg.poles), (12, 4));
         assert_eq!(neg.first, "-0x1.0000000fp+30");
         assert_eq!(neg.last, "-0x1p+30");
         // Merged with the next unit's run: one rule, consecutive points.

@@ -35,6 +35,10 @@ pub struct Stats {
     /// of large arguments), whose candidates MPFR judged. Absent from the JSON when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub progression_arguments: u64,
+    /// Arguments whose verdicts are copies of those 2, 4, ... before them (`periodic.rs`:
+    /// sinpi, cospi and tanpi on coarse grids), not searched again. Absent from the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub periodic_arguments: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -56,6 +60,7 @@ impl Stats {
         self.clear_arguments += o.clear_arguments;
         self.dense_arguments += o.dense_arguments;
         self.progression_arguments += o.progression_arguments;
+        self.periodic_arguments += o.periodic_arguments;
     }
 }
 

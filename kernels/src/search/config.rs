@@ -31,6 +31,9 @@ pub struct SearchConfig {
     /// (`progression.rs`) where the grid's step is a large angle. Off only to compare with the
     /// dyadic route.
     pub progressions: bool,
+    /// Search sinpi, cospi and tanpi units that hold two periods (2) or more on their first
+    /// period and copy its cases (`periodic.rs`). Off only to compare with the full search.
+    pub periodic: bool,
     /// Where steep pieces are split in halves for speed ([`SteepSplit`]).
     pub steep: SteepSplit,
 }
@@ -81,6 +84,7 @@ impl SearchConfig {
             trivial_regions: true,
             dense: true,
             progressions: true,
+            periodic: true,
             steep: SteepSplit::DEFAULT,
         }
     }

@@ -13,7 +13,7 @@ use crate::search::backend::{Backend, PieceOutcome, SearchError, Stats, Timings}
 use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense};
 use crate::search::generation::{generate, GenError, Generated};
-use crate::search::periodic::{self, classes};
+use crate::search::periodic;
 use crate::search::progression::{self, Progressions};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -119,17 +119,9 @@ fn plan_part(cfg: &SearchConfig, piece: UnitSpec) -> (Vec<(UnitSpec, PiecePlan)>
             return (vec![(piece, PiecePlan::Progressions(pr))], 0.0);
         }
     }
-    // Sinpi, cospi, tanpi on coarse grids: a few values, each judged once.
-    let periodic = classes(cfg.function, cfg.format(), piece).is_some();
-    if piece.count <= EXHAUSTIVE_MAX || periodic {
+    if piece.count <= EXHAUSTIVE_MAX {
         let t = Instant::now();
-        // Periodic pieces judge one argument per class: nothing to walk.
-        let dense = if periodic {
-            None
-        } else {
-            dense::plan(cfg, piece)
-        };
-        let plan = match dense {
+        let plan = match dense::plan(cfg, piece) {
             Some(d) => PiecePlan::Dense(Box::new(d)),
             None => PiecePlan::Exhaustive,
         };
@@ -292,6 +284,31 @@ pub fn search_unit(
             timings,
         });
     }
+    // Sinpi, cospi and tanpi on a grid coarse enough that the unit holds two periods: its
+    // first period searched, its cases copied 2, 4, ... further.
+    if cfg.periodic {
+        if let Some(l) = periodic::period(cfg.function, cfg.format(), unit) {
+            let base = search_unit(cfg, UnitSpec { count: l, ..unit }, backend)?;
+            let cases = periodic::Cases {
+                hr_cases: base.hr_cases,
+                exact_cases: base.exact_cases,
+                skipped: base.skipped,
+            };
+            let all = periodic::repeat(cfg.format(), unit, l, cases)?;
+            let mut stats = base.stats;
+            stats.periodic_arguments += unit.count - l;
+            let lattice = Lattice::of(cfg.function, cfg.format(), unit);
+            return Ok(UnitResult {
+                unit,
+                stats,
+                hr_cases: all.hr_cases,
+                exact_cases: all.exact_cases,
+                skipped: all.skipped,
+                exact_lattice: lattice.and_then(|t| t.run(unit, cfg.precision)),
+                timings: base.timings,
+            });
+        }
+    }
     let mut skipped = Runs::default();
     // Exact cases on the lattice are counted by rule: no MPFR call, no list.
     let lattice = Lattice::of(cfg.function, cfg.format(), unit);
@@ -400,7 +417,7 @@ fn verify_candidates(
     candidates: &[u64],
     lattice: Option<Lattice>,
 ) -> Result<Verified, SearchError> {
-    let off_lattice = |&&o: &&u64| !lattice.is_some_and(|t| t.holds(piece.first + o));
+    let off_lattice = |&&o: &&u64| !lattice.is_some_and(|t| t.covers(piece.first + o));
     let candidates: Vec<u64> = candidates.iter().filter(off_lattice).copied().collect();
     let verdicts: Vec<Result<Verdict, VerifyError>> = candidates
         .par_iter()
@@ -432,23 +449,19 @@ fn verify_candidates(
 /// What the exhaustive search of a piece found: cases, exact cases, skipped offsets.
 type Exhaustive = (Vec<HrCase>, Vec<ExactCase>, Vec<(u64, SkipReason)>);
 
-/// Every argument of the piece through MPFR (for a periodic function on a coarse grid, one
-/// argument of each class, `periodic.rs`), but those on the binade's exact `lattice`.
+/// Every argument of the piece through MPFR, but those on the binade's exact `lattice`.
 fn exhaustive(
     cfg: &SearchConfig,
     piece: UnitSpec,
     lattice: Option<Lattice>,
 ) -> Result<Exhaustive, SearchError> {
     let (f, fmt, k) = (cfg.function, cfg.format(), cfg.min_bits);
-    let on_lattice = |o: u64| lattice.is_some_and(|t| t.holds(piece.first + o));
-    let verdicts: Vec<(u64, Verdict)> = match classes(f, fmt, piece) {
-        Some(l) => periodic::verdicts(f, fmt, k, piece, l)?,
-        None => (0..piece.count)
-            .into_par_iter()
-            .filter(|&o| !on_lattice(o))
-            .map(|o| Ok((o, classify_in(f, fmt, &piece.argument(o), k)?)))
-            .collect::<Result<_, VerifyError>>()?,
-    };
+    let on_lattice = |o: u64| lattice.is_some_and(|t| t.covers(piece.first + o));
+    let verdicts: Vec<(u64, Verdict)> = (0..piece.count)
+        .into_par_iter()
+        .filter(|&o| !on_lattice(o))
+        .map(|o| Ok((o, classify_in(f, fmt, &piece.argument(o), k)?)))
+        .collect::<Result<_, VerifyError>>()?;
     let mut hr = Vec::new();
     let mut exact = Vec::new();
     let mut skipped = Vec::new();

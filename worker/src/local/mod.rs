@@ -734,8 +734,11 @@ fn describe_csv(d: &Described, result: &RangeResult) {
     }
 }
 
+/// Skipped arguments: those of the skipped runs and tanpi's poles counted by their lattice's
+/// rule.
 fn skipped_arguments(r: &RangeResult) -> u64 {
-    r.skipped.iter().map(|s| s.count).sum()
+    let poles: u64 = r.exact_lattices.iter().map(|l| l.poles).sum();
+    r.skipped.iter().map(|s| s.count).sum::<u64>() + poles
 }
 
 /// Exact cases: those listed and those counted by their lattice's rule.
@@ -848,7 +851,7 @@ fn render(
 fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
     writeln!(
         out,
-        "units {}  domains {}  phase-1 failures {}  subdomains {}  phase-2 failures {}  phase-3 arguments {}  candidates {}  false positives {}  exhaustive arguments {}  clear arguments {}  dense arguments {}",
+        "units {}  domains {}  phase-1 failures {}  subdomains {}  phase-2 failures {}  phase-3 arguments {}  candidates {}  false positives {}  exhaustive arguments {}  clear arguments {}  dense arguments {}  progression arguments {}  periodic arguments {}",
         s.units,
         s.domains,
         s.phase1_failures,
@@ -859,7 +862,9 @@ fn write_stats(out: &mut impl Write, s: &Stats) -> Result<()> {
         s.false_positives,
         s.exhaustive_arguments,
         s.clear_arguments,
-        s.dense_arguments
+        s.dense_arguments,
+        s.progression_arguments,
+        s.periodic_arguments
     )?;
     Ok(())
 }
