@@ -545,8 +545,8 @@ fn neg_log2_d_is_a_lower_bound() {
 }
 
 /// sinpi and cospi where binary32's arguments are multiples of `2^-4` and
-/// `2^-9` (a period of 32 and 1024 arguments) judge one argument per class and copy its
-/// verdict: the same HR-cases and exact cases as the brute force, both signs, at a threshold
+/// `2^-9` (a period of 32 and 1024 arguments) search the first period of each unit and copy
+/// its cases: the same HR-cases and exact cases as the brute force, both signs, at a threshold
 /// with cases (tanpi, whose poles this oracle calls overflows, against MPFR argument by
 /// argument in `periodic::tests`); and half the binade `2^19` (2^22 arguments, 524,288 exact
 /// cases), which took about 17 s of CPU through MPFR (over 8 s on two cores), now takes well
