@@ -11,8 +11,10 @@ use crate::oracle::function::Function;
 use crate::oracle::verify::{ExactCase, HrCase};
 use crate::plan::UnitSpec;
 use crate::regions::runs::{Runs, Skipped};
-use crate::search::backend::SearchError;
+use crate::search::backend::{SearchError, Stats};
 use rug::float::Round;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// The most cases a unit may copy from its first period: a hard class near `2^60` would have
 /// `2^59` copies in its binade, which no list holds; such a unit fails with the class named
@@ -36,7 +38,7 @@ pub fn period(f: Function, fmt: Format, unit: UnitSpec) -> Option<u64> {
     (l <= unit.count / 2).then_some(l)
 }
 
-/// What the first period of a unit found, and what the whole unit holds once it is repeated.
+/// What a search found, as the search lists it.
 #[derive(Debug, Default)]
 pub struct Cases {
     pub hr_cases: Vec<HrCase>,
@@ -44,37 +46,117 @@ pub struct Cases {
     pub skipped: Vec<Skipped>,
 }
 
-/// The cases of `unit` from `base`, those of its first period `[first, first + l)`: every
-/// case and skipped argument of the base copied to the offsets `l, 2l, ...` further (`x ± 2`,
-/// the same value: the same hardness, kind, rounding, exact value or pole; only the argument's
-/// text changes), in argument order.
-pub fn repeat(fmt: Format, unit: UnitSpec, l: u64, base: Cases) -> Result<Cases, SearchError> {
+/// The first period of `unit`'s binade (of its sign): the significands `[2^(p-1), 2^(p-1) + l)`.
+/// Every unit of the binade is searched through this one, wherever it starts, so two units'
+/// counters never depend on which of them a worker met first.
+pub fn base_unit(fmt: Format, unit: UnitSpec, l: u64) -> UnitSpec {
+    UnitSpec {
+        first: 1 << (fmt.precision.bits() - 1),
+        count: l,
+        ..unit
+    }
+}
+
+/// The search of a binade's first period, its cases by offset in it (residues modulo `l`).
+#[derive(Debug)]
+pub struct Base {
+    pub stats: Stats,
+    hr: Vec<(u64, HrCase)>,
+    exact: Vec<(u64, ExactCase)>,
+    /// Skipped runs by their first offset, in order.
+    skipped: Vec<(u64, Skipped)>,
+}
+
+impl Base {
+    /// The base of `unit` (from [`base_unit`]) from what its search found.
+    pub fn new(
+        fmt: Format,
+        unit: UnitSpec,
+        stats: Stats,
+        cases: Cases,
+    ) -> Result<Base, SearchError> {
+        let at = |x: &str| offset_of(fmt, unit, x);
+        let mut skipped = Vec::with_capacity(cases.skipped.len());
+        for r in cases.skipped {
+            let first = at(&r.first)?.min(at(&r.last)?);
+            skipped.push((first, r));
+        }
+        Ok(Base {
+            stats,
+            hr: cases
+                .hr_cases
+                .into_iter()
+                .map(|c| Ok((at(&c.x)?, c)))
+                .collect::<Result<_, SearchError>>()?,
+            exact: cases
+                .exact_cases
+                .into_iter()
+                .map(|c| Ok((at(&c.x)?, c)))
+                .collect::<Result<_, SearchError>>()?,
+            skipped,
+        })
+    }
+}
+
+/// Bases searched by this process, by search configuration, sign and binade: every unit of a
+/// binade after the first one a worker meets costs only its copies. Units searched side by
+/// side may each search the base once (nothing waits here: a thread of rayon that waited could
+/// hold, below its waiting frame, a job the base's own search waits for).
+static BASES: LazyLock<Mutex<HashMap<String, Arc<Base>>>> = LazyLock::new(Default::default);
+
+/// The most bases kept: a whole function's binades with a period, several times over.
+const MAX_BASES: usize = 1 << 14;
+
+/// The base of `key` if this process searched it.
+pub fn cached(key: &str) -> Option<Arc<Base>> {
+    BASES.lock().ok()?.get(key).cloned()
+}
+
+/// Keeps `base` under `key` (the first one kept wins: every search of a base gives the same).
+pub fn remember(key: String, base: Base) -> Arc<Base> {
+    let Ok(mut bases) = BASES.lock() else {
+        return Arc::new(base);
+    };
+    if bases.len() >= MAX_BASES {
+        bases.clear();
+    }
+    bases.entry(key).or_insert_with(|| Arc::new(base)).clone()
+}
+
+/// The cases of `unit` from `base`, those of its binade's first period: the argument at offset
+/// `t` of the unit is `x ± 2n` of the base's at offset `(first + t - 2^(p-1)) mod l`, with the
+/// same value: the same hardness, kind, rounding, exact value or pole; only the argument's text
+/// changes. In argument order.
+pub fn repeat(fmt: Format, unit: UnitSpec, l: u64, base: &Base) -> Result<Cases, SearchError> {
     let p = fmt.precision;
-    let periods = unit.count.div_ceil(l);
-    let listed = (base.hr_cases.len() + base.exact_cases.len()) as u64;
+    let periods = unit.count.div_ceil(l) + 1;
+    let listed = (base.hr.len() + base.exact.len()) as u64;
     if listed.saturating_mul(periods) > MAX_COPIES {
-        let class = base.hr_cases.first().map(|c| c.x.clone());
+        let class = base.hr.first().map(|c| c.1.x.clone());
         return Err(SearchError::Backend(format!(
-            "{}: its {listed} cases of the first period (such as {}) repeat every 2 over {periods} \
+            "{}: its {listed} cases of a period (such as {}) repeat every 2 over {periods} \
              periods, more than {MAX_COPIES} cases to list; search smaller units",
             unit.describe(p),
             class.as_deref().unwrap_or("an exact case")
         )));
     }
-    let offset = |x: &str| offset_of(fmt, unit, x);
-    let copies = |o: u64| (o..unit.count).step_by(l as usize);
+    // The residue of the unit's offset 0.
+    let phase = (unit.first - base_unit(fmt, unit, l).first) % l;
+    // The unit's offsets of residue r: r - phase + k l, within the unit.
+    let copies = move |r: u64| {
+        let first = (r + l - phase) % l;
+        (first..unit.count).step_by(l as usize)
+    };
     let mut hr: Vec<(u64, HrCase)> = Vec::new();
-    for c in base.hr_cases {
-        let o = offset(&c.x)?;
-        hr.extend(copies(o).map(|t| {
+    for (r, c) in &base.hr {
+        hr.extend(copies(*r).map(|t| {
             let x = unit.argument(t).to_hex(p);
             (t, HrCase { x, ..c.clone() })
         }));
     }
     let mut exact: Vec<(u64, ExactCase)> = Vec::new();
-    for e in base.exact_cases {
-        let o = offset(&e.x)?;
-        exact.extend(copies(o).map(|t| {
+    for (r, e) in &base.exact {
+        exact.extend(copies(*r).map(|t| {
             let x = unit.argument(t).to_hex(p);
             (t, ExactCase { x, ..e.clone() })
         }));
@@ -84,36 +166,34 @@ pub fn repeat(fmt: Format, unit: UnitSpec, l: u64, base: Cases) -> Result<Cases,
     Ok(Cases {
         hr_cases: hr.into_iter().map(|c| c.1).collect(),
         exact_cases: exact.into_iter().map(|c| c.1).collect(),
-        skipped: repeat_runs(fmt, unit, l, &base.skipped)?,
+        skipped: repeat_runs(fmt, unit, l, phase, &base.skipped),
     })
 }
 
-/// The skipped runs of the first period repeated over the unit, merged where they meet.
+/// The skipped runs of a period repeated over the unit (residues `[r, r + count)` at the unit's
+/// offsets `r - phase + k l`, cut at its ends), merged where they meet.
 fn repeat_runs(
     fmt: Format,
     unit: UnitSpec,
     l: u64,
-    base: &[Skipped],
-) -> Result<Vec<Skipped>, SearchError> {
-    let mut located = Vec::with_capacity(base.len());
-    for r in base {
-        let (a, b) = (
-            offset_of(fmt, unit, &r.first)?,
-            offset_of(fmt, unit, &r.last)?,
-        );
-        located.push((a.min(b), r));
-    }
+    phase: u64,
+    base: &[(u64, Skipped)],
+) -> Vec<Skipped> {
     let mut runs = Runs::default();
-    for start in (0..unit.count).step_by(l as usize) {
-        for &(o, r) in &located {
-            let first = start + o;
-            if first < unit.count {
-                let count = r.count.min(unit.count - first);
-                runs.push(first, count, r.reason, r.trivial.clone());
+    // Period k of the unit starts at k l - phase (the first one before the unit's start).
+    let mut start = -(phase as i128);
+    while start < i128::from(unit.count) {
+        for (r, run) in base {
+            let a = start + i128::from(*r);
+            let b = (a + i128::from(run.count)).min(i128::from(unit.count));
+            let a = a.max(0);
+            if a < b {
+                runs.push(a as u64, (b - a) as u64, run.reason, run.trivial.clone());
             }
         }
+        start += i128::from(l);
     }
-    Ok(runs.into_skipped(unit, fmt.precision))
+    runs.into_skipped(unit, fmt.precision)
 }
 
 /// The offset in `unit` of the argument written `x` (one of the unit's own results).
@@ -189,6 +269,11 @@ mod tests {
                         }
                     }
                     assert_eq!((cases.next(), exact.next()), (None, None), "{f} {unit:?}");
+                    // Searched again: from this process's cache, the same result.
+                    let again = search_unit(&cfg, unit, &Cpu).unwrap();
+                    assert_eq!((&again.hr_cases, &again.stats), (&got.hr_cases, &got.stats));
+                    assert_eq!(again.skipped, got.skipped);
+                    assert_eq!(again.timings, crate::search::Timings::default());
                     let mut off = cfg;
                     off.periodic = false;
                     let full = search_unit(&off, unit, &Cpu).unwrap();
@@ -240,6 +325,50 @@ mod tests {
         assert_eq!(period(Function::Cospi, b32, unit(0, 1 << 23)), None);
     }
 
+    /// A skipped run of the base repeats at every period of the unit, cut at the unit's ends
+    /// where the unit starts mid-period, and merged where copies meet.
+    #[test]
+    fn skipped_runs_repeat_by_residue() {
+        let b32 = Format::named("binary32").unwrap();
+        // 2^19: a period of 32 arguments; the unit starts at residue 20 and holds 3 periods.
+        let unit = UnitSpec {
+            negative: false,
+            exponent: 19,
+            first: (1 << 23) + 20,
+            count: 96,
+        };
+        let l = period(Function::Sinpi, b32, unit).unwrap();
+        let first = base_unit(b32, unit, l);
+        let run = |a: u64, n: u64| Skipped {
+            first: first.argument(a).to_hex(b32.precision),
+            last: first.argument(a + n - 1).to_hex(b32.precision),
+            count: n,
+            reason: SkipReason::Overflow,
+            trivial: None,
+            exact: None,
+        };
+        // Residues [18, 24) and [30, 32) + [0, 2) (two runs meeting across the period).
+        let cases = Cases {
+            skipped: vec![run(0, 2), run(18, 6), run(30, 2)],
+            ..Cases::default()
+        };
+        let base = Base::new(b32, first, Stats::default(), cases).unwrap();
+        let got: Vec<(String, u64)> = repeat(b32, unit, l, &base)
+            .unwrap()
+            .skipped
+            .into_iter()
+            .map(|r| (r.first, r.count))
+            .collect();
+        // Unit offset t has residue (t + 20) mod 32: residues [18, 24) at t = 0..4, 30..36,
+        // 62..68, 94..96; [30, 34) at t = 10..14, 42..46, 74..78.
+        let want: Vec<(String, u64)> =
+            [(0, 4), (10, 4), (30, 6), (42, 4), (62, 6), (74, 4), (94, 2)]
+                .into_iter()
+                .map(|(t, n)| (unit.argument(t).to_hex(b32.precision), n))
+                .collect();
+        assert_eq!(got, want);
+    }
+
     /// A unit whose first period lists more cases than may be copied fails, naming them.
     #[test]
     fn too_many_copies_fail_with_the_class_named() {
@@ -253,14 +382,16 @@ mod tests {
             count: 1 << 40,
         };
         let l = period(Function::Sinpi, b64, unit).unwrap();
-        let base = Cases {
+        let first = base_unit(b64, unit, l);
+        let cases = Cases {
             exact_cases: vec![ExactCase {
-                x: unit.argument(3).to_hex(b64.precision),
+                x: first.argument(3).to_hex(b64.precision),
                 value: "0x1p+0".into(),
             }],
             ..Cases::default()
         };
-        let err = repeat(b64, unit, l, base).unwrap_err();
+        let base = Base::new(b64, first, Stats::default(), cases).unwrap();
+        let err = repeat(b64, unit, l, &base).unwrap_err();
         assert!(err.to_string().contains("search smaller units"), "{err}");
     }
 }

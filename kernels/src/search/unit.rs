@@ -288,13 +288,8 @@ pub fn search_unit(
     // first period searched, its cases copied 2, 4, ... further.
     if cfg.periodic {
         if let Some(l) = periodic::period(cfg.function, cfg.format(), unit) {
-            let base = search_unit(cfg, UnitSpec { count: l, ..unit }, backend)?;
-            let cases = periodic::Cases {
-                hr_cases: base.hr_cases,
-                exact_cases: base.exact_cases,
-                skipped: base.skipped,
-            };
-            let all = periodic::repeat(cfg.format(), unit, l, cases)?;
+            let (base, timings) = periodic_base(cfg, unit, l, backend)?;
+            let all = periodic::repeat(cfg.format(), unit, l, &base)?;
             let mut stats = base.stats;
             stats.periodic_arguments += unit.count - l;
             let lattice = Lattice::of(cfg.function, cfg.format(), unit);
@@ -305,7 +300,7 @@ pub fn search_unit(
                 exact_cases: all.exact_cases,
                 skipped: all.skipped,
                 exact_lattice: lattice.and_then(|t| t.run(unit, cfg.precision)),
-                timings: base.timings,
+                timings,
             });
         }
     }
@@ -398,6 +393,30 @@ pub fn search_unit(
         exact_lattice: lattice.and_then(|l| l.run(unit, cfg.precision)),
         timings,
     })
+}
+
+/// The search of the first period of `unit`'s binade (`periodic.rs`), from this process's
+/// cache where it searched it before, and the time it took here (none from the cache).
+fn periodic_base(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    l: u64,
+    backend: &dyn Backend,
+) -> Result<(std::sync::Arc<periodic::Base>, Timings), SearchError> {
+    let fmt = cfg.format();
+    let key = format!("{cfg:?} {} {}", unit.negative, unit.exponent);
+    if let Some(base) = periodic::cached(&key) {
+        return Ok((base, Timings::default()));
+    }
+    let first = periodic::base_unit(fmt, unit, l);
+    let r = search_unit(cfg, first, backend)?;
+    let cases = periodic::Cases {
+        hr_cases: r.hr_cases,
+        exact_cases: r.exact_cases,
+        skipped: r.skipped,
+    };
+    let base = periodic::Base::new(fmt, first, r.stats, cases)?;
+    Ok((periodic::remember(key, base), r.timings))
 }
 
 /// What MPFR made of a polynomial piece's candidates.
