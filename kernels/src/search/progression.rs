@@ -1,5 +1,5 @@
-//! The progression route: sin, cos and tan where the grid's step is a large angle
-//! (`docs/error-analysis.md` §18).
+//! The progression route: sin, cos and tan where the grid's step is a large angle, and sinpi,
+//! cospi and tanpi walked on their grid where it is (`docs/error-analysis.md` §18).
 //!
 //! In the binade `[2^e, 2^(e+1))` consecutive arguments differ by `h = 2^(e-p+1)`, an angle that
 //! is, modulo `2 pi`, essentially arbitrary once `h` is not small: `f` along the grid is no
@@ -15,12 +15,18 @@
 //! arguments within the walk's threshold go to MPFR. Nothing is filtered by a heuristic:
 //! every argument is walked or judged by MPFR. The route runs on the host for every back end,
 //! so its candidates and counts are the same on all.
+//!
+//! sinpi, cospi and tanpi take the route with `q = 1`: their step `pi h` is a dyadic multiple
+//! of `pi`, which no progression shortens, but the grid itself, cut into long pieces of high
+//! degree, walks where the dyadic route's pieces have shrunk to a few thousand arguments
+//! (binary64's first period of a binade from `2^20` on, `periodic.rs`).
 
 use crate::numbers::ball::Ball;
 use crate::numbers::format::Precision;
 use crate::oracle::function::Function;
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use crate::plan::UnitSpec;
+use crate::regions::lattice::Lattice;
 use crate::search::backend::{SearchError, Stats, Timings};
 use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense, DENSE_MAX_DEGREE};
@@ -129,12 +135,34 @@ fn convergent_denominators(num: Integer, bits: u32, limit: u64) -> Vec<u64> {
     out
 }
 
+/// sinpi, cospi and tanpi: functions of the angle `pi x`. Their grid's step `h` is the angle
+/// `pi h`, a dyadic multiple of `pi`, so no progression shortens it (`q h` is `q` times as
+/// large up to the period): the route walks the grid itself, `q = 1`, on pieces cut by the
+/// same rule, the arguments exact (no reduction: `f(x)` is MPFR's of `x`).
+fn of_pi(f: Function) -> bool {
+    matches!(f, Function::Sinpi | Function::Cospi | Function::Tanpi)
+}
+
+/// sinpi, cospi and tanpi take the route where `2 log2 h + p + 1 >= -PI_CURVATURE_BITS`: the
+/// curvature per step of `f(pi x)` is that of sin on a grid of step `pi h` (`2 log2 pi` is
+/// 3.3 bits), and one binade earlier than that rule's, binary64's `2^20`, where the dyadic
+/// route already walks dense pieces of at most `2^11` arguments on the host: on two cores a
+/// unit of `2^26` of sinpi there took it 27 ns an argument, at `2^19` (phases, no dense
+/// piece) 11 ns (BENCHMARKS.md).
+pub const PI_CURVATURE_BITS: i32 = 10;
+
 /// The progressions of `unit` for `f`, or `None` where the dyadic route is to search it: `f` is
-/// not sin, cos or tan, the grid's step is small enough for the dyadic route, or no
-/// progression leaves pieces of [`Cut::min_average`] arguments on average (`plan_with`).
+/// not sin, cos, tan, sinpi, cospi or tanpi, the grid's step is small enough for the dyadic
+/// route, or no progression leaves pieces of [`Cut::min_average`] arguments on average
+/// (`plan_with`).
 pub fn plan(f: Function, p: Precision, unit: UnitSpec) -> Option<Progressions> {
     let h_bits = unit.exponent - p.bits() as i32 + 1;
-    if 2 * h_bits + p.bits() as i32 + 1 < -CURVATURE_BITS {
+    let bits = if of_pi(f) {
+        PI_CURVATURE_BITS
+    } else {
+        CURVATURE_BITS
+    };
+    if 2 * h_bits + p.bits() as i32 + 1 < -bits {
         return None;
     }
     plan_with(f, p, unit, Cut::DEFAULT)
@@ -143,25 +171,34 @@ pub fn plan(f: Function, p: Precision, unit: UnitSpec) -> Option<Progressions> {
 /// The progressions of `unit` cut by `cut`, wherever `f` is sin, cos or tan: among the
 /// convergents' denominators `q <= count`, the one that cuts the unit into the fewest pieces of
 /// at most `cut.max_piece` arguments spanning at most `2^-cut.span_bits` radians; `None` where
-/// they would average fewer than `cut.min_average` arguments.
+/// they would average fewer than `cut.min_average` arguments. For sinpi, cospi and tanpi the
+/// grid itself (`q = 1`), its step the angle `pi h`.
 pub fn plan_with(f: Function, p: Precision, unit: UnitSpec, cut: Cut) -> Option<Progressions> {
-    if !matches!(f, Function::Sin | Function::Cos | Function::Tan) {
+    let denominators = if of_pi(f) {
+        vec![1]
+    } else if matches!(f, Function::Sin | Function::Cos | Function::Tan) {
+        // w = h / (2 pi) mod 1 to about 200 bits: the choice of q only, never a bound.
+        let theta = reduce(&step(p, unit, 1), 256);
+        let two_pi = Float::with_val(256, Constant::Pi) << 1u32;
+        let mut w = Float::with_val(256, &theta.mid / &two_pi);
+        if w.is_sign_negative() {
+            w += 1u32;
+        }
+        w <<= 200u32;
+        let num = w.floor().to_integer().expect("finite");
+        convergent_denominators(num, 200, unit.count)
+    } else {
         return None;
-    }
-    // w = h / (2 pi) mod 1 to about 200 bits: the choice of q only, never a bound.
-    let theta = reduce(&step(p, unit, 1), 256);
-    let two_pi = Float::with_val(256, Constant::Pi) << 1u32;
-    let mut w = Float::with_val(256, &theta.mid / &two_pi);
-    if w.is_sign_negative() {
-        w += 1u32;
-    }
-    w <<= 200u32;
-    let num = w.floor().to_integer().expect("finite");
+    };
     let span = f64::powi(2.0, -cut.span_bits);
-    let best = convergent_denominators(num, 200, unit.count)
+    let best = denominators
         .into_iter()
         .map(|q| {
-            let delta = reduce(&step(p, unit, q), 64).mid.to_f64().abs();
+            let delta = if of_pi(f) {
+                std::f64::consts::PI * step(p, unit, q).to_f64().abs()
+            } else {
+                reduce(&step(p, unit, q), 64).mid.to_f64().abs()
+            };
             let len = unit.count.div_ceil(q);
             let by_span = ((len as f64) * delta / span).ceil().max(1.0);
             let per_class = by_span.max(len.div_ceil(cut.max_piece) as f64);
@@ -174,6 +211,23 @@ pub fn plan_with(f: Function, p: Precision, unit: UnitSpec, cut: Cut) -> Option<
         per_class: per_class as u64,
         min_piece: cut.min_piece,
     })
+}
+
+/// The arguments of a piece along its progression, at precision `prec`: for sin, cos and tan
+/// angles congruent to them modulo `2 pi` (balls); for sinpi, cospi and tanpi the arguments
+/// themselves (exact).
+fn line_of(f: Function, p: Precision, unit: UnitSpec, q: u64, middle: &Float, prec: u32) -> Line {
+    if of_pi(f) {
+        Line {
+            center: Ball::from_float(prec, middle),
+            step: Ball::from_float(prec, &step(p, unit, q)),
+        }
+    } else {
+        Line {
+            center: reduce(middle, prec),
+            step: reduce(&step(p, unit, q), prec),
+        }
+    }
 }
 
 /// What a piece (or several, merged) came to: offsets walked, their candidates, offsets left
@@ -228,10 +282,7 @@ fn piece(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> ClassO
         }
         let t = Instant::now();
         let middle = unit.argument(offset(j0 + n / 2)).to_float(p);
-        let line = |prec: u32| Line {
-            center: reduce(&middle, prec),
-            step: reduce(&step(p, unit, pr.q), prec),
-        };
+        let line = |prec: u32| line_of(cfg.function, p, unit, pr.q, &middle, prec);
         let fx = fixed_polynomial_along(cfg.function, p, &gen, n, line);
         out.generation_s += t.elapsed().as_secs_f64();
         let walk = fx
@@ -287,10 +338,15 @@ pub(crate) fn search(
     let (candidates, judged) = (c.candidates, c.judged);
     stats.candidates = candidates.len() as u64;
     stats.exhaustive_arguments = judged.len() as u64;
+    // sinpi, cospi and tanpi: the lattice's exact cases (and tanpi's poles) are counted by its
+    // rule, neither judged nor listed, as on the other routes.
+    let lattice = Lattice::of(cfg.function, cfg.format(), unit);
+    let off_lattice = |&(o, _): &(u64, bool)| !lattice.is_some_and(|l| l.covers(unit.first + o));
     let mut all: Vec<(u64, bool)> = candidates
         .into_iter()
         .map(|o| (o, true))
         .chain(judged.into_iter().map(|o| (o, false)))
+        .filter(off_lattice)
         .collect();
     all.sort_unstable();
     let t = Instant::now();
@@ -379,8 +435,11 @@ mod tests {
         let found = search(&cfg, unit, pr).unwrap();
         let route_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
+        // The lattice's exact cases are counted by rule, not listed (sinpi, cospi, tanpi).
+        let lattice = Lattice::of(f, fmt, unit);
         let truth: Vec<Verdict> = (0..unit.count)
             .into_par_iter()
+            .filter(|&o| !lattice.is_some_and(|l| l.covers(unit.first + o)))
             .map(|o| classify_in(f, fmt, &unit.argument(o), k).unwrap())
             .collect();
         let (mut hard, mut exact) = (Vec::<HrCase>::new(), Vec::<ExactCase>::new());
@@ -489,6 +548,38 @@ mod tests {
         }
     }
 
+    /// sinpi, cospi and tanpi walked on their grid (`q = 1`): binary32 units of 2^20 at 2^6
+    /// and 2^8 (4 and 16 periods, zeros, poles and lattice points inside) and binary64 units
+    /// of 2^17 at 2^21, 2^27 and 2^30, both signs, at 10 and 12 bits: MPFR's cases.
+    #[test]
+    fn functions_of_pi_x_walked_on_their_grid_match_mpfr() {
+        let b32 = Format::named("binary32").unwrap();
+        for (f, negative, e) in [
+            (Function::Sinpi, false, 8),
+            (Function::Cospi, true, 6),
+            (Function::Tanpi, false, 8),
+            (Function::Tanpi, true, 6),
+        ] {
+            let u = unit(b32, negative, e, 0x1_2340, 20);
+            assert_eq!(plan(f, b32.precision, u).map(|pr| pr.q), Some(1));
+            let (c, w) = against_mpfr(f, b32, 10, u, Cut::DEFAULT);
+            assert!(c > 200 && w > 1 << 19, "{f} 2^{e}: {c} cases, {w} walked");
+        }
+        let b64 = Format::named("binary64").unwrap();
+        let cut = Cut {
+            min_average: 32,
+            ..Cut::DEFAULT
+        };
+        for (f, negative, e, first) in [
+            (Function::Sinpi, true, 21, 0xf_ffff_fffe_0000),
+            (Function::Cospi, false, 30, 0x3_ffff_fff0_0000),
+            (Function::Tanpi, true, 27, 0x7_ffff_ffff_0000),
+        ] {
+            let (c, w) = against_mpfr(f, b64, 12, unit(b64, negative, e, first, 17), cut);
+            assert!(c > 8 && w > 1 << 16, "{f} 2^{e}: {c} cases, {w} walked");
+        }
+    }
+
     /// `search_unit` takes the route where `plan` says so, and finds what the dyadic route
     /// finds: sin and cos in binary64 near 2^24 (where both are cheap), on and off.
     #[test]
@@ -509,9 +600,31 @@ mod tests {
             assert_eq!(on.exact_cases, off.exact_cases, "{f}");
             assert_eq!(on.skipped, off.skipped, "{f}");
         }
-        // Below 2^22 the dyadic route keeps binary64.
+        // Below 2^22 the dyadic route keeps binary64's sin, below 2^20 its sinpi.
         let u = unit(b64, false, 21, 0, 20);
         assert!(plan(Function::Sin, b64.precision, u).is_none());
+        assert!(plan(Function::Sinpi, b64.precision, u).is_some());
+        assert!(plan(Function::Sinpi, b64.precision, unit(b64, false, 20, 0, 20)).is_some());
+        assert!(plan(Function::Sinpi, b64.precision, unit(b64, false, 19, 0, 20)).is_none());
+        // sinpi, cospi and tanpi on a piece of a binade's period, route on and off.
+        for f in [Function::Sinpi, Function::Cospi, Function::Tanpi] {
+            let u = unit(b64, true, 22, 0x3_ffff_fffc_0000, 19);
+            let mut cfg = SearchConfig::in_format(f, b64, 16);
+            cfg.periodic = false;
+            let on = search_unit(&cfg, u, &Cpu).unwrap();
+            cfg.progressions = false;
+            let off = search_unit(&cfg, u, &Cpu).unwrap();
+            // Walked, but around the zero (and the pole) judged by MPFR.
+            let s = &on.stats;
+            assert_eq!(s.progression_arguments + s.exhaustive_arguments, u.count);
+            assert!(s.progression_arguments > u.count - 1024, "{f}: {s:?}");
+            assert_eq!(off.stats.progression_arguments, 0);
+            assert!(on.hr_cases.len() > 2, "{f}: {} cases", on.hr_cases.len());
+            assert_eq!(on.hr_cases, off.hr_cases, "{f}");
+            assert_eq!(on.exact_cases, off.exact_cases, "{f}");
+            assert_eq!(on.skipped, off.skipped, "{f}");
+            assert_eq!(on.exact_lattice, off.exact_lattice, "{f}");
+        }
         assert!(plan(Function::Exp, b64.precision, unit(b64, false, 100, 0, 30)).is_none());
     }
 }
