@@ -92,6 +92,10 @@ pub enum SearchError {
     Verify(#[from] VerifyError),
     #[error("back end: {0}")]
     Backend(String),
+    /// More cases than a list holds (a periodic unit's copies of its period, `periodic.rs`):
+    /// a property of the unit, the same on every back end, so never tried again elsewhere.
+    #[error("too many cases: {0}")]
+    TooManyCases(String),
 }
 
 /// The outcome of the search of one polynomial piece, before verification.

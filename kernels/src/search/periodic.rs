@@ -133,7 +133,7 @@ pub fn repeat(fmt: Format, unit: UnitSpec, l: u64, base: &Base) -> Result<Cases,
     let listed = (base.hr.len() + base.exact.len()) as u64;
     if listed.saturating_mul(periods) > MAX_COPIES {
         let class = base.hr.first().map(|c| c.1.x.clone());
-        return Err(SearchError::Backend(format!(
+        return Err(SearchError::TooManyCases(format!(
             "{}: its {listed} cases of a period (such as {}) repeat every 2 over {periods} \
              periods, more than {MAX_COPIES} cases to list; search smaller units",
             unit.describe(p),
@@ -392,6 +392,7 @@ mod tests {
         };
         let base = Base::new(b64, first, Stats::default(), cases).unwrap();
         let err = repeat(b64, unit, l, &base).unwrap_err();
+        assert!(matches!(err, SearchError::TooManyCases(_)), "{err:?}");
         assert!(err.to_string().contains("search smaller units"), "{err}");
     }
 }

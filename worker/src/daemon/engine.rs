@@ -431,6 +431,30 @@ mod tests {
         assert_eq!(b.recovered.load(Ordering::SeqCst), 0, "nothing to shrink");
     }
 
+    /// A periodic unit whose copies would exceed any list fails at once, on the device, with
+    /// its cause: no smaller lists, no CPU (it would fail the same way there).
+    #[test]
+    fn too_many_cases_fail_once_without_a_retry() {
+        let fmt = tmd_kernels::numbers::format::Format::named("binary64").unwrap();
+        // 2^45: periods of 256 arguments, about half of them cases at 2 bits, 2^32 periods.
+        let cfg = SearchConfig::in_format(Function::Sinpi, fmt, 2);
+        let spec = EngineUnit {
+            negative: false,
+            exponent: 45,
+            first: 1 << 52,
+            count: 1 << 40,
+        };
+        let b = Flaky::new(u32::MAX, true);
+        match compute_unit(&cfg, spec, &b, 7) {
+            Err(UnitFailure::Unit(why)) => {
+                assert!(why.starts_with("too many cases"), "{why}");
+                assert!(!why.contains("on the CPU"), "{why}");
+            }
+            other => panic!("expected the unit to fail, got {other:?}"),
+        }
+        assert_eq!(b.recovered.load(Ordering::SeqCst), 0, "nothing to shrink");
+    }
+
     #[test]
     fn a_failure_reason_fits_the_server() {
         let many: Vec<String> = (0..100)
