@@ -369,6 +369,43 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// `warm_period` searches a binade's first period once, and the units then only copy it:
+    /// the same result as a unit that searches the period itself.
+    #[test]
+    fn a_warmed_period_is_searched_once() {
+        use crate::search::warm_period;
+        let b32 = Format::named("binary32").unwrap();
+        // A threshold no other test uses: this process's cache is shared between tests.
+        let cfg = SearchConfig::in_format(Function::Cospi, b32, 9);
+        let unit = |first: u64| UnitSpec {
+            negative: true,
+            exponent: 9,
+            first: (1 << 23) + first,
+            count: 1 << 17,
+        };
+        let mut direct = cfg;
+        direct.periodic = false;
+        let truth = search_unit(&direct, unit(1 << 18), &Cpu).unwrap();
+        let secs = warm_period(&cfg, unit(0), &Cpu).unwrap();
+        assert!(secs.is_some_and(|s| s >= 0.0), "{secs:?}");
+        assert_eq!(warm_period(&cfg, unit(1 << 18), &Cpu).unwrap(), None);
+        let warm = search_unit(&cfg, unit(1 << 18), &Cpu).unwrap();
+        assert_eq!(
+            warm.timings.generation_s, 0.0,
+            "the period is not searched again"
+        );
+        assert_eq!(warm.stats.periodic_arguments, 3 << 15);
+        assert!(!warm.hr_cases.is_empty());
+        assert_eq!(warm.hr_cases, truth.hr_cases);
+        assert_eq!(warm.exact_cases, truth.exact_cases);
+        // No period: nothing to warm.
+        let short = UnitSpec {
+            count: 1 << 10,
+            ..unit(0)
+        };
+        assert_eq!(warm_period(&cfg, short, &Cpu).unwrap(), None);
+    }
+
     /// A unit whose first period lists more cases than may be copied fails, naming them.
     #[test]
     fn too_many_copies_fail_with_the_class_named() {

@@ -395,6 +395,36 @@ pub fn search_unit(
     })
 }
 
+/// Searches the first period of `unit`'s binade now where `unit` takes the periodic route and
+/// this process has not searched it yet: the seconds it took, `None` where there was nothing
+/// to do. Units of one binade started side by side each search the period they miss
+/// ([`periodic_base`] never waits: a blocked rayon thread could be the one the search needs),
+/// so a caller about to start many of them (an estimate's sample) warms their periods first,
+/// one at a time, and times the period apart from the units.
+pub fn warm_period(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    backend: &dyn Backend,
+) -> Result<Option<f64>, SearchError> {
+    if !cfg.periodic || exact_run(cfg.function, cfg.format(), unit).is_some() {
+        return Ok(None);
+    }
+    let Some(l) = periodic::period(cfg.function, cfg.format(), unit) else {
+        return Ok(None);
+    };
+    if periodic::cached(&period_key(cfg, unit)).is_some() {
+        return Ok(None);
+    }
+    let t = Instant::now();
+    periodic_base(cfg, unit, l, backend)?;
+    Ok(Some(t.elapsed().as_secs_f64()))
+}
+
+/// The key of `unit`'s binade's first period in this process's cache.
+fn period_key(cfg: &SearchConfig, unit: UnitSpec) -> String {
+    format!("{cfg:?} {} {}", unit.negative, unit.exponent)
+}
+
 /// The search of the first period of `unit`'s binade (`periodic.rs`), from this process's
 /// cache where it searched it before, and the time it took here (none from the cache).
 fn periodic_base(
@@ -404,7 +434,7 @@ fn periodic_base(
     backend: &dyn Backend,
 ) -> Result<(std::sync::Arc<periodic::Base>, Timings), SearchError> {
     let fmt = cfg.format();
-    let key = format!("{cfg:?} {} {}", unit.negative, unit.exponent);
+    let key = period_key(cfg, unit);
     if let Some(base) = periodic::cached(&key) {
         return Ok((base, Timings::default()));
     }

@@ -72,6 +72,10 @@ struct Stratum {
     /// Machine seconds (unscaled wall time) and HR-cases of each sampled unit.
     seconds: Vec<f64>,
     hr_cases: Vec<f64>,
+    /// sinpi, cospi and tanpi: the search of the binade's first period, which a process does
+    /// once and its units then copy (`search::periodic`): timed apart from the units, and
+    /// added once to the binade's cost.
+    period_seconds: f64,
 }
 
 /// Most units one binade may sample: the permutation drawn for it is this long at most.
@@ -120,6 +124,7 @@ fn strata(
                 order: Vec::new(),
                 seconds: Vec::new(),
                 hr_cases: Vec::new(),
+                period_seconds: 0.0,
             });
             out.len() - 1
         });
@@ -158,6 +163,13 @@ fn run_batch(
     let tick = Mutex::new(progress);
     let (mut batches, mut units) = (0.0, 0.0);
     for group in picks.chunk_by(|a, b| a.0 == b.0) {
+        // The binade's first period before its units, one search of it (side by side, each
+        // unit would search it and time it).
+        for &(s, unit) in group {
+            if let Some(secs) = tmd_kernels::search::warm_period(cfg, unit, backend)? {
+                strata[s].period_seconds += secs;
+            }
+        }
         let t0 = Instant::now();
         let results: Vec<Result<(f64, usize)>> = group
             .par_iter()
@@ -357,7 +369,8 @@ fn build(
     for s in strata {
         let secs: Vec<f64> = s.seconds.iter().map(|x| x * share).collect();
         let pool = s.pool.len() as u64;
-        let time = project(pool, &secs);
+        let mut time = project(pool, &secs);
+        time.total += s.period_seconds * share;
         let hr = project(pool, &s.hr_cases);
         let per = |x: f64| {
             if s.units == 0 {
