@@ -36,7 +36,7 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// its cases (`search::periodic`), with their own counter; tanpi's poles on the lattice are
 /// counted in its run instead of skipped runs.
 /// 5: sinpi, cospi and tanpi walked on their grid where its step is a large angle
-/// (`search::progression` with `q = 1`: binary64 from `2^21`), counted as progression arguments.
+/// (`search::progression` with `q = 1`: binary64 from `2^20`), counted as progression arguments.
 pub const ENGINE_VERSION: u32 = 5;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.

@@ -286,23 +286,21 @@ pub fn search_unit(
     }
     // Sinpi, cospi and tanpi on a grid coarse enough that the unit holds two periods: its
     // first period searched, its cases copied 2, 4, ... further.
-    if cfg.periodic {
-        if let Some(l) = periodic::period(cfg.function, cfg.format(), unit) {
-            let (base, timings) = periodic_base(cfg, unit, l, backend)?;
-            let all = periodic::repeat(cfg.format(), unit, l, &base)?;
-            let mut stats = base.stats;
-            stats.periodic_arguments += unit.count - l;
-            let lattice = Lattice::of(cfg.function, cfg.format(), unit);
-            return Ok(UnitResult {
-                unit,
-                stats,
-                hr_cases: all.hr_cases,
-                exact_cases: all.exact_cases,
-                skipped: all.skipped,
-                exact_lattice: lattice.and_then(|t| t.run(unit, cfg.precision)),
-                timings,
-            });
-        }
+    if let Some(l) = periodic_route(cfg, unit) {
+        let (base, timings) = periodic_base(cfg, unit, l, backend)?;
+        let all = periodic::repeat(cfg.format(), unit, l, &base)?;
+        let mut stats = base.stats;
+        stats.periodic_arguments += unit.count - l;
+        let lattice = Lattice::of(cfg.function, cfg.format(), unit);
+        return Ok(UnitResult {
+            unit,
+            stats,
+            hr_cases: all.hr_cases,
+            exact_cases: all.exact_cases,
+            skipped: all.skipped,
+            exact_lattice: lattice.and_then(|t| t.run(unit, cfg.precision)),
+            timings,
+        });
     }
     let mut skipped = Runs::default();
     // Exact cases on the lattice are counted by rule: no MPFR call, no list.
@@ -406,10 +404,10 @@ pub fn warm_period(
     unit: UnitSpec,
     backend: &dyn Backend,
 ) -> Result<Option<f64>, SearchError> {
-    if !cfg.periodic || exact_run(cfg.function, cfg.format(), unit).is_some() {
+    if exact_run(cfg.function, cfg.format(), unit).is_some() {
         return Ok(None);
     }
-    let Some(l) = periodic::period(cfg.function, cfg.format(), unit) else {
+    let Some(l) = periodic_route(cfg, unit) else {
         return Ok(None);
     };
     if periodic::cached(&period_key(cfg, unit)).is_some() {
@@ -418,6 +416,14 @@ pub fn warm_period(
     let t = Instant::now();
     periodic_base(cfg, unit, l, backend)?;
     Ok(Some(t.elapsed().as_secs_f64()))
+}
+
+/// The period `L` whose first instance in its binade `unit` is searched through
+/// (`periodic.rs`), `None` where `unit` is searched itself.
+fn periodic_route(cfg: &SearchConfig, unit: UnitSpec) -> Option<u64> {
+    cfg.periodic
+        .then(|| periodic::period(cfg.function, cfg.format(), unit))
+        .flatten()
 }
 
 /// The key of `unit`'s binade's first period in this process's cache.
