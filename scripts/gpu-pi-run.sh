@@ -3,8 +3,10 @@
 # tmd-worker carried in carry/ or named by W, and the example pi_routes in carry/ or named by
 # X): CPU = GPU on units of the periodic route and of the walk on the grid, the cost of a unit
 # of 2^44 by binade, the two routes side by side on the host, and (STAGE=estimate) the whole
-# function's estimate.
-# Writes $OUT/pi.tgz (STAGE=units, about 3 minutes) or $OUT/pi-estimate.tgz (STAGE=estimate).
+# function's estimate; STAGE=trig: sin, cos and tan of large arguments walked on the GPU
+# against the host.
+# Writes $OUT/pi.tgz (STAGE=units, about 3 minutes), $OUT/pi-estimate.tgz (STAGE=estimate) or
+# $OUT/trig.tgz (STAGE=trig).
 set -u
 W=${W:-$PWD/carry/tmd-worker}
 X=${X:-$PWD/carry/pi_routes}
@@ -28,6 +30,36 @@ if [ "$STAGE" = estimate ]; then
     echo "estimate $f rc=$? wall=$(awk "BEGIN{print $(date +%s.%N) - $t0}")" | tee -a times.txt
   done
   tar czf $OUT/pi-estimate.tgz *.txt *.err *.json 2>/dev/null
+  exit 0
+fi
+if [ "$STAGE" = trig ]; then
+  # sin, cos and tan of large arguments: units of 2^32 (2^30 for tan) generated on the host,
+  # walked on the GPU against walked on the host's cores; identical JSON but the timings.
+  run warm cuda -f sin --format binary64 --from 0x1p+24 --to 0x1.000001p+24 --min-bits 43 --unit-bits 28
+  for fe in sin:24 sin:100 sin:1023 cos:500 tan:100; do
+    f=${fe%%:*}; e=${fe##*:}; to=0x1.00001p+$e; ub=32
+    [ $f = tan ] && { to=0x1.000004p+$e; ub=30; }
+    for b in cuda cpu; do
+      run t-$f-e$e $b -f $f --format binary64 --from 0x1p+$e --to $to --min-bits 43 --unit-bits $ub
+    done
+  done
+  python3 - <<'PY' > compare.txt
+import json, glob
+for a_path in sorted(glob.glob("t-*.cuda.json")):
+    n = a_path[:-len(".cuda.json")]
+    try:
+        a = json.load(open(a_path)); b = json.load(open(n + ".cpu.json"))
+    except Exception as e:
+        print(n, "unreadable", e); continue
+    ta, tb = a.get("timings"), b.get("timings")
+    for k in ("timings", "backend", "elapsed_s", "gpu_memory"):
+        a.pop(k, None); b.pop(k, None)
+    keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k)]
+    print(n, "identical" if not keys else "differ: " + ",".join(sorted(keys)),
+          "hr", len(a.get("hr_cases", [])), "stats", a.get("stats"), "cuda", ta, "cpu", tb)
+PY
+  cat compare.txt times.txt
+  tar czf $OUT/trig.tgz *.txt *.err *.json 2>/dev/null
   exit 0
 fi
 # warm-up: compile modules

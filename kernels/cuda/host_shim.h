@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+// tmd.cu takes its portable carry chain instead of the PTX one.
+#define TMD_HOST 1
 #define __device__
 #define __forceinline__ inline
 #define __global__

@@ -40,6 +40,21 @@ typedef unsigned int u32;
 
 // a += b mod 2^(64 N): one carry chain of the hardware's add-with-carry, in a single asm
 // statement per width (the carry flag does not survive between asm statements).
+#ifdef TMD_HOST
+// The host build (cuda/host_shim.h) has no PTX: a portable carry chain, the same sums.
+template <int N>
+__device__ __forceinline__ void w_add(u64 *a, const u64 *b) {
+    u64 carry = 0;
+    for (int k = 0; k < N; k++) {
+        u64 s = a[k] + b[k];
+        u64 c1 = s < b[k];
+        u64 s2 = s + carry;
+        u64 c2 = s2 < s;
+        a[k] = s2;
+        carry = c1 | c2;
+    }
+}
+#else
 template <int N>
 __device__ __forceinline__ void w_add(u64 *a, const u64 *b);
 
@@ -96,6 +111,7 @@ __device__ __forceinline__ void w_add<8>(u64 *a, const u64 *b) {
         : "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]), "+l"(a[4]), "+l"(a[5]), "+l"(a[6]), "+l"(a[7])
         : "l"(b[0]), "l"(b[1]), "l"(b[2]), "l"(b[3]), "l"(b[4]), "l"(b[5]), "l"(b[6]), "l"(b[7]));
 }
+#endif
 
 // out = a - b mod 2^(64 N).
 template <int N>
@@ -1529,6 +1545,60 @@ extern "C" __global__ void tmd_phase3(const u64 *in_start, const u64 *in_len,
         }
         w_add<L>(v, d);
         w_add<L>(d, s2);
+    }
+}
+
+// ---------------------------------------------------------------- dense walk
+
+// The longest difference table a dense walk takes: degree 16 (search/dense.rs DENSE_MAX_DEGREE).
+#define DW 17
+
+// The progression route's pieces (search/progression.rs), walked as search/dense.rs `walk`
+// walks them on the host: one thread per chunk of 2^chunk_bits offsets of a piece. Its start
+// differences are exact (sum_m C(t0, m) beta[l + m] mod 2^(64 L), `shift_state`), then at every
+// offset t the top 64 bits T of R~(t) are compared with the piece's threshold (kept when
+// T <= thr or T >= 2^64 - thr) and every difference advanced (ascending, each reads the old
+// one above it): the words are R~'s exactly mod 1, as the host's, so the kept offsets are the
+// host's. beta holds DW packed words per piece (word l, limb k at [(p DW + l) L + k]); piece p
+// owns the chunks [first[p], first[p + 1]). Kept offsets are appended as (p << 32) | t through
+// counters[0]; entries past `cap` are counted but not written.
+extern "C" __global__ void __launch_bounds__(256, 1)
+    tmd_dense_walk(const u64 *beta, const u64 *count, const u64 *first, const u32 *degree,
+                   const u64 *thr, u64 pieces, u32 chunk_bits, u64 *out, u64 cap,
+                   u64 *counters) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= first[pieces]) return;
+    // The piece whose chunks hold t: the last p with first[p] <= t.
+    u64 lo = 0, hi = pieces;
+    while (hi - lo > 1) {
+        u64 mid = (lo + hi) / 2;
+        if (first[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    u64 p = lo;
+    u64 y0 = (t - first[p]) << chunk_bits;
+    u64 n_args = count[p];
+    if (y0 >= n_args) return;
+    u64 y1 = n_args - y0 > (1ull << chunk_bits) ? y0 + (1ull << chunk_bits) : n_args;
+    int n = (int)degree[p] + 1;
+    u64 c[DW * BL];
+    u64 scratch[DW * L];
+    binomials(y0, n, c);
+    shift_state(scratch, n, beta + p * DW * L, c);
+    // Into registers: every index below is a constant once the loops are unrolled.
+    u64 w[DW * L];
+#pragma unroll
+    for (int x = 0; x < DW * L; x++) w[x] = x < n * L ? scratch[x] : 0;
+    u64 low = thr[p], high = 0ull - thr[p];
+    for (u64 y = y0; y < y1; y++) {
+        u64 top = w_floor64<L>(w);
+        if (top <= low || top >= high) {
+            u64 o = atomicAdd(&counters[0], 1ull);
+            if (o < cap) out[o] = (p << 32) | y;
+        }
+#pragma unroll
+        for (int m = 0; m < DW - 1; m++)
+            if (m + 1 < n) w_add<L>(w + m * L, w + (m + 1) * L);
     }
 }
 

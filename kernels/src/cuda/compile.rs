@@ -386,7 +386,7 @@ mod tests {
     }
 
     /// The kernels every module defines.
-    const ENTRIES: [&str; 14] = [
+    const ENTRIES: [&str; 15] = [
         "tmd_phase1",
         "tmd_phase1_top",
         "tmd_phase1_exact",
@@ -396,6 +396,7 @@ mod tests {
         "tmd_phase1_words",
         "tmd_phase2",
         "tmd_phase3",
+        "tmd_dense_walk",
         "tmd_selftest_mul",
         "tmd_selftest_div",
         "tmd_selftest_words",

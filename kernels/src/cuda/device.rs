@@ -18,6 +18,8 @@ pub(super) struct Module {
     pub(super) phase1_words: CudaFunction,
     pub(super) phase2: CudaFunction,
     pub(super) phase3: CudaFunction,
+    /// The progression route's dense pieces (`walk.rs`).
+    pub(super) dense_walk: CudaFunction,
     pub(super) mul: CudaFunction,
     pub(super) div: CudaFunction,
     pub(super) words: CudaFunction,
@@ -372,6 +374,7 @@ impl Device {
             phase1_words: module.load_function("tmd_phase1_words")?,
             phase2: module.load_function("tmd_phase2")?,
             phase3: module.load_function("tmd_phase3")?,
+            dense_walk: module.load_function("tmd_dense_walk")?,
             mul: module.load_function("tmd_selftest_mul")?,
             div: module.load_function("tmd_selftest_div")?,
             words: module.load_function("tmd_selftest_words")?,

@@ -62,3 +62,144 @@ fn the_existence_tests_device_code_gives_the_cpus_answers_on_the_host() {
         &wrong[..wrong.len().min(5)]
     );
 }
+
+/// The dense walk's device code (`tmd_dense_walk`), compiled for the host at each word width
+/// the pieces need and run thread by thread, keeps exactly the offsets of the host's walk
+/// (`dense::candidates`): on the progression route's pieces of sin at `2^24` and `2^1000` and
+/// of sinpi at `2^22` (binary64, 44 bits), of cos at `2^100` (120 bits) and of sinpi in
+/// binary32 at `2^8` (12 bits): words of 2, 3 and 4 limbs; and on the same pieces with
+/// thresholds widened to keep about one offset in 32, so that the kept lists are long.
+#[test]
+fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
+    use super::walk::{split, WalkInputs, CHUNK_BITS};
+    use crate::numbers::format::Format;
+    use crate::oracle::function::Function;
+    use crate::plan::UnitSpec;
+    use crate::search::config::SearchConfig;
+    use crate::search::dense::{candidates, Dense};
+    use crate::search::progression::{dense_pieces, plan};
+
+    let mut pieces: Vec<(Dense, u64)> = Vec::new();
+    for (f, format, k, exponent, first, count, initial) in [
+        (
+            Function::Sin,
+            "binary64",
+            44,
+            24,
+            0x3_1415_9265_3589u64,
+            1u64 << 30,
+            0..3u64,
+        ),
+        (
+            Function::Sin,
+            "binary64",
+            44,
+            1000,
+            0x8_0000_0000_0001,
+            1 << 30,
+            0..2,
+        ),
+        (
+            Function::Sinpi,
+            "binary64",
+            44,
+            22,
+            0x1234_5678,
+            1 << 20,
+            0..4,
+        ),
+        (
+            Function::Cos,
+            "binary64",
+            120,
+            100,
+            0x1234_5678_9abc,
+            1 << 30,
+            0..2,
+        ),
+        (Function::Sinpi, "binary32", 12, 8, 0x1234, 1 << 20, 0..8),
+    ] {
+        let unit = UnitSpec {
+            negative: false,
+            exponent,
+            first,
+            count,
+        };
+        let fmt = Format::named(format).unwrap();
+        let cfg = SearchConfig::in_format(f, fmt, k);
+        let pr = plan(f, fmt.precision, unit).expect("the progression route");
+        pieces.extend(dense_pieces(&cfg, unit, pr, initial));
+    }
+    assert!(pieces.len() >= 6, "{} pieces", pieces.len());
+    let widened: Vec<(Dense, u64)> = pieces
+        .iter()
+        .map(|(d, n)| {
+            let mut w = d.clone();
+            w.t = 1 << 58;
+            (w, *n)
+        })
+        .collect();
+    pieces.extend(widened);
+    let mut widths: Vec<usize> = pieces.iter().map(|(d, _)| d.fx.limbs).collect();
+    widths.sort_unstable();
+    widths.dedup();
+
+    let cuda = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
+    let dir = std::env::temp_dir().join(format!("tmd-host-walk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let mut kept_total = 0;
+    for limbs in widths {
+        let exe = dir.join(format!("host_walk_{limbs}"));
+        let status = Command::new(&cxx)
+            .args(["-O1", "-std=c++17", "-w", &format!("-DTMD_L={limbs}"), "-I"])
+            .arg(&cuda)
+            .arg(cuda.join("host_walk.cpp"))
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .unwrap_or_else(|e| panic!("{cxx}: {e} (scripts/setup.sh installs g++)"));
+        assert!(
+            status.success(),
+            "{cxx} could not compile tmd.cu at {limbs} limbs"
+        );
+        let group: Vec<(&Dense, u64)> = pieces
+            .iter()
+            .filter(|(d, _)| d.fx.limbs == limbs)
+            .map(|(d, n)| (d, *n))
+            .collect();
+        let w = WalkInputs::pack(&group).unwrap();
+        let mut input = Vec::new();
+        let degrees: Vec<u64> = w.degree.iter().map(|&d| d as u64).collect();
+        let head = [group.len() as u64, CHUNK_BITS as u64];
+        for v in [&head[..], &w.beta, &w.count, &w.first, &degrees, &w.thr] {
+            input.extend(v.iter().flat_map(|x| x.to_ne_bytes()));
+        }
+        let (inp, outp) = (dir.join("walk.in"), dir.join("walk.out"));
+        std::fs::write(&inp, input).unwrap();
+        let status = Command::new(&exe).arg(&inp).arg(&outp).status().unwrap();
+        assert!(status.success(), "the host run of tmd_dense_walk failed");
+        let out = std::fs::read(&outp).unwrap();
+        let words: Vec<u64> = out
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            words[0] as usize,
+            words.len() - 1,
+            "the kept list overflowed"
+        );
+        let got = split(group.len(), &words[1..]);
+        for (i, (d, n)) in group.iter().enumerate() {
+            let want = candidates(d, *n);
+            assert_eq!(
+                got[i], want,
+                "piece {i} of {limbs} limbs, degree {}, {n} offsets",
+                d.fx.degree
+            );
+            kept_total += want.len();
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(kept_total > 1000, "{kept_total} offsets kept in all");
+}

@@ -65,6 +65,7 @@ mod health;
 mod memory;
 mod piece;
 mod selftest;
+mod walk;
 
 pub use compile::{
     cache_key, compile, compile_options, compile_uncached, defines_kernel, nvrtc_available,
@@ -81,6 +82,7 @@ pub use memory::{human_bytes, BadBudget, MemoryBudget, MIN_SLOT_BYTES};
 pub use selftest::{selftest, Check, Reference, Report};
 
 use crate::search::backend::{Backend, DeviceUse, PieceOutcome, SearchError};
+use crate::search::dense::Dense;
 use crate::search::existence::Test;
 use crate::search::generation::Generated;
 use compile::env_u64;
@@ -470,6 +472,37 @@ impl Backend for Cuda {
                 Err(e.into())
             }
             Ok(o) => Ok(o),
+        }
+    }
+
+    fn walk_dense(&self, pieces: &[(&Dense, u64)]) -> Result<(Vec<Vec<u64>>, f64), SearchError> {
+        if pieces.is_empty() {
+            return Ok((Vec::new(), 0.0));
+        }
+        let dev = self.pick();
+        if let Some(why) = dev.health.lost() {
+            return Err(CudaError::Lost {
+                device: dev.ordinal,
+                why,
+            }
+            .into());
+        }
+        let busy = dev.health.enter();
+        let t = Instant::now();
+        let walked = walk::run(dev, pieces);
+        let seconds = t.elapsed().as_secs_f64();
+        drop(busy);
+        match walked {
+            // Pieces beyond the kernel's table: the host keeps the same offsets, slower.
+            Err(CudaError::Unsupported(why)) => {
+                tracing::warn!(%why, "dense pieces walked on the host");
+                Ok(crate::search::dense::walk_on_host(pieces))
+            }
+            Err(e) => {
+                dev.health.note(&e);
+                Err(e.into())
+            }
+            Ok(kept) => Ok((kept, seconds)),
         }
     }
 

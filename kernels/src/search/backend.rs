@@ -3,6 +3,7 @@
 //! (identical across back ends) and the time each phase took.
 
 use crate::oracle::verify::VerifyError;
+use crate::search::dense::{self, Dense};
 use crate::search::existence::Test;
 use crate::search::generation::Generated;
 use serde::{Deserialize, Serialize};
@@ -130,6 +131,12 @@ pub trait Backend: Sync {
     /// Each device's work so far (empty for the CPU), for the daemon's account.
     fn device_use(&self) -> Vec<DeviceUse> {
         Vec::new()
+    }
+    /// Walks dense pieces (`dense.rs`: a polynomial and its number of offsets): the kept
+    /// offsets of each, increasing, and the seconds it took (summed over threads on the host).
+    /// The walk is exact mod 1, so every back end keeps the host's offsets.
+    fn walk_dense(&self, pieces: &[(&Dense, u64)]) -> Result<(Vec<Vec<u64>>, f64), SearchError> {
+        Ok(dense::walk_on_host(pieces))
     }
     /// Whether pieces run side by side here (the GPU's slots): then a unit hands all its
     /// generated pieces at once. The CPU's phases fill every core with one piece already.

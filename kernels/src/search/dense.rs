@@ -77,6 +77,22 @@ pub fn candidates(d: &Dense, count: u64) -> Vec<u64> {
     dispatch!(1, 2, 3, 4, 5, 6, 7, 8)
 }
 
+/// [`candidates`] of each of `pieces` (a piece and its number of offsets), on the host's
+/// threads, and the seconds the walks took summed over them.
+pub fn walk_on_host(pieces: &[(&Dense, u64)]) -> (Vec<Vec<u64>>, f64) {
+    use rayon::prelude::*;
+    let walked: Vec<(Vec<u64>, f64)> = pieces
+        .par_iter()
+        .map(|&(d, n)| {
+            let t = std::time::Instant::now();
+            let kept = candidates(d, n);
+            (kept, t.elapsed().as_secs_f64())
+        })
+        .collect();
+    let seconds = walked.iter().map(|w| w.1).sum();
+    (walked.into_iter().map(|w| w.0).collect(), seconds)
+}
+
 /// Tabulated differences `Delta^m R~(t)` from `Delta^m R~(0) = beta_m`, advanced by
 /// `Delta^m += Delta^(m+1)` (ascending `m`, so each reads the old `Delta^(m+1)`): `R~(t)` exactly
 /// mod 1 at every `t`.

@@ -27,7 +27,7 @@ use crate::oracle::function::Function;
 use crate::oracle::verify::{classify_in, ExactCase, HrCase, SkipReason, Verdict, VerifyError};
 use crate::plan::UnitSpec;
 use crate::regions::lattice::Lattice;
-use crate::search::backend::{SearchError, Stats, Timings};
+use crate::search::backend::{Backend, SearchError, Stats, Timings};
 use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense, DENSE_MAX_DEGREE};
 use crate::search::generation::{fixed_polynomial_along, GenConfig, Line};
@@ -230,37 +230,45 @@ fn line_of(f: Function, p: Precision, unit: UnitSpec, q: u64, middle: &Float, pr
     }
 }
 
-/// What a piece (or several, merged) came to: offsets walked, their candidates, offsets left
-/// to MPFR.
+/// What the generation of a piece (or several, merged) came to: the dense pieces to walk, as
+/// (progression `r`, first index `j0` along it, arguments, polynomial), and offsets left to
+/// MPFR.
 #[derive(Default)]
-struct ClassOut {
-    walked: u64,
-    pieces: u64,
-    candidates: Vec<u64>,
+struct Pieces {
+    walks: Vec<(u64, u64, u64, Dense)>,
     judged: Vec<u64>,
     generation_s: f64,
-    walk_s: f64,
 }
 
-impl ClassOut {
-    fn merge(mut self, o: ClassOut) -> ClassOut {
-        self.walked += o.walked;
-        self.pieces += o.pieces;
-        self.candidates.extend(o.candidates);
+impl Pieces {
+    fn merge(mut self, o: Pieces) -> Pieces {
+        self.walks.extend(o.walks);
         self.judged.extend(o.judged);
         self.generation_s += o.generation_s;
-        self.walk_s += o.walk_s;
         self
     }
 }
 
+/// What the walks of a batch found: offsets walked, their candidates, pieces, seconds.
+#[derive(Default)]
+struct Walked {
+    walked: u64,
+    pieces: u64,
+    candidates: Vec<u64>,
+    walk_s: f64,
+}
+
+/// Initial pieces generated at once and walked together: enough threads to fill a GPU (a piece
+/// of `2^17` arguments is 128 of them), few enough polynomials (about a kilobyte each) to hold.
+const BATCH: u64 = 2048;
+
 /// Initial piece `i` of `unit`: the `(i mod per_class)`-th of the `per_class` pieces its
 /// progression `r = i / per_class` is cut into (none where that progression is shorter),
-/// generated along its angles and walked; a piece whose polynomial does not fit (a zero of `f`
-/// or a pole of tan inside, too wide a span for the degree) is halved, and below `min_piece`
-/// arguments judged by MPFR. Pieces, not progressions, are the unit of parallel work: a unit
-/// with `q = 1` is one progression.
-fn piece(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> ClassOut {
+/// generated along its angles; a piece whose polynomial does not fit (a zero of `f` or a pole
+/// of tan inside, too wide a span for the degree) is halved, and below `min_piece` arguments
+/// left to MPFR. Pieces, not progressions, are the unit of parallel work: a unit with `q = 1`
+/// is one progression.
+fn generate(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> Pieces {
     let p = cfg.precision;
     let gen = GenConfig {
         max_degree: cfg.gen.max_degree.max(DENSE_MAX_DEGREE),
@@ -270,7 +278,7 @@ fn piece(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> ClassO
     let len = pr.class_len(unit.count, r);
     let cut = len.div_ceil(pr.per_class).max(1);
     let offset = |j: u64| r + pr.q * j;
-    let mut out = ClassOut::default();
+    let mut out = Pieces::default();
     if k * cut >= len {
         return out;
     }
@@ -284,19 +292,12 @@ fn piece(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> ClassO
         let middle = unit.argument(offset(j0 + n / 2)).to_float(p);
         let line = |prec: u32| line_of(cfg.function, p, unit, pr.q, &middle, prec);
         let fx = fixed_polynomial_along(cfg.function, p, &gen, n, line);
-        out.generation_s += t.elapsed().as_secs_f64();
         let walk = fx
             .ok()
             .and_then(|fx| dense::threshold(&fx).map(|t| Dense { fx, t }));
+        out.generation_s += t.elapsed().as_secs_f64();
         match walk {
-            Some(d) => {
-                let t = Instant::now();
-                out.candidates
-                    .extend(dense::candidates(&d, n).into_iter().map(|j| offset(j0 + j)));
-                out.walk_s += t.elapsed().as_secs_f64();
-                out.walked += n;
-                out.pieces += 1;
-            }
+            Some(d) => out.walks.push((r, j0, n, d)),
             None if n >= 2 * pr.min_piece => {
                 stack.push((j0 + n / 2, n - n / 2));
                 stack.push((j0, n / 2));
@@ -305,6 +306,42 @@ fn piece(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> ClassO
         }
     }
     out
+}
+
+/// The batch's dense pieces walked on `backend`: their candidates as offsets of the unit.
+fn walk(
+    backend: &dyn Backend,
+    pr: Progressions,
+    walks: &[(u64, u64, u64, Dense)],
+) -> Result<Walked, SearchError> {
+    let pieces: Vec<(&Dense, u64)> = walks.iter().map(|(_, _, n, d)| (d, *n)).collect();
+    let (kept, walk_s) = backend.walk_dense(&pieces)?;
+    let mut out = Walked {
+        walked: pieces.iter().map(|p| p.1).sum(),
+        pieces: pieces.len() as u64,
+        candidates: Vec::new(),
+        walk_s,
+    };
+    for ((r, j0, _, _), k) in walks.iter().zip(kept) {
+        out.candidates
+            .extend(k.into_iter().map(|j| r + pr.q * (j0 + j)));
+    }
+    Ok(out)
+}
+
+/// The dense pieces of initial pieces `range` of `unit` (`generate`), with their lengths: what
+/// the back ends' walks are tested on.
+#[cfg(test)]
+pub(crate) fn dense_pieces(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    pr: Progressions,
+    range: std::ops::Range<u64>,
+) -> Vec<(Dense, u64)> {
+    range
+        .flat_map(|i| generate(cfg, unit, pr, i).walks)
+        .map(|(_, _, n, d)| (d, n))
+        .collect()
 }
 
 /// What the route found on a unit (or a part of one): cases in argument order, arguments
@@ -317,25 +354,49 @@ pub(crate) struct Searched {
     pub timings: Timings,
 }
 
-/// Searches `unit` along the progressions `pr`: every piece of every progression walked (in
-/// parallel), then the walks' candidates and the arguments left to MPFR judged by MPFR, in
-/// argument order.
+/// Searches `unit` along the progressions `pr`: the pieces of every progression generated on
+/// the host's threads and walked on `backend` in batches (a batch generated while the one
+/// before walks), then the walks' candidates and the arguments left to MPFR judged by MPFR,
+/// in argument order.
 pub(crate) fn search(
     cfg: &SearchConfig,
     unit: UnitSpec,
     pr: Progressions,
+    backend: &dyn Backend,
 ) -> Result<Searched, SearchError> {
-    let c = (0..pr.q.min(unit.count) * pr.per_class)
-        .into_par_iter()
-        .map(|i| piece(cfg, unit, pr, i))
-        .reduce(ClassOut::default, ClassOut::merge);
+    let initial = pr.q.min(unit.count) * pr.per_class;
+    let gen_batch = |b: u64| {
+        (b * BATCH..((b + 1) * BATCH).min(initial))
+            .into_par_iter()
+            .map(|i| generate(cfg, unit, pr, i))
+            .reduce(Pieces::default, Pieces::merge)
+    };
+    let batches = initial.div_ceil(BATCH);
+    let (mut generation_s, mut judged) = (0.0, Vec::new());
+    let mut walked = Walked::default();
+    let mut ready = gen_batch(0);
+    for b in 0..batches {
+        let (next, found) = rayon::join(
+            || (b + 1 < batches).then(|| gen_batch(b + 1)),
+            || walk(backend, pr, &ready.walks),
+        );
+        let found = found?;
+        generation_s += ready.generation_s;
+        judged.append(&mut ready.judged);
+        walked.walked += found.walked;
+        walked.pieces += found.pieces;
+        walked.candidates.extend(found.candidates);
+        walked.walk_s += found.walk_s;
+        ready = next.unwrap_or_default();
+    }
+    let c = walked;
     let mut stats = Stats::default();
     let mut timings = Timings::default();
     stats.progression_arguments = c.walked;
     stats.pieces = c.pieces;
-    timings.generation_s = c.generation_s;
+    timings.generation_s = generation_s;
     timings.phase3_s = c.walk_s;
-    let (candidates, judged) = (c.candidates, c.judged);
+    let candidates = c.candidates;
     stats.candidates = candidates.len() as u64;
     stats.exhaustive_arguments = judged.len() as u64;
     // sinpi, cospi and tanpi: the lattice's exact cases (and tanpi's poles) are counted by its
@@ -432,7 +493,7 @@ mod tests {
         let cfg = SearchConfig::in_format(f, fmt, k);
         let pr = plan_with(f, fmt.precision, unit, cut).expect("progressions");
         let t = std::time::Instant::now();
-        let found = search(&cfg, unit, pr).unwrap();
+        let found = search(&cfg, unit, pr, &crate::search::phases::Cpu).unwrap();
         let route_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
         // The lattice's exact cases are counted by rule, not listed (sinpi, cospi, tanpi).

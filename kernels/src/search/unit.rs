@@ -354,9 +354,9 @@ pub fn search_unit(
                 exact_cases.extend(found.exact_cases);
                 timings.verification_s += t.elapsed().as_secs_f64();
             }
-            // On the host for every back end, as the dense route.
+            // Generated on the host, walked on the back end (the same candidates on all).
             PiecePlan::Progressions(pr) => {
-                let found = progression::search(cfg, piece, pr)?;
+                let found = progression::search(cfg, piece, pr, backend)?;
                 stats.add(&found.stats);
                 timings.add(&found.timings);
                 hr_cases.extend(found.hr_cases);

@@ -1,0 +1,44 @@
+// The dense walk's kernel on the host (kernels/src/cuda/host.rs): reads pieces, chunk_bits and
+// the inputs of tmd_dense_walk (u64, native order; degrees as u64) from argv[1], runs the
+// kernel for every thread as the device would, and writes the number of kept entries then the
+// entries to argv[2]. Compiled with -DTMD_L for the words' width.
+#include "host_shim.h"
+#include <cstdio>
+#include <vector>
+#include "tmd.cu"
+
+static bool read(FILE *f, std::vector<u64> &v, u64 n) {
+    v.resize(n);
+    return n == 0 || std::fread(v.data(), 8, n, f) == n;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    FILE *in = std::fopen(argv[1], "rb");
+    if (!in) return 2;
+    u64 head[2];
+    if (std::fread(head, 8, 2, in) != 2) return 2;
+    u64 pieces = head[0];
+    u32 chunk_bits = (u32)head[1];
+    std::vector<u64> beta, count, first, degree64, thr;
+    if (!read(in, beta, pieces * DW * L) || !read(in, count, pieces) ||
+        !read(in, first, pieces + 1) || !read(in, degree64, pieces) || !read(in, thr, pieces))
+        return 2;
+    std::fclose(in);
+    std::vector<u32> degree(degree64.begin(), degree64.end());
+    u64 cap = 1 << 22;
+    std::vector<u64> out(cap);
+    u64 counters[1] = {0};
+    blockDim.x = 256;
+    for (u64 i = 0; i < first[pieces]; i++) {
+        blockIdx.x = (unsigned)(i / 256);
+        threadIdx.x = (unsigned)(i % 256);
+        tmd_dense_walk(beta.data(), count.data(), first.data(), degree.data(), thr.data(), pieces,
+                       chunk_bits, out.data(), cap, counters);
+    }
+    FILE *o = std::fopen(argv[2], "wb");
+    if (!o) return 2;
+    std::fwrite(counters, 8, 1, o);
+    std::fwrite(out.data(), 8, counters[0] < cap ? counters[0] : cap, o);
+    return std::fclose(o) == 0 ? 0 : 2;
+}

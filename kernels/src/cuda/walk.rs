@@ -1,0 +1,175 @@
+//! Dense walks on the device: the progression route's generated pieces (`search/progression.rs`)
+//! walked by `tmd_dense_walk` (`kernels/cuda/tmd.cu`) instead of the host's
+//! `dense::candidates`, with the same kept offsets (the walk is exact mod 1 on both).
+//!
+//! A call's pieces are grouped by word width; each group is one launch of one thread per chunk
+//! of `2^CHUNK_BITS` offsets, whose start differences the thread computes exactly from the
+//! piece's `beta` (`shift_state`). The inputs are a few kilobytes a piece and the kept offsets
+//! few (a piece keeps about `2 thr / 2^64` of its offsets), so a launch allocates its own
+//! buffers on a slot's stream and frees them: no list of the slot is used, and a kept list
+//! that overflows its capacity (counted on the device, never written past) runs again with
+//! the exact capacity.
+
+use super::{launch_config, word_limbs, CudaError, Device};
+use crate::search::dense::{Dense, DENSE_MAX_DEGREE};
+use cudarc::driver::PushKernelArg;
+
+/// Offsets a thread walks: `2^10`, so that its exact start (about `n^2 / 2` products of words)
+/// costs a few percent of its walk, and a piece of `2^17` offsets is 128 threads.
+pub const CHUNK_BITS: u32 = 10;
+
+/// Words per piece in the packed `beta`: the kernel's `DW`.
+pub const WALK_WORDS: usize = DENSE_MAX_DEGREE + 1;
+
+/// The module a walk of `limbs`-limb words loads its kernel from: any degree's module holds it
+/// (the walk's degree is an argument), and degree 2's compiles fastest.
+const MODULE_DEGREE: usize = 2;
+
+/// Kept offsets a launch makes room for before it knows their number.
+const FIRST_CAP: u64 = 1 << 16;
+
+/// The kernel's inputs for pieces of one word width, as it reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkInputs {
+    pub limbs: usize,
+    /// `WALK_WORDS` words of `limbs` limbs a piece (word `l`, limb `k` at
+    /// `(p WALK_WORDS + l) limbs + k`), zero past the piece's degree.
+    pub beta: Vec<u64>,
+    pub count: Vec<u64>,
+    /// Prefix sums of the pieces' chunks: piece `p` owns threads `[first[p], first[p + 1])`.
+    pub first: Vec<u64>,
+    pub degree: Vec<u32>,
+    pub thr: Vec<u64>,
+}
+
+impl WalkInputs {
+    /// Packs `pieces` (a dense piece and its number of offsets, all of one word width).
+    /// `Unsupported` where the kernel cannot take one: a degree above its table, a piece of
+    /// `2^32` offsets or more, or `2^32` pieces.
+    pub fn pack(pieces: &[(&Dense, u64)]) -> Result<WalkInputs, CudaError> {
+        let limbs = pieces.first().map_or(1, |(d, _)| d.fx.limbs);
+        if pieces.len() as u64 >= 1 << 32 {
+            return Err(CudaError::Unsupported(format!(
+                "{} dense pieces",
+                pieces.len()
+            )));
+        }
+        let mut w = WalkInputs {
+            limbs,
+            beta: Vec::with_capacity(pieces.len() * WALK_WORDS * limbs),
+            count: Vec::with_capacity(pieces.len()),
+            first: vec![0],
+            degree: Vec::with_capacity(pieces.len()),
+            thr: Vec::with_capacity(pieces.len()),
+        };
+        for (d, n) in pieces {
+            if d.fx.limbs != limbs || d.fx.beta.len() > WALK_WORDS || *n >= 1 << 32 {
+                return Err(CudaError::Unsupported(format!(
+                    "a dense piece of {n} offsets, degree {}, {} limbs",
+                    d.fx.degree, d.fx.limbs
+                )));
+            }
+            for b in &d.fx.beta {
+                w.beta.extend(word_limbs(b, limbs));
+            }
+            w.beta
+                .resize(w.beta.len() + (WALK_WORDS - d.fx.beta.len()) * limbs, 0);
+            w.count.push(*n);
+            let last = *w.first.last().expect("first holds 0");
+            w.first.push(last + n.div_ceil(1 << CHUNK_BITS));
+            w.degree.push(d.fx.beta.len() as u32 - 1);
+            w.thr.push(d.t);
+        }
+        Ok(w)
+    }
+
+    pub fn threads(&self) -> u64 {
+        *self.first.last().expect("first holds 0")
+    }
+}
+
+/// The kernel's kept entries `(p << 32) | t` as each piece's offsets, increasing.
+pub fn split(pieces: usize, kept: &[u64]) -> Vec<Vec<u64>> {
+    let mut out = vec![Vec::new(); pieces];
+    for &e in kept {
+        out[(e >> 32) as usize].push(e & 0xffff_ffff);
+    }
+    for v in &mut out {
+        v.sort_unstable();
+    }
+    out
+}
+
+/// Walks `pieces` on `dev`: the kept offsets of each, increasing, as `dense::candidates`.
+pub(super) fn run(dev: &Device, pieces: &[(&Dense, u64)]) -> Result<Vec<Vec<u64>>, CudaError> {
+    let mut out = vec![Vec::new(); pieces.len()];
+    let mut widths: Vec<usize> = pieces.iter().map(|(d, _)| d.fx.limbs).collect();
+    widths.sort_unstable();
+    widths.dedup();
+    for limbs in widths {
+        let at: Vec<usize> = (0..pieces.len())
+            .filter(|&i| pieces[i].0.fx.limbs == limbs)
+            .collect();
+        let group: Vec<(&Dense, u64)> = at.iter().map(|&i| pieces[i]).collect();
+        let kept = launch(dev, &WalkInputs::pack(&group)?)?;
+        for (i, v) in at.into_iter().zip(split(group.len(), &kept)) {
+            out[i] = v;
+        }
+    }
+    Ok(out)
+}
+
+/// One launch over `w`'s pieces (again with room for every kept entry where the first
+/// capacity fell short): the kept entries, unordered.
+fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
+    let m = dev.module(w.limbs, MODULE_DEGREE)?;
+    let taken = dev.pool.take(&dev.ctx, &dev.gauge)?;
+    let stream = taken.slot.as_ref().expect("a taken slot").stream.clone();
+    let beta = stream.clone_htod(&w.beta)?;
+    let count = stream.clone_htod(&w.count)?;
+    let first = stream.clone_htod(&w.first)?;
+    let degree = stream.clone_htod(&w.degree)?;
+    let thr = stream.clone_htod(&w.thr)?;
+    let pieces = w.count.len() as u64;
+    let threads = w.threads();
+    let mut cap = FIRST_CAP;
+    loop {
+        let mut kept = stream.alloc_zeros::<u64>(cap as usize)?;
+        let mut counters = stream.alloc_zeros::<u64>(1)?;
+        let mut b = stream.launch_builder(&m.dense_walk);
+        b.arg(&beta)
+            .arg(&count)
+            .arg(&first)
+            .arg(&degree)
+            .arg(&thr)
+            .arg(&pieces)
+            .arg(&CHUNK_BITS)
+            .arg(&mut kept)
+            .arg(&cap)
+            .arg(&mut counters);
+        // SAFETY: the arguments are the kernel's, in its order and types; every buffer holds
+        // what the kernel reads (`first` has pieces + 1 entries, `beta` WALK_WORDS words a
+        // piece) and it writes `kept` below `cap` only.
+        unsafe { b.launch(launch_config(threads)?) }?;
+        let c = stream.clone_dtoh(&counters)?;
+        stream.synchronize()?;
+        let found = c[0];
+        if found <= cap {
+            let v = stream.clone_dtoh(&kept.slice(0..found as usize))?;
+            stream.synchronize()?;
+            return Ok(v);
+        }
+        cap = found;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_entries_are_split_by_piece_in_increasing_order() {
+        let kept = [(1u64 << 32) | 7, 3, (1 << 32) | 2, 1];
+        assert_eq!(split(3, &kept), vec![vec![1, 3], vec![2, 7], vec![]]);
+    }
+}
