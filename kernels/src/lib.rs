@@ -37,7 +37,10 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// counted in its run instead of skipped runs.
 /// 5: sinpi, cospi and tanpi walked on their grid where its step is a large angle
 /// (`search::progression` with `q = 1`: binary64 from `2^20`), counted as progression arguments.
-pub const ENGINE_VERSION: u32 = 5;
+/// 6: on that route, the pieces of sin, cos, sinpi and cospi generated from the sine and cosine
+/// of their centers (`search::sincos`): their remainder bounds, so their thresholds and
+/// candidates, may differ from the series'.
+pub const ENGINE_VERSION: u32 = 6;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {

@@ -31,6 +31,10 @@ pub struct SearchConfig {
     /// (`progression.rs`) where the grid's step is a large angle. Off only to compare with the
     /// dyadic route.
     pub progressions: bool,
+    /// On that route, generate the pieces of sin, cos, sinpi and cospi from the sine and
+    /// cosine of their centers (`sincos.rs`) rather than from series of the function. Off only
+    /// to compare the two.
+    pub sincos: bool,
     /// Search sinpi, cospi and tanpi units that hold two periods (2) or more on their first
     /// period and copy its cases (`periodic.rs`). Off only to compare with the full search.
     pub periodic: bool,
@@ -84,6 +88,7 @@ impl SearchConfig {
             trivial_regions: true,
             dense: true,
             progressions: true,
+            sincos: true,
             periodic: true,
             steep: SteepSplit::DEFAULT,
         }

@@ -266,13 +266,13 @@ fn per_domain(
     (rho, domains, left_out, bound2)
 }
 
-fn ceil_fixed(x: &Float, frac_bits: u32) -> Integer {
+pub(crate) fn ceil_fixed(x: &Float, frac_bits: u32) -> Integer {
     let mut y = Float::with_val(x.prec().max(64), x);
     y <<= frac_bits;
     y.ceil().to_integer().expect("finite bound")
 }
 
-fn sum_binomials(n: u64, upto: usize) -> Integer {
+pub(crate) fn sum_binomials(n: u64, upto: usize) -> Integer {
     (0..=upto as u32)
         .map(|m| Integer::from(n).binomial(m))
         .sum()

@@ -20,6 +20,7 @@ pub mod prior;
 pub mod progression;
 pub mod range;
 mod rise;
+pub(crate) mod sincos;
 pub mod stripe;
 pub mod unit;
 

@@ -30,7 +30,8 @@ use crate::regions::lattice::Lattice;
 use crate::search::backend::{Backend, SearchError, Stats, Timings};
 use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense, DENSE_MAX_DEGREE};
-use crate::search::generation::{fixed_polynomial_along, GenConfig, Line};
+use crate::search::generation::{fixed_polynomial_along, GenConfig, Line, ALONG_START_PREC};
+use crate::search::sincos::{self, Bases};
 use rayon::prelude::*;
 use rug::float::Constant;
 use rug::{Float, Integer};
@@ -217,16 +218,19 @@ pub fn plan_with(f: Function, p: Precision, unit: UnitSpec, cut: Cut) -> Option<
 /// angles congruent to them modulo `2 pi` (balls); for sinpi, cospi and tanpi the arguments
 /// themselves (exact).
 fn line_of(f: Function, p: Precision, unit: UnitSpec, q: u64, middle: &Float, prec: u32) -> Line {
+    Line {
+        center: line_point(f, middle, prec),
+        step: line_point(f, &step(p, unit, q), prec),
+    }
+}
+
+/// A point or step of a line: the exact argument for sinpi, cospi and tanpi, else reduced
+/// modulo `2 pi`.
+fn line_point(f: Function, x: &Float, prec: u32) -> Ball {
     if of_pi(f) {
-        Line {
-            center: Ball::from_float(prec, middle),
-            step: Ball::from_float(prec, &step(p, unit, q)),
-        }
+        Ball::from_float(prec, x)
     } else {
-        Line {
-            center: reduce(middle, prec),
-            step: reduce(&step(p, unit, q), prec),
-        }
+        reduce(x, prec)
     }
 }
 
@@ -268,7 +272,13 @@ const BATCH: u64 = 2048;
 /// of tan inside, too wide a span for the degree) is halved, and below `min_piece` arguments
 /// left to MPFR. Pieces, not progressions, are the unit of parallel work: a unit with `q = 1`
 /// is one progression.
-fn generate(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> Pieces {
+fn generate(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    pr: Progressions,
+    bases: Option<&Bases>,
+    i: u64,
+) -> Pieces {
     let p = cfg.precision;
     let gen = GenConfig {
         max_degree: cfg.gen.max_degree.max(DENSE_MAX_DEGREE),
@@ -291,7 +301,15 @@ fn generate(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions, i: u64) -> Pie
         let t = Instant::now();
         let middle = unit.argument(offset(j0 + n / 2)).to_float(p);
         let line = |prec: u32| line_of(cfg.function, p, unit, pr.q, &middle, prec);
-        let fx = fixed_polynomial_along(cfg.function, p, &gen, n, line);
+        let quick = bases.and_then(|b| {
+            let prec = ALONG_START_PREC + p.bits();
+            let theta = sincos::angle(cfg.function, &line_point(cfg.function, &middle, prec), prec);
+            sincos::fixed_along(cfg.function, p, &gen, n, &theta, b)
+        });
+        let fx = match quick {
+            Some(fx) => Ok(fx),
+            None => fixed_polynomial_along(cfg.function, p, &gen, n, line),
+        };
         let walk = fx
             .ok()
             .and_then(|fx| dense::threshold(&fx).map(|t| Dense { fx, t }));
@@ -329,6 +347,17 @@ fn walk(
     Ok(out)
 }
 
+/// The bases of `unit`'s line where its pieces are generated from two numbers (sin, cos,
+/// sinpi, cospi: `sincos.rs`), unless the configuration turns that off.
+fn unit_bases(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions) -> Option<Bases> {
+    if !cfg.sincos || !sincos::takes(cfg.function) {
+        return None;
+    }
+    let prec = ALONG_START_PREC + cfg.precision.bits();
+    let step = line_point(cfg.function, &step(cfg.precision, unit, pr.q), prec);
+    Some(Bases::new(sincos::step_angle(cfg.function, &step, prec)))
+}
+
 /// The dense pieces of initial pieces `range` of `unit` (`generate`), with their lengths: what
 /// the back ends' walks are tested on.
 #[cfg(test)]
@@ -338,8 +367,9 @@ pub(crate) fn dense_pieces(
     pr: Progressions,
     range: std::ops::Range<u64>,
 ) -> Vec<(Dense, u64)> {
+    let bases = unit_bases(cfg, unit, pr);
     range
-        .flat_map(|i| generate(cfg, unit, pr, i).walks)
+        .flat_map(|i| generate(cfg, unit, pr, bases.as_ref(), i).walks)
         .map(|(_, _, n, d)| (d, n))
         .collect()
 }
@@ -365,10 +395,11 @@ pub(crate) fn search(
     backend: &dyn Backend,
 ) -> Result<Searched, SearchError> {
     let initial = pr.q.min(unit.count) * pr.per_class;
+    let bases = unit_bases(cfg, unit, pr);
     let gen_batch = |b: u64| {
         (b * BATCH..((b + 1) * BATCH).min(initial))
             .into_par_iter()
-            .map(|i| generate(cfg, unit, pr, i))
+            .map(|i| generate(cfg, unit, pr, bases.as_ref(), i))
             .reduce(Pieces::default, Pieces::merge)
     };
     let batches = initial.div_ceil(BATCH);
@@ -484,6 +515,99 @@ mod tests {
             q,
             vec![1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
         );
+    }
+
+    /// Pieces generated from two numbers (`sincos.rs`) hold their written bound: on the first
+    /// pieces of units of sin at `2^24`, `2^100` and `2^1000`, cos at `2^500`, sinpi at `2^22`
+    /// and cospi at `2^30` (binary64, 44 bits, both signs), `|R~(t) - G(t)| <= eps_T + eps_R`
+    /// at sampled offsets against MPFR at 600 bits; the general route's polynomial of the same
+    /// piece has a degree within one of theirs and its values are within both bounds of them.
+    #[test]
+    fn pieces_from_two_numbers_hold_their_bound() {
+        let fmt = Format::named("binary64").unwrap();
+        let p = fmt.precision;
+        let mut quick = 0;
+        for (f, exponent) in [
+            (Function::Sin, 24),
+            (Function::Sin, 100),
+            (Function::Sin, 1000),
+            (Function::Cos, 500),
+            (Function::Sinpi, 22),
+            (Function::Cospi, 30),
+        ] {
+            for negative in [false, true] {
+                let unit = UnitSpec {
+                    negative,
+                    exponent,
+                    first: 0x5_4321_0fed_cba9,
+                    count: 1 << 30,
+                };
+                let cfg = SearchConfig::in_format(f, fmt, 44);
+                let gen = GenConfig {
+                    max_degree: DENSE_MAX_DEGREE,
+                    ..cfg.gen
+                };
+                let pr = plan(f, p, unit).expect("the route");
+                let bases = unit_bases(&cfg, unit, pr).expect("bases");
+                let prec = ALONG_START_PREC + p.bits();
+                for i in 0..2 {
+                    let (r, k) = (i / pr.per_class, i % pr.per_class);
+                    let len = pr.class_len(unit.count, r);
+                    let cut = len.div_ceil(pr.per_class).max(1);
+                    let (j0, n) = (k * cut, cut.min(len - k * cut));
+                    let offset = |j: u64| r + pr.q * (j0 + j);
+                    let middle = unit.argument(offset(n / 2)).to_float(p);
+                    let theta = sincos::angle(f, &line_point(f, &middle, prec), prec);
+                    let Some(fx) = sincos::fixed_along(f, p, &gen, n, &theta, &bases) else {
+                        continue;
+                    };
+                    quick += 1;
+                    let line = |prec: u32| line_of(f, p, unit, pr.q, &middle, prec);
+                    let general = fixed_polynomial_along(f, p, &gen, n, line).unwrap();
+                    assert!(fx.degree.abs_diff(general.degree) <= 1, "{f} 2^{exponent}");
+                    let fb = fx.frac_bits();
+                    let value = |t: u64| {
+                        let x = unit.argument(offset(t)).to_float(p);
+                        Float::with_val(600, f.eval(&x, 600).0).abs()
+                    };
+                    // G = 2^s |f|: s read off beta_0 ~ G(0) 2^F.
+                    let g0 = Float::with_val(600, &fx.beta[0]) >> fb;
+                    let s = Float::with_val(64, &g0 / value(0)).log2().round().to_f64() as i32;
+                    let bound = Integer::from(&fx.taylor + &fx.rounding) + 1u32;
+                    let gbound = Integer::from(&general.taylor + &general.rounding) + 1u32;
+                    let at = |beta: &[Integer], t: u64, shift: u32| -> Integer {
+                        let sum: Integer = beta
+                            .iter()
+                            .enumerate()
+                            .map(|(m, b)| b * Integer::from(t).binomial(m as u32))
+                            .sum();
+                        sum << shift
+                    };
+                    let gf = general.frac_bits();
+                    for t in (0..n).step_by((n / 40).max(1) as usize).chain([n - 1]) {
+                        let mut g = value(t);
+                        g <<= s + fb as i32;
+                        let truth = g.round().to_integer().unwrap();
+                        let r = at(&fx.beta, t, 0);
+                        let d = Integer::from(&r - &truth).abs();
+                        assert!(
+                            d <= bound,
+                            "{f} 2^{exponent} piece {i} t={t}: {d} > {bound}"
+                        );
+                        // Both polynomials at the wider one's fixed point.
+                        let (w, a, b) = (fb.max(gf), at(&fx.beta, t, 0), at(&general.beta, t, 0));
+                        let a = a << (w - fb);
+                        let b = b << (w - gf);
+                        let both = (bound.clone() << (w - fb)) + (gbound.clone() << (w - gf));
+                        assert!(
+                            Integer::from(&a - &b).abs() <= both,
+                            "{f} 2^{exponent} t={t}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(quick >= 16, "{quick} pieces from two numbers");
     }
 
     /// Every case MPFR finds argument by argument on a unit, and no other: the route against a
