@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sinpi, cospi, tanpi on the GPU machine (run from the repository root there, with a stripped
-# tmd-worker carried in carry/ or named by W, and the example pi_routes in carry/ or named by
+# tmd-worker carried in carry/ or named by W, and the example progression_routes in carry/ or named by
 # X): CPU = GPU on units of the periodic route and of the walk on the grid, the cost of a unit
 # of 2^44 by binade, the two routes side by side on the host, and (STAGE=estimate) the whole
 # function's estimate; STAGE=trig: sin, cos and tan of large arguments walked on the GPU
@@ -9,7 +9,7 @@
 # $OUT/trig.tgz (STAGE=trig).
 set -u
 W=${W:-$PWD/carry/tmd-worker}
-X=${X:-$PWD/carry/pi_routes}
+X=${X:-$PWD/carry/progression_routes}
 STAGE=${STAGE:-units}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 R=/tmp/pi-$STAGE; mkdir -p $R; cd $R
@@ -43,6 +43,10 @@ if [ "$STAGE" = trig ]; then
       run t-$f-e$e $b -f $f --format binary64 --from 0x1p+$e --to $to --min-bits 43 --unit-bits $ub
     done
   done
+  # pieces from two numbers against pieces from series, the host's cores, same process
+  for fe in sin:24 sin:1000 cos:100 sinpi:22; do
+    timeout 200 $X ${fe%%:*} ${fe##*:} 30 43 nodyadic >> routes.txt 2>&1
+  done
   python3 - <<'PY' > compare.txt
 import json, glob
 for a_path in sorted(glob.glob("t-*.cuda.json")):
@@ -58,7 +62,7 @@ for a_path in sorted(glob.glob("t-*.cuda.json")):
     print(n, "identical" if not keys else "differ: " + ",".join(sorted(keys)),
           "hr", len(a.get("hr_cases", [])), "stats", a.get("stats"), "cuda", ta, "cpu", tb)
 PY
-  cat compare.txt times.txt
+  cat compare.txt times.txt routes.txt
   tar czf $OUT/trig.tgz *.txt *.err *.json 2>/dev/null
   exit 0
 fi
