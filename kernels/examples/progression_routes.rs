@@ -50,5 +50,8 @@ fn main() {
         );
         found.push(r.hr_cases);
     }
-    assert!(found.windows(2).all(|w| w[0] == w[1]), "the routes disagree");
+    assert!(
+        found.windows(2).all(|w| w[0] == w[1]),
+        "the routes disagree"
+    );
 }

@@ -343,13 +343,18 @@ impl Ball {
         self.monotonic(true, |x, r| x.ln_round(r))
     }
 
-    /// `(sin, cos)` of the ball.
+    /// `(sin, cos)` of the ball: both from one MPFR call (each correctly rounded, so the same
+    /// balls as two [`Ball::lipschitz`] calls with the constant 1).
     pub fn sin_cos(&self) -> (Ball, Ball) {
         let one = Float::with_val(RAD_PREC, 1);
-        (
-            self.lipschitz(&one, |x, r| x.sin_round(r)),
-            self.lipschitz(&one, |x, r| x.cos_round(r)),
-        )
+        let mut sin = self.mid.clone();
+        let mut cos = Float::new(sin.prec());
+        let (os, oc) = sin.sin_cos_round(&mut cos, Round::Nearest);
+        let mut rs = mul_up(&one, &self.rad);
+        let mut rc = rs.clone();
+        add_rounding_error_fresh(&mut rs, &sin, os);
+        add_rounding_error_fresh(&mut rc, &cos, oc);
+        (Ball { mid: sin, rad: rs }, Ball { mid: cos, rad: rc })
     }
 
     /// `(sin(pi x), cos(pi x))` of the ball.
@@ -379,6 +384,29 @@ mod tests {
     fn contains(b: &Ball, v: &Float) -> bool {
         let (lo, hi) = b.bounds(1024);
         &lo <= v && v <= &hi
+    }
+
+    /// One MPFR call for both gives the balls of two calls, bit for bit, at several
+    /// precisions, signs and magnitudes (2^40 included: MPFR reduces it itself).
+    #[test]
+    fn sin_cos_in_one_call_are_the_lipschitz_balls() {
+        let one = Float::with_val(RAD_PREC, 1);
+        for (prec, v, rad) in [
+            (80, 0.5f64, 0.0f64),
+            (437, -2.75, 1e-120),
+            (501, 1.0995e12, 1e-100),
+            (64, -3.0e-9, 1e-30),
+        ] {
+            let b = Ball::with_radius(Float::with_val(prec, v), &Float::with_val(64, rad));
+            let (s, c) = b.sin_cos();
+            let ws = b.lipschitz(&one, |x, r| x.sin_round(r));
+            let wc = b.lipschitz(&one, |x, r| x.cos_round(r));
+            for (got, want) in [(s, ws), (c, wc)] {
+                assert_eq!(got.mid.prec(), want.mid.prec());
+                assert_eq!(got.mid, want.mid, "{v} at {prec}");
+                assert_eq!(got.rad, want.rad, "{v} at {prec}");
+            }
+        }
     }
 
     #[test]

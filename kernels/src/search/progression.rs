@@ -303,7 +303,9 @@ fn generate(
         let line = |prec: u32| line_of(cfg.function, p, unit, pr.q, &middle, prec);
         let quick = bases.and_then(|b| {
             let prec = ALONG_START_PREC + p.bits();
-            let theta = sincos::angle(cfg.function, &line_point(cfg.function, &middle, prec), prec);
+            let theta = b.angle_at(offset(j0 + n / 2)).unwrap_or_else(|| {
+                sincos::angle(cfg.function, &line_point(cfg.function, &middle, prec), prec)
+            });
             sincos::fixed_along(cfg.function, p, &gen, n, &theta, b)
         });
         let fx = match quick {
@@ -353,9 +355,18 @@ fn unit_bases(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions) -> Option<Ba
     if !cfg.sincos || !sincos::takes(cfg.function) {
         return None;
     }
-    let prec = ALONG_START_PREC + cfg.precision.bits();
-    let step = line_point(cfg.function, &step(cfg.precision, unit, pr.q), prec);
-    Some(Bases::new(sincos::step_angle(cfg.function, &step, prec)))
+    let p = cfg.precision;
+    let prec = ALONG_START_PREC + p.bits();
+    let line_step = line_point(cfg.function, &step(p, unit, pr.q), prec);
+    let bases = Bases::new(sincos::step_angle(cfg.function, &line_step, prec));
+    if of_pi(cfg.function) {
+        return Some(bases);
+    }
+    // Offsets below 2^64 and angles below 2^66: 128 bits more keep the centers' angles as
+    // precise as a reduction at `prec` would.
+    let wide = prec + 128;
+    let first = reduce(&unit.argument(0).to_float(p), wide);
+    Some(bases.with_origin(first, reduce(&step(p, unit, 1), wide)))
 }
 
 /// The dense pieces of initial pieces `range` of `unit` (`generate`), with their lengths: what

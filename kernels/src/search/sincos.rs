@@ -28,6 +28,10 @@ struct Basis {
 /// pieces have a few lengths only.
 pub(crate) struct Bases {
     step: Ball,
+    /// sin and cos: the angles of the unit's first argument and of its grid's step, each
+    /// reduced once, so that an offset's angle is two ball operations instead of a reduction
+    /// at the argument's exponent.
+    origin: Option<(Ball, Ball)>,
     map: Mutex<HashMap<(u64, usize), Arc<Basis>>>,
 }
 
@@ -44,8 +48,24 @@ impl Bases {
     pub(crate) fn new(step: Ball) -> Bases {
         Bases {
             step,
+            origin: None,
             map: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With `first`, an angle congruent to the unit's first argument modulo `2 pi`, and
+    /// `grid`, one congruent to its grid's step (signed): offset `o` then has the angle
+    /// `first + o grid`, congruent to its argument `x_0 + o h`. Both balls should carry enough
+    /// bits for `o` times `grid`'s radius and the sum's magnitude (`o < 2^64`).
+    pub(crate) fn with_origin(mut self, first: Ball, grid: Ball) -> Bases {
+        self.origin = Some((first, grid));
+        self
+    }
+
+    /// The angle of offset `o` of the unit (see [`Bases::with_origin`]), if the origin is set.
+    pub(crate) fn angle_at(&self, o: u64) -> Option<Ball> {
+        let (first, grid) = self.origin.as_ref()?;
+        Some(first.add(&grid.mul_integer(&Integer::from(o))))
     }
 
     fn get(&self, count: u64, degree: usize) -> Arc<Basis> {
