@@ -31,4 +31,4 @@ pub use backend::{Backend, DeviceUse, PieceOutcome, SearchError, Stats, Timings}
 pub use config::{SearchConfig, SteepSplit, MAX_MIN_BITS};
 pub use phases::Cpu;
 pub use range::{search_units, RangeResult};
-pub use unit::{piece_modules, search_unit, warm_period, UnitResult, EXHAUSTIVE_MAX};
+pub use unit::{claim_period, piece_modules, search_unit, warm_period, UnitResult, EXHAUSTIVE_MAX};

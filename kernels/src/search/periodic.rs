@@ -107,6 +107,41 @@ static BASES: LazyLock<Mutex<HashMap<String, Arc<Base>>>> = LazyLock::new(Defaul
 /// The most bases kept: a whole function's binades with a period, several times over.
 const MAX_BASES: usize = 1 << 14;
 
+/// The keys whose base a caller of [`claim`] is searching now.
+static SEARCHING: LazyLock<Mutex<std::collections::HashSet<String>>> =
+    LazyLock::new(Default::default);
+
+/// Who searches a base: the one caller that got [`Claim::Mine`] (until its guard drops);
+/// the others see [`Claim::Busy`] meanwhile.
+#[derive(Debug)]
+pub enum Claim {
+    Mine(Searching),
+    Busy,
+}
+
+/// A claim on searching a base, released when dropped (searched or not).
+#[derive(Debug)]
+pub struct Searching(String);
+
+impl Drop for Searching {
+    fn drop(&mut self) {
+        if let Ok(mut s) = SEARCHING.lock() {
+            s.remove(&self.0);
+        }
+    }
+}
+
+/// Claims the search of `key`'s base, atomically: `Mine` for the first caller, `Busy` for the
+/// others until it drops its claim.
+pub fn claim(key: &str) -> Claim {
+    let mut s = SEARCHING.lock().unwrap_or_else(|e| e.into_inner());
+    if s.insert(key.to_string()) {
+        Claim::Mine(Searching(key.to_string()))
+    } else {
+        Claim::Busy
+    }
+}
+
 /// The base of `key` if this process searched it.
 pub fn cached(key: &str) -> Option<Arc<Base>> {
     BASES.lock().ok()?.get(key).cloned()

@@ -418,6 +418,24 @@ pub fn warm_period(
     Ok(Some(t.elapsed().as_secs_f64()))
 }
 
+/// Whether `unit`'s search would first search its binade's first period, which this process
+/// has not searched: `None` where it would not (no periodic route, or the period is cached),
+/// else a claim ([`periodic::Claim`]): the one caller that gets `Mine` searches the unit
+/// holding it, and callers that see `Busy` leave units of that binade for later rather than
+/// search the same period side by side (the daemon's slots). Waiting is theirs to arrange:
+/// nothing here blocks.
+pub fn claim_period(cfg: &SearchConfig, unit: UnitSpec) -> Option<periodic::Claim> {
+    if exact_run(cfg.function, cfg.format(), unit).is_some() {
+        return None;
+    }
+    periodic_route(cfg, unit)?;
+    let key = period_key(cfg, unit);
+    if periodic::cached(&key).is_some() {
+        return None;
+    }
+    Some(periodic::claim(&key))
+}
+
 /// The period `L` whose first instance in its binade `unit` is searched through
 /// (`periodic.rs`), `None` where `unit` is searched itself.
 fn periodic_route(cfg: &SearchConfig, unit: UnitSpec) -> Option<u64> {

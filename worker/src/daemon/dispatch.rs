@@ -12,7 +12,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
-use tmd_kernels::search::{Backend, SearchConfig};
+use tmd_kernels::search::periodic::Claim;
+use tmd_kernels::search::{claim_period, Backend, SearchConfig};
 use tmd_wire::{Lease, LeasedUnit};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -153,11 +154,24 @@ impl Dispatch {
     /// unit for its stolen pieces may run it there, but then only one unit, not the rest of the
     /// queue (which would hold that other unit's result back until the queue is empty).
     fn take_one(self: Arc<Self>) {
-        let job = {
+        let (job, claim) = {
             let mut q = self.lock();
+            // A unit whose binade's first period another job is searching now waits for it
+            // (`claim_period`): every slot would otherwise search the same period side by side.
+            // This taker stops; the one searching starts takers again when it is done.
+            let claim = match q.jobs.front() {
+                Some(j) if self.may_take() => match claim_period(&j.cfg, engine_unit(&j.unit)) {
+                    Some(Claim::Busy) => {
+                        q.takers -= 1;
+                        return;
+                    }
+                    other => other,
+                },
+                _ => None,
+            };
             // Halted or the spool full: the job stays queued (for the loop to withdraw, or for
             // a taker started once the spool has room).
-            match self.may_take().then(|| q.jobs.pop_front()).flatten() {
+            let job = match self.may_take().then(|| q.jobs.pop_front()).flatten() {
                 Some(j) => j,
                 None => {
                     if !q.jobs.is_empty() && self.spool_full() {
@@ -166,7 +180,8 @@ impl Dispatch {
                     q.takers -= 1;
                     return;
                 }
-            }
+            };
+            (job, claim)
         };
         let t = Instant::now();
         let work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -195,13 +210,11 @@ impl Dispatch {
             // The loop is gone: nothing would take another result.
             self.halted.store(true, Ordering::SeqCst);
         }
+        // The period is searched (or failed): takers that stopped for it may go on.
+        drop(claim);
         let mut q = self.lock();
-        if !q.jobs.is_empty() && self.may_take() {
-            let me = self.clone();
-            rayon::spawn(move || me.take_one());
-        } else {
-            q.takers -= 1;
-        }
+        q.takers -= 1;
+        self.start_takers(&mut q);
     }
 }
 
@@ -300,6 +313,78 @@ mod tests {
         }
         assert_eq!(d.waiting(), 0);
         assert!(rx.try_recv().is_err(), "no unit computed twice");
+    }
+
+    /// The CPU back end, counting the arguments it walks on dense pieces.
+    #[derive(Default)]
+    struct CountingWalks(std::sync::atomic::AtomicU64);
+
+    impl Backend for CountingWalks {
+        fn search_piece(
+            &self,
+            g: &tmd_kernels::search::generation::Generated,
+            test: tmd_kernels::search::existence::Test,
+            packet_domains: u64,
+        ) -> Result<tmd_kernels::search::PieceOutcome, tmd_kernels::search::SearchError> {
+            Cpu.search_piece(g, test, packet_domains)
+        }
+        fn walk_dense(
+            &self,
+            pieces: &[(&tmd_kernels::search::dense::Dense, u64)],
+        ) -> Result<(Vec<Vec<u64>>, f64), tmd_kernels::search::SearchError> {
+            let n: u64 = pieces.iter().map(|p| p.1).sum();
+            self.0.fetch_add(n, Ordering::SeqCst);
+            Ok(tmd_kernels::search::dense::walk_on_host(pieces))
+        }
+        fn name(&self) -> String {
+            "cpu (counting)".into()
+        }
+    }
+
+    /// Four slots on eight units of one binade whose units copy its first period (sinpi in
+    /// binary32 on [2^6, 2^7): a period of 2^18 arguments walked on its grid, units of 2^20):
+    /// the period is searched once, by one slot, while the others wait for it, and every unit
+    /// is computed once.
+    #[test]
+    fn slots_search_a_binades_first_period_once() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let backend = Arc::new(CountingWalks::default());
+        let d = Dispatch::new(4, backend.clone(), None, tx);
+        let fmt = tmd_kernels::numbers::format::Format::named("binary32").unwrap();
+        // A threshold no other test uses: the period cache is the process's.
+        let cfg = SearchConfig::in_format(Function::Sinpi, fmt, 13);
+        let units: Vec<LeasedUnit> = (0..8u64)
+            .map(|i| LeasedUnit {
+                unit_id: 100 + i as i64,
+                spec: tmd_wire::UnitSpec {
+                    negative: false,
+                    exponent: 6,
+                    first: (1 << 23) + (i << 20),
+                    count: 1 << 20,
+                },
+            })
+            .collect();
+        let l = Arc::new(fixtures::lease(9, units));
+        d.push(l.units.iter().map(|u| Job {
+            lease: l.clone(),
+            cfg,
+            unit: u.clone(),
+        }));
+        let mut ids: Vec<i64> = (0..8)
+            .map(|_| {
+                let f = next(&mut rx);
+                d.spooled();
+                assert!(matches!(f.work, Work::Done(..)), "unit {}", f.unit_id);
+                f.unit_id
+            })
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (100..108).collect::<Vec<_>>());
+        let walked = backend.0.load(Ordering::SeqCst);
+        assert!(
+            walked > 0 && walked <= 1 << 18,
+            "{walked} arguments walked for one period of 2^18"
+        );
     }
 
     #[test]
