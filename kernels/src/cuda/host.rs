@@ -8,25 +8,33 @@ use super::selftest::tests_reference;
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn the_existence_tests_device_code_gives_the_cpus_answers_on_the_host() {
+/// Compiles the driver `cuda/<driver>.cpp` (which includes `tmd.cu`) with the host's C++
+/// compiler (`CXX`, else `c++`) and `options` into `exe`.
+fn compile_for_host(driver: &str, options: &[&str], exe: &Path) {
     let cuda = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
-    let dir = std::env::temp_dir().join(format!("tmd-host-kernels-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("host_selftest");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
     let status = Command::new(&cxx)
-        .args(["-O2", "-std=c++17", "-w", "-I"])
+        .args(["-std=c++17", "-w"])
+        .args(options)
+        .arg("-I")
         .arg(&cuda)
-        .arg(cuda.join("host_selftest.cpp"))
+        .arg(cuda.join(format!("{driver}.cpp")))
         .arg("-o")
-        .arg(&exe)
+        .arg(exe)
         .status()
         .unwrap_or_else(|e| panic!("{cxx}: {e} (a C++ compiler; scripts/setup.sh installs g++)"));
     assert!(
         status.success(),
-        "{cxx} could not compile tmd.cu for the host"
+        "{cxx} could not compile tmd.cu for the host ({driver}, {options:?})"
     );
+}
+
+#[test]
+fn the_existence_tests_device_code_gives_the_cpus_answers_on_the_host() {
+    let dir = std::env::temp_dir().join(format!("tmd-host-kernels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("host_selftest");
+    compile_for_host("host_selftest", &["-O2"], &exe);
 
     let r = tests_reference();
     let count = r.a.len();
@@ -144,25 +152,12 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     widths.sort_unstable();
     widths.dedup();
 
-    let cuda = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
     let dir = std::env::temp_dir().join(format!("tmd-host-walk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
     let mut kept_total = 0;
     for limbs in widths {
         let exe = dir.join(format!("host_walk_{limbs}"));
-        let status = Command::new(&cxx)
-            .args(["-O1", "-std=c++17", "-w", &format!("-DTMD_L={limbs}"), "-I"])
-            .arg(&cuda)
-            .arg(cuda.join("host_walk.cpp"))
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .unwrap_or_else(|e| panic!("{cxx}: {e} (scripts/setup.sh installs g++)"));
-        assert!(
-            status.success(),
-            "{cxx} could not compile tmd.cu at {limbs} limbs"
-        );
+        compile_for_host("host_walk", &["-O1", &format!("-DTMD_L={limbs}")], &exe);
         let group: Vec<(&Dense, u64)> = pieces
             .iter()
             .filter(|(d, _)| d.fx.limbs == limbs)

@@ -397,6 +397,40 @@ impl Cuda {
         any
     }
 
+    /// `run` on the next device, counted as its busy time: refused at once where that device's
+    /// context is lost, its sticky errors noted, and what the kernels cannot take
+    /// ([`CudaError::Unsupported`]) done by `on_host` instead (the same answer, slower).
+    fn on_device<T>(
+        &self,
+        run: impl FnOnce(&Device) -> Result<T, CudaError>,
+        on_host: impl FnOnce() -> T,
+        host_note: &'static str,
+    ) -> Result<T, SearchError> {
+        let dev = self.pick();
+        // A lost context fails every call: the work is not even tried there.
+        if let Some(why) = dev.health.lost() {
+            return Err(CudaError::Lost {
+                device: dev.ordinal,
+                why,
+            }
+            .into());
+        }
+        let busy = dev.health.enter();
+        let outcome = run(dev);
+        drop(busy);
+        match outcome {
+            Err(CudaError::Unsupported(why)) => {
+                tracing::warn!(%why, "{host_note}");
+                Ok(on_host())
+            }
+            Err(e) => {
+                dev.health.note(&e);
+                Err(e.into())
+            }
+            Ok(o) => Ok(o),
+        }
+    }
+
     /// Runs phases 1-3 of `g` on one device, in one of its slots; an out-of-memory halves the
     /// slot and runs the piece again.
     fn run_piece(
@@ -443,67 +477,29 @@ impl Backend for Cuda {
         test: Test,
         packet_domains: u64,
     ) -> Result<PieceOutcome, SearchError> {
-        let dev = self.pick();
-        // A lost context fails every call: the piece is not even tried there.
-        if let Some(why) = dev.health.lost() {
-            return Err(CudaError::Lost {
-                device: dev.ordinal,
-                why,
-            }
-            .into());
-        }
-        let busy = dev.health.enter();
-        let outcome = self.run_piece(dev, g, test);
-        drop(busy);
-        match outcome {
-            // A piece outside the kernels' sizes (degree above 12, more than 2^40 domains, a
-            // subdomain larger than a slot's candidate list): the CPU gives the same answer,
-            // slower.
-            Err(CudaError::Unsupported(why)) => {
-                tracing::warn!(%why, "piece searched on the CPU");
-                Ok(crate::search::phases::search_generated_cpu(
-                    g,
-                    test,
-                    packet_domains,
-                ))
-            }
-            Err(e) => {
-                dev.health.note(&e);
-                Err(e.into())
-            }
-            Ok(o) => Ok(o),
-        }
+        // A piece outside the kernels' sizes (degree above 12, more than 2^40 domains, a
+        // subdomain larger than a slot's candidate list): the CPU gives the same answer,
+        // slower.
+        self.on_device(
+            |dev| self.run_piece(dev, g, test),
+            || crate::search::phases::search_generated_cpu(g, test, packet_domains),
+            "piece searched on the CPU",
+        )
     }
 
     fn walk_dense(&self, pieces: &[(&Dense, u64)]) -> Result<(Vec<Vec<u64>>, f64), SearchError> {
         if pieces.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
-        let dev = self.pick();
-        if let Some(why) = dev.health.lost() {
-            return Err(CudaError::Lost {
-                device: dev.ordinal,
-                why,
-            }
-            .into());
-        }
-        let busy = dev.health.enter();
-        let t = Instant::now();
-        let walked = walk::run(dev, pieces);
-        let seconds = t.elapsed().as_secs_f64();
-        drop(busy);
-        match walked {
-            // Pieces beyond the kernel's table: the host keeps the same offsets, slower.
-            Err(CudaError::Unsupported(why)) => {
-                tracing::warn!(%why, "dense pieces walked on the host");
-                Ok(crate::search::dense::walk_on_host(pieces))
-            }
-            Err(e) => {
-                dev.health.note(&e);
-                Err(e.into())
-            }
-            Ok(kept) => Ok((kept, seconds)),
-        }
+        // Pieces beyond the kernel's table: the host keeps the same offsets, slower.
+        self.on_device(
+            |dev| {
+                let t = Instant::now();
+                walk::run(dev, pieces).map(|kept| (kept, t.elapsed().as_secs_f64()))
+            },
+            || crate::search::dense::walk_on_host(pieces),
+            "dense pieces walked on the host",
+        )
     }
 
     fn overlaps_pieces(&self) -> bool {

@@ -266,13 +266,58 @@ fn per_domain(
     (rho, domains, left_out, bound2)
 }
 
+/// The exponent `q` of the output binade a piece's `G = 2^(p - q) |f|` is scaled by, and
+/// whether `|f|` crosses into the next one, from bounds `0 < lo <= |f| <= hi` on the piece: `|f|`
+/// lies in `[2^q, 2^(q+2))`, clamped to the format's range (below `2^emin` the subnormal grid's
+/// binade). `Overflow` or `Underflow` where the whole piece is beyond the range, `Shape` where
+/// part of it is or it spans more than two binades (the piece is to be split).
+pub(crate) fn output_binade(
+    cfg: &GenConfig,
+    pb: i32,
+    lo: &Float,
+    hi: &Float,
+) -> Result<(i32, bool), GenError> {
+    let mut q = lo.get_exp().expect("nonzero") - 1;
+    let mut q_hi = hi.get_exp().expect("nonzero") - 1;
+    if let Some(x) = cfg.exponents {
+        // |f| >= 2^q and |f| < 2^(q_hi + 1) on the piece.
+        if q > x.emax {
+            return Err(GenError::Overflow);
+        }
+        let tiny = x.emin - pb - 1;
+        if q_hi < tiny {
+            return Err(GenError::Underflow);
+        }
+        if q_hi > x.emax || q < tiny {
+            // Part overflows or rounds like 0: split until each piece is one or the other.
+            return Err(GenError::Shape);
+        }
+        // Below 2^emin the breakpoints are those of the binade 2^emin (the subnormal grid):
+        // G = 2^(p - emin) |f| there.
+        q = q.max(x.emin);
+        q_hi = q_hi.max(q);
+    }
+    if q_hi > q + 1 {
+        return Err(GenError::Shape);
+    }
+    Ok((q, q_hi == q + 1))
+}
+
+/// The words of a piece of `count` arguments at `degree`: `F = 64 L` fractional bits with
+/// `2^-F sum_m C(count-1, m) <= 2^-(k+16)`; `L` and that sum (`eps_R` in fixed units).
+pub(crate) fn fixed_width(count: u64, degree: usize, k: u32) -> (usize, Integer) {
+    let binom_sum = sum_binomials(count - 1, degree);
+    let need = binom_sum.significant_bits() + k + 16;
+    (need.div_ceil(64) as usize, binom_sum)
+}
+
 pub(crate) fn ceil_fixed(x: &Float, frac_bits: u32) -> Integer {
     let mut y = Float::with_val(x.prec().max(64), x);
     y <<= frac_bits;
     y.ceil().to_integer().expect("finite bound")
 }
 
-pub(crate) fn sum_binomials(n: u64, upto: usize) -> Integer {
+fn sum_binomials(n: u64, upto: usize) -> Integer {
     (0..=upto as u32)
         .map(|m| Integer::from(n).binomial(m))
         .sum()
@@ -480,30 +525,7 @@ fn fixed_on_line(
     if v.contains_zero() {
         return Err(GenError::Shape);
     }
-    let mut q = v.mig().get_exp().expect("nonzero") - 1;
-    let mut q_hi = v.mag().get_exp().expect("nonzero") - 1;
-    if let Some(x) = cfg.exponents {
-        // |f| >= 2^q and |f| < 2^(q_hi + 1) on the piece.
-        if q > x.emax {
-            return Err(GenError::Overflow);
-        }
-        let tiny = x.emin - pb - 1;
-        if q_hi < tiny {
-            return Err(GenError::Underflow);
-        }
-        if q_hi > x.emax || q < tiny {
-            // Part overflows or rounds like 0: split until each piece is one or the other.
-            return Err(GenError::Shape);
-        }
-        // Below 2^emin the breakpoints are those of the binade 2^emin (the subnormal grid):
-        // G = 2^(p - emin) |f| there.
-        q = q.max(x.emin);
-        q_hi = q_hi.max(q);
-    }
-    if q_hi > q + 1 {
-        return Err(GenError::Shape);
-    }
-    let crossing = q_hi == q + 1;
+    let (q, crossing) = output_binade(cfg, pb, &v.mig(), &v.mag())?;
     let negative_value = v.mid.is_sign_negative();
 
     // G = 2^(p - q) |f|: scale the coefficients.
@@ -529,12 +551,7 @@ fn fixed_on_line(
             (rem <= budget).then_some((d, rem))
         })
     };
-    // Fixed point: F = 64 L bits with 2^-F sum_m C(count-1, m) <= 2^-(k+16).
-    let limbs_for = |count: u64, degree: usize| {
-        let binom_sum = sum_binomials(count - 1, degree);
-        let need = binom_sum.significant_bits() + k + 16;
-        (need.div_ceil(64) as usize, binom_sum)
-    };
+    let limbs_for = |count: u64, degree: usize| fixed_width(count, degree, k);
     // Route::Short took the wide series to WIDE_FIRST terms; where no degree they cover fits,
     // all of them. The first degree that fits is the full series' (the same terms), and so are
     // the halves' below, which fit at a degree no higher.

@@ -9,7 +9,9 @@
 use crate::numbers::ball::Ball;
 use crate::numbers::format::Precision;
 use crate::oracle::function::Function;
-use crate::search::generation::{ceil_fixed, sum_binomials, FixedPoly, GenConfig, MAX_LIMBS};
+use crate::search::generation::{
+    ceil_fixed, fixed_width, output_binade, FixedPoly, GenConfig, MAX_LIMBS,
+};
 use rug::float::{Constant, Round};
 use rug::ops::{AddAssignRound, DivAssignRound, MulAssignRound, Pow, SubAssignRound};
 use rug::{Float, Integer};
@@ -182,31 +184,15 @@ pub(crate) fn fixed_along(
     }
     let mut hi = a.mag();
     hi.add_assign_round(&dev, Round::Up);
-    let mut q = lo.get_exp().expect("positive") - 1;
-    let mut q_hi = hi.get_exp().expect("positive") - 1;
-    if let Some(x) = cfg.exponents {
-        let tiny = x.emin - pb - 1;
-        if q > x.emax || q_hi < tiny || q_hi > x.emax || q < tiny {
-            return None;
-        }
-        q = q.max(x.emin);
-        q_hi = q_hi.max(q);
-    }
-    if q_hi > q + 1 {
-        return None;
-    }
-    let crossing = q_hi == q + 1;
+    let (q, crossing) = output_binade(cfg, pb, &lo, &hi).ok()?;
     let shift = pb - q;
 
     // The smallest degree whose remainder w^(d+1) / (d+1)! 2^shift fits 2^-(k+10): every
     // derivative of sin and cos is at most 1.
     let budget = Float::with_val(64, 1) >> (k + 10);
-    let mut rem = Float::with_val(64, 1);
+    let mut rem = Float::with_val_round(64, &w, Round::Up).0;
     let mut fit = None;
     for d in 1..=cfg.max_degree {
-        if d == 1 {
-            rem.mul_assign_round(&w, Round::Up);
-        }
         rem.mul_assign_round(&w, Round::Up);
         rem.div_assign_round((d + 1) as u32, Round::Up);
         let scaled = Float::with_val(64, &rem) << shift;
@@ -216,8 +202,7 @@ pub(crate) fn fixed_along(
         }
     }
     let (degree, taylor_rem) = fit?;
-    let binom_sum = sum_binomials(count - 1, degree);
-    let limbs = ((binom_sum.significant_bits() + k + 16).div_ceil(64)) as usize;
+    let (limbs, binom_sum) = fixed_width(count, degree, k);
     if limbs > MAX_LIMBS {
         return None;
     }

@@ -404,15 +404,9 @@ pub fn warm_period(
     unit: UnitSpec,
     backend: &dyn Backend,
 ) -> Result<Option<f64>, SearchError> {
-    if exact_run(cfg.function, cfg.format(), unit).is_some() {
-        return Ok(None);
-    }
-    let Some(l) = periodic_route(cfg, unit) else {
+    let Some((l, _)) = uncached_period(cfg, unit) else {
         return Ok(None);
     };
-    if periodic::cached(&period_key(cfg, unit)).is_some() {
-        return Ok(None);
-    }
     let t = Instant::now();
     periodic_base(cfg, unit, l, backend)?;
     Ok(Some(t.elapsed().as_secs_f64()))
@@ -425,15 +419,20 @@ pub fn warm_period(
 /// search the same period side by side (the daemon's slots). Waiting is theirs to arrange:
 /// nothing here blocks.
 pub fn claim_period(cfg: &SearchConfig, unit: UnitSpec) -> Option<periodic::Claim> {
+    let (_, key) = uncached_period(cfg, unit)?;
+    Some(periodic::claim(&key))
+}
+
+/// The period of `unit`'s binade and its cache key where `unit`'s search would search that
+/// first period now: it takes the periodic route (not an exact run) and this process has not
+/// searched the period.
+fn uncached_period(cfg: &SearchConfig, unit: UnitSpec) -> Option<(u64, String)> {
     if exact_run(cfg.function, cfg.format(), unit).is_some() {
         return None;
     }
-    periodic_route(cfg, unit)?;
+    let l = periodic_route(cfg, unit)?;
     let key = period_key(cfg, unit);
-    if periodic::cached(&key).is_some() {
-        return None;
-    }
-    Some(periodic::claim(&key))
+    periodic::cached(&key).is_none().then_some((l, key))
 }
 
 /// The period `L` whose first instance in its binade `unit` is searched through

@@ -287,6 +287,24 @@ mod tests {
         }
     }
 
+    /// The next `n` results, each computed and then spooled: their unit ids, sorted.
+    fn done(
+        d: &Arc<Dispatch>,
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<Finished>,
+        n: usize,
+    ) -> Vec<i64> {
+        let mut ids: Vec<i64> = (0..n)
+            .map(|_| {
+                let f = next(rx);
+                d.spooled();
+                assert!(matches!(f.work, Work::Done(..)), "unit {}", f.unit_id);
+                f.unit_id
+            })
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     #[test]
     fn takers_compute_every_unit_once_and_stop_when_the_queue_is_empty() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -296,16 +314,7 @@ mod tests {
         assert!(d.lock().takers <= 3, "never more takers than slots");
         // More units while the first ones compute: they queue behind.
         d.push(jobs(&l).into_iter().skip(4));
-        let mut ids: Vec<i64> = (0..10)
-            .map(|_| {
-                let f = next(&mut rx);
-                d.spooled();
-                assert!(matches!(f.work, Work::Done(..)), "unit {}", f.unit_id);
-                f.unit_id
-            })
-            .collect();
-        ids.sort_unstable();
-        assert_eq!(ids, (100..110).collect::<Vec<_>>());
+        assert_eq!(done(&d, &mut rx, 10), (100..110).collect::<Vec<_>>());
         let t = Instant::now();
         while d.lock().takers > 0 {
             assert!(t.elapsed() < Duration::from_secs(10), "takers left running");
@@ -370,16 +379,7 @@ mod tests {
             cfg,
             unit: u.clone(),
         }));
-        let mut ids: Vec<i64> = (0..8)
-            .map(|_| {
-                let f = next(&mut rx);
-                d.spooled();
-                assert!(matches!(f.work, Work::Done(..)), "unit {}", f.unit_id);
-                f.unit_id
-            })
-            .collect();
-        ids.sort_unstable();
-        assert_eq!(ids, (100..108).collect::<Vec<_>>());
+        assert_eq!(done(&d, &mut rx, 8), (100..108).collect::<Vec<_>>());
         let walked = backend.0.load(Ordering::SeqCst);
         assert!(
             walked > 0 && walked <= 1 << 18,
