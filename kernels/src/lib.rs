@@ -40,7 +40,9 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// 6: on that route, the pieces of sin, cos, sinpi and cospi generated from the sine and cosine
 /// of their centers (`search::sincos`): their remainder bounds, so their thresholds and
 /// candidates, may differ from the series'.
-pub const ENGINE_VERSION: u32 = 6;
+/// 7: tan and tanpi's pieces on that route from the same two numbers (`tan_along`), and a piece
+/// they cannot take halved at once: their pieces, and so the counters, may differ.
+pub const ENGINE_VERSION: u32 = 7;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {
