@@ -32,6 +32,19 @@ if [ "$STAGE" = estimate ]; then
   tar czf $OUT/pi-estimate.tgz *.txt *.err *.json 2>/dev/null
   exit 0
 fi
+if [ "$STAGE" = trig-estimate ]; then
+  # the cost of a binade of sin, cos, tan at 43 bits: one unit of 2^32 sampled per binade
+  for fe in ${POINTS:-sin:11 sin:20 sin:21 sin:22 sin:24 sin:100 sin:500 sin:1023 cos:100 tan:100}; do
+    f=${fe%%:*}; e=${fe##*:}
+    t0=$(date +%s.%N)
+    timeout ${LIMIT:-120} $W estimate -f $f --format binary64 --from 0x1p+$e --to 0x1p+$((e + 1)) \
+      --unit-bits 32 --min-bits 43 --samples 1 --backend cuda --devices 0 --output json \
+      > est-$f-e$e.json 2> est-$f-e$e.err
+    echo "estimate $f e$e rc=$? wall=$(awk "BEGIN{print $(date +%s.%N) - $t0}")" | tee -a times.txt
+  done
+  tar czf $OUT/trig-estimate.tgz *.txt *.err *.json 2>/dev/null
+  exit 0
+fi
 if [ "$STAGE" = trig ]; then
   # sin, cos and tan of large arguments: units of 2^32 (2^30 for tan) generated on the host,
   # walked on the GPU against walked on the host's cores; identical JSON but the timings.
