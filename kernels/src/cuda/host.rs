@@ -75,7 +75,8 @@ fn the_existence_tests_device_code_gives_the_cpus_answers_on_the_host() {
 /// the pieces need and run thread by thread, keeps exactly the offsets of the host's walk
 /// (`dense::candidates`): on the progression route's pieces of sin at `2^24` and `2^1000` and
 /// of sinpi at `2^22` (binary64, 44 bits), of cos at `2^100` (120 bits) and of sinpi in
-/// binary32 at `2^8` (12 bits): words of 2, 3 and 4 limbs; and on the same pieces with
+/// binary32 at `2^8` (12 bits): words of 2, 3 and 4 limbs, each width alone and all in one
+/// launch at the widest (narrower words in the top limbs); and on the same pieces with
 /// thresholds widened to keep about one offset in 32, so that the kept lists are long.
 #[test]
 fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
@@ -151,16 +152,23 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     let mut widths: Vec<usize> = pieces.iter().map(|(d, _)| d.fx.limbs).collect();
     widths.sort_unstable();
     widths.dedup();
+    assert!(widths.len() >= 2, "pieces of {widths:?} limbs");
+    let widest = *widths.last().expect("a width");
+    // Each width alone, then every piece in one launch at the widest (as `walk::run` does).
+    let mut groups: Vec<(usize, Option<usize>)> = widths.iter().map(|&l| (l, Some(l))).collect();
+    groups.push((widest, None));
 
     let dir = std::env::temp_dir().join(format!("tmd-host-walk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut kept_total = 0;
-    for limbs in widths {
+    for (limbs, only) in groups {
         let exe = dir.join(format!("host_walk_{limbs}"));
-        compile_for_host("host_walk", &["-O1", &format!("-DTMD_L={limbs}")], &exe);
+        if !exe.exists() {
+            compile_for_host("host_walk", &["-O1", &format!("-DTMD_L={limbs}")], &exe);
+        }
         let group: Vec<(&Dense, u64)> = pieces
             .iter()
-            .filter(|(d, _)| d.fx.limbs == limbs)
+            .filter(|(d, _)| only.is_none_or(|l| d.fx.limbs == l))
             .map(|(d, n)| (d, *n))
             .collect();
         let w = WalkInputs::pack(&group).unwrap();
@@ -189,8 +197,8 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
             let want = candidates(d, *n);
             assert_eq!(
                 got[i], want,
-                "piece {i} of {limbs} limbs, degree {}, {n} offsets",
-                d.fx.degree
+                "piece {i} of {} limbs walked at {limbs}, degree {}, {n} offsets",
+                d.fx.limbs, d.fx.degree
             );
             kept_total += want.len();
         }

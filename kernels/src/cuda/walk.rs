@@ -2,17 +2,29 @@
 //! walked by `tmd_dense_walk` (`kernels/cuda/tmd.cu`) instead of the host's
 //! `dense::candidates`, with the same kept offsets (the walk is exact mod 1 on both).
 //!
-//! A call's pieces are grouped by word width; each group is one launch of one thread per chunk
-//! of `2^CHUNK_BITS` offsets, whose start differences the thread computes exactly from the
-//! piece's `beta` (`shift_state`). The inputs are a few kilobytes a piece and the kept offsets
+//! A call's pieces are one launch of one thread per chunk of `2^CHUNK_BITS` offsets, whose
+//! start differences the thread computes exactly from the piece's `beta` (`shift_state`), at
+//! the widest word width among them: a narrower piece's words are placed in the top limbs, its
+//! sums mod `2^(64 l)` then sit in the top `l` limbs of the wider ones and its top 64 bits,
+//! which the comparison reads, are the same. The inputs are a few kilobytes a piece and the kept offsets
 //! few (a piece keeps about `2 thr / 2^64` of its offsets), so a launch allocates its own
 //! buffers on a slot's stream and frees them: no list of the slot is used, and a kept list
 //! that overflows its capacity (counted on the device, never written past) runs again with
 //! the exact capacity.
 
-use super::{launch_config, word_limbs, CudaError, Device};
+use super::{launch_config, CudaError, Device};
 use crate::search::dense::{Dense, DENSE_MAX_DEGREE};
 use cudarc::driver::PushKernelArg;
+use rayon::prelude::*;
+use rug::integer::Order;
+use rug::{Assign, Integer};
+
+/// `v mod 2^(64 n)` into `out` (`n = out.len()` limbs, least significant first), as
+/// `super::word_limbs` gives it, through `scratch`.
+fn write_word(v: &Integer, out: &mut [u64], scratch: &mut Integer) {
+    scratch.assign(v.keep_bits_ref(64 * out.len() as u32));
+    scratch.write_digits(out, Order::Lsf);
+}
 
 /// Offsets a thread walks: `2^10`, so that its exact start (about `n^2 / 2` products of words)
 /// costs a few percent of its walk, and a piece of `2^17` offsets is 128 threads.
@@ -43,11 +55,12 @@ pub struct WalkInputs {
 }
 
 impl WalkInputs {
-    /// Packs `pieces` (a dense piece and its number of offsets, all of one word width).
-    /// `Unsupported` where the kernel cannot take one: a degree above its table, a piece of
-    /// `2^32` offsets or more, or `2^32` pieces.
+    /// Packs `pieces` (a dense piece and its number of offsets) at the widest word width
+    /// among them, a narrower piece's words in the top limbs. `Unsupported` where the kernel
+    /// cannot take one: a degree above its table, a piece of `2^32` offsets or more, or `2^32`
+    /// pieces.
     pub fn pack(pieces: &[(&Dense, u64)]) -> Result<WalkInputs, CudaError> {
-        let limbs = pieces.first().map_or(1, |(d, _)| d.fx.limbs);
+        let limbs = pieces.iter().map(|(d, _)| d.fx.limbs).max().unwrap_or(1);
         if pieces.len() as u64 >= 1 << 32 {
             return Err(CudaError::Unsupported(format!(
                 "{} dense pieces",
@@ -56,30 +69,36 @@ impl WalkInputs {
         }
         let mut w = WalkInputs {
             limbs,
-            beta: Vec::with_capacity(pieces.len() * WALK_WORDS * limbs),
+            beta: vec![0; pieces.len() * WALK_WORDS * limbs],
             count: Vec::with_capacity(pieces.len()),
             first: vec![0],
             degree: Vec::with_capacity(pieces.len()),
             thr: Vec::with_capacity(pieces.len()),
         };
         for (d, n) in pieces {
-            if d.fx.limbs != limbs || d.fx.beta.len() > WALK_WORDS || *n >= 1 << 32 {
+            if d.fx.beta.len() > WALK_WORDS || *n >= 1 << 32 {
                 return Err(CudaError::Unsupported(format!(
                     "a dense piece of {n} offsets, degree {}, {} limbs",
                     d.fx.degree, d.fx.limbs
                 )));
             }
-            for b in &d.fx.beta {
-                w.beta.extend(word_limbs(b, limbs));
-            }
-            w.beta
-                .resize(w.beta.len() + (WALK_WORDS - d.fx.beta.len()) * limbs, 0);
             w.count.push(*n);
             let last = *w.first.last().expect("first holds 0");
             w.first.push(last + n.div_ceil(1 << CHUNK_BITS));
             w.degree.push(d.fx.beta.len() as u32 - 1);
             w.thr.push(d.t);
         }
+        // A batch's words (tens of thousands) took the host milliseconds a launch one by one:
+        // written in place on the engine's threads, one scratch integer each.
+        w.beta
+            .par_chunks_mut(WALK_WORDS * limbs)
+            .zip(pieces.par_iter())
+            .for_each_init(Integer::new, |scratch, (out, (d, _))| {
+                let low = limbs - d.fx.limbs;
+                for (b, slot) in d.fx.beta.iter().zip(out.chunks_mut(limbs)) {
+                    write_word(b, &mut slot[low..], scratch);
+                }
+            });
         Ok(w)
     }
 
@@ -102,21 +121,8 @@ pub fn split(pieces: usize, kept: &[u64]) -> Vec<Vec<u64>> {
 
 /// Walks `pieces` on `dev`: the kept offsets of each, increasing, as `dense::candidates`.
 pub(super) fn run(dev: &Device, pieces: &[(&Dense, u64)]) -> Result<Vec<Vec<u64>>, CudaError> {
-    let mut out = vec![Vec::new(); pieces.len()];
-    let mut widths: Vec<usize> = pieces.iter().map(|(d, _)| d.fx.limbs).collect();
-    widths.sort_unstable();
-    widths.dedup();
-    for limbs in widths {
-        let at: Vec<usize> = (0..pieces.len())
-            .filter(|&i| pieces[i].0.fx.limbs == limbs)
-            .collect();
-        let group: Vec<(&Dense, u64)> = at.iter().map(|&i| pieces[i]).collect();
-        let kept = launch(dev, &WalkInputs::pack(&group)?)?;
-        for (i, v) in at.into_iter().zip(split(group.len(), &kept)) {
-            out[i] = v;
-        }
-    }
-    Ok(out)
+    let kept = launch(dev, &WalkInputs::pack(pieces)?)?;
+    Ok(split(pieces.len(), &kept))
 }
 
 /// One launch over `w`'s pieces (again with room for every kept entry where the first
@@ -166,6 +172,25 @@ fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_are_written_as_word_limbs_gives_them() {
+        let mut scratch = Integer::new();
+        for limbs in 1..=4 {
+            for v in [
+                Integer::from(0),
+                Integer::from(-1),
+                Integer::from(12345),
+                -(Integer::from(1) << 200u32) + 77u32,
+                (Integer::from(0xdead_beefu32) << 250u32) + 3u32,
+                Integer::from(-0x1234_5678_9abc_def0i64) << 70u32,
+            ] {
+                let mut out = vec![0xffff_ffff_ffff_ffffu64; limbs];
+                write_word(&v, &mut out, &mut scratch);
+                assert_eq!(out, super::super::word_limbs(&v, limbs), "{v} {limbs}");
+            }
+        }
+    }
 
     #[test]
     fn kept_entries_are_split_by_piece_in_increasing_order() {
