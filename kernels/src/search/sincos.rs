@@ -60,6 +60,7 @@ pub(crate) fn takes(f: Function) -> bool {
     )
 }
 
+/// tan and tanpi: their pieces are built from `tan theta` (`tan_along`), not `U` and `V`.
 pub(crate) fn is_tan(f: Function) -> bool {
     matches!(f, Function::Tan | Function::Tanpi)
 }
