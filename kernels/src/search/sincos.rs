@@ -90,6 +90,14 @@ impl Bases {
         Some(first.add(&grid.mul_integer(&Integer::from(o))))
     }
 
+    /// `w >= |u|` on a piece of `count` offsets: its reach from the center, `count -
+    /// floor(count / 2)` steps, times the step's magnitude, rounded upwards.
+    fn half_width(&self, count: u64) -> Float {
+        let mut w = self.step.mag();
+        w.mul_assign_round(&Float::with_val(64, count - count / 2), Round::Up);
+        w
+    }
+
     /// The basis of pieces of `count` offsets at `degree`: sin and cos's (`tan_k` `None`), or
     /// tan's for threshold `tan_k`, rounded to [`tan_prec`].
     fn get(&self, count: u64, degree: usize, tan_k: Option<u32>) -> Arc<Basis> {
@@ -228,10 +236,8 @@ pub(crate) fn fixed_along(
     };
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
-    let reach = count - count / 2;
     // |u| <= w on the piece, and |f - a| <= |b| w + w^2 / 2 there.
-    let mut w = bases.step.mag();
-    w.mul_assign_round(&Float::with_val(64, reach), Round::Up);
+    let w = bases.half_width(count);
     let mut dev = Float::with_val_round(64, w.square_ref(), Round::Up).0;
     dev >>= 1;
     dev.add_assign_round(
@@ -248,21 +254,8 @@ pub(crate) fn fixed_along(
     let (q, crossing) = output_binade(cfg, pb, &lo, &hi).ok()?;
     let shift = pb - q;
 
-    // The smallest degree whose remainder w^(d+1) / (d+1)! 2^shift fits 2^-(k+10): every
-    // derivative of sin and cos is at most 1.
-    let budget = Float::with_val(64, 1) >> (k + 10);
-    let mut rem = Float::with_val_round(64, &w, Round::Up).0;
-    let mut fit = None;
-    for d in 1..=cfg.max_degree {
-        rem.mul_assign_round(&w, Round::Up);
-        rem.div_assign_round((d + 1) as u32, Round::Up);
-        let scaled = Float::with_val(64, &rem) << shift;
-        if scaled <= budget {
-            fit = Some((d, scaled));
-            break;
-        }
-    }
-    let (degree, taylor_rem) = fit?;
+    // Every derivative of sin and cos is at most 1.
+    let (degree, taylor_rem) = smallest_degree(&w, shift, k, cfg.max_degree, |_| None)?;
     let basis = bases.get(count, degree, None);
     let negative = a.mid.is_sign_negative();
     let shape = Shape {
@@ -276,6 +269,37 @@ pub(crate) fn fixed_along(
     fixed_poly(shape, &taylor_rem, |m| {
         a.mul(&basis.u[m]).add(&b.mul(&basis.v[m]))
     })
+}
+
+/// The smallest degree `d <= max_degree` whose Lagrange remainder `B_(d+1) w^(d+1) / (d+1)!`,
+/// scaled by `2^shift`, fits `2^-(k+10)`, with that scaled remainder: `bound(d)` is
+/// `B_(d+1)`, a bound of `|f^(d+1)|` on the piece rounded upwards, or `None` for 1.
+fn smallest_degree(
+    w: &Float,
+    shift: i32,
+    k: u32,
+    max_degree: usize,
+    bound: impl Fn(usize) -> Option<Float>,
+) -> Option<(usize, Float)> {
+    let budget = Float::with_val(64, 1) >> (k + 10);
+    let mut wpow = Float::with_val_round(64, w, Round::Up).0;
+    for d in 1..=max_degree {
+        // w^(d+1) / (d+1)!
+        wpow.mul_assign_round(w, Round::Up);
+        wpow.div_assign_round((d + 1) as u32, Round::Up);
+        let rem = match bound(d) {
+            Some(mut b) => {
+                b.mul_assign_round(&wpow, Round::Up);
+                b
+            }
+            None => wpow.clone(),
+        };
+        let scaled = Float::with_val(64, &rem) << shift;
+        if scaled <= budget {
+            return Some((d, scaled));
+        }
+    }
+    None
 }
 
 /// What a piece's fixed-point polynomial is made of besides its differences.
@@ -404,9 +428,7 @@ fn tan_along(
     let t = tan_of(&theta.round_to(128))?;
     let pb = p.bits() as i32;
     let k = cfg.min_bits;
-    let reach = count - count / 2;
-    let mut w = bases.step.mag();
-    w.mul_assign_round(&Float::with_val(64, reach), Round::Up);
+    let w = bases.half_width(count);
     if w >= 0.5 {
         return None;
     }
@@ -426,32 +448,18 @@ fn tan_along(
     let (q, crossing) = output_binade(cfg, pb, &lo, &hi).ok()?;
     let shift = pb - q;
 
-    let budget = Float::with_val(64, 1) >> (k + 10);
-    let mut wpow = Float::with_val_round(64, &w, Round::Up).0;
-    let mut fit = None;
-    for d in 1..=cfg.max_degree.min(DENSE_MAX_DEGREE) {
-        // w^(d+1) / (d+1)!
-        wpow.mul_assign_round(&w, Round::Up);
-        wpow.div_assign_round((d + 1) as u32, Round::Up);
-        let mut rem = derivative_bound(d + 1, &hi);
-        rem.mul_assign_round(&wpow, Round::Up);
-        let scaled = Float::with_val(64, &rem) << shift;
-        if scaled <= budget {
-            fit = Some((d, scaled));
-            break;
-        }
-    }
-    let (degree, taylor_rem) = fit?;
+    let max_degree = cfg.max_degree.min(DENSE_MAX_DEGREE);
+    let (degree, taylor_rem) = smallest_degree(&w, shift, k, max_degree, |d| {
+        Some(derivative_bound(d + 1, &hi))
+    })?;
     let prec = tan_prec(count, degree, k);
     let t = tan_of(&theta.round_to(prec))?;
     let mut coef = vec![t.clone(), Ball::new(prec, 1).add(&t.mul(&t))];
     for j in 1..degree {
         // sum_(i <= j) c_i c_(j-i): the pairs i < j - i twice, the middle term once.
         let mut sum = Ball::zero(prec);
-        for i in 0..=j / 2 {
-            if 2 * i < j {
-                sum = sum.add(&coef[i].mul(&coef[j - i]));
-            }
+        for i in 0..j.div_ceil(2) {
+            sum = sum.add(&coef[i].mul(&coef[j - i]));
         }
         sum = sum.shl(1);
         if j % 2 == 0 {
