@@ -208,10 +208,17 @@ fn is_out_of_memory(e: &CudaError) -> bool {
 
 /// A word mod `2^(64 limbs)` as limbs, least significant first (as `fixed::from_integer`).
 pub fn word_limbs(v: &Integer, limbs: usize) -> Vec<u64> {
-    let r = Integer::from(v.keep_bits_ref(64 * limbs as u32));
     let mut w = vec![0u64; limbs];
-    r.write_digits(&mut w, rug::integer::Order::Lsf);
+    write_word(v, &mut w, &mut Integer::new());
     w
+}
+
+/// `v mod 2^(64 n)` into `out` (`n = out.len()` limbs, least significant first), through
+/// `scratch`: [`word_limbs`] without an allocation when `scratch` is reused.
+pub fn write_word(v: &Integer, out: &mut [u64], scratch: &mut Integer) {
+    use rug::Assign;
+    scratch.assign(v.keep_bits_ref(64 * out.len() as u32));
+    scratch.write_digits(out, rug::integer::Order::Lsf);
 }
 
 /// Words packed one after the other (word `l`, limb `k` at `l * limbs + k`): the layout of the

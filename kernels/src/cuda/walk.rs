@@ -6,25 +6,17 @@
 //! start differences the thread computes exactly from the piece's `beta` (`shift_state`), at
 //! the widest word width among them: a narrower piece's words are placed in the top limbs, its
 //! sums mod `2^(64 l)` then sit in the top `l` limbs of the wider ones and its top 64 bits,
-//! which the comparison reads, are the same. The inputs are a few kilobytes a piece and the kept offsets
-//! few (a piece keeps about `2 thr / 2^64` of its offsets), so a launch allocates its own
+//! which the comparison reads, are the same. The inputs are a few kilobytes a piece and the
+//! kept offsets few (a piece keeps about `2 thr / 2^64` of its offsets), so a launch allocates its own
 //! buffers on a slot's stream and frees them: no list of the slot is used, and a kept list
 //! that overflows its capacity (counted on the device, never written past) runs again with
 //! the exact capacity.
 
-use super::{launch_config, CudaError, Device};
+use super::{launch_config, write_word, CudaError, Device};
 use crate::search::dense::{Dense, DENSE_MAX_DEGREE};
 use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
-use rug::integer::Order;
-use rug::{Assign, Integer};
-
-/// `v mod 2^(64 n)` into `out` (`n = out.len()` limbs, least significant first), as
-/// `super::word_limbs` gives it, through `scratch`.
-fn write_word(v: &Integer, out: &mut [u64], scratch: &mut Integer) {
-    scratch.assign(v.keep_bits_ref(64 * out.len() as u32));
-    scratch.write_digits(out, Order::Lsf);
-}
+use rug::Integer;
 
 /// Offsets a thread walks: `2^10`, so that its exact start (about `n^2 / 2` products of words)
 /// costs a few percent of its walk, and a piece of `2^17` offsets is 128 threads.
@@ -173,9 +165,11 @@ fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
 mod tests {
     use super::*;
 
+    /// Written in place through a reused scratch integer, a word is `v mod 2^(64 limbs)`'s
+    /// digits, whatever the slot held and the scratch held before.
     #[test]
-    fn words_are_written_as_word_limbs_gives_them() {
-        let mut scratch = Integer::new();
+    fn words_are_written_in_place_as_their_residues() {
+        let mut scratch = Integer::from(-12345) << 300u32;
         for limbs in 1..=4 {
             for v in [
                 Integer::from(0),
@@ -187,7 +181,11 @@ mod tests {
             ] {
                 let mut out = vec![0xffff_ffff_ffff_ffffu64; limbs];
                 write_word(&v, &mut out, &mut scratch);
-                assert_eq!(out, super::super::word_limbs(&v, limbs), "{v} {limbs}");
+                let modulus = Integer::from(1) << (64 * limbs as u32);
+                let (_, residue) = <(Integer, Integer)>::from(v.div_rem_euc_ref(&modulus));
+                let mut want = residue.to_digits::<u64>(rug::integer::Order::Lsf);
+                want.resize(limbs, 0);
+                assert_eq!(out, want, "{v} {limbs}");
             }
         }
     }
