@@ -315,7 +315,11 @@ async fn shutdown_signal() {
 /// asks for work; and holds every worker to the quarantine bar (which also finishes a purge a
 /// crash interrupted).
 async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(state.config.sweep_interval);
+    // The first sweep one interval after the start, not at once: a start is no reason to sweep
+    // early (leases outlive a restart by their expiry), and a test that sets a long interval
+    // then has no sweeper racing its own calls.
+    let period = state.config.sweep_interval;
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let stop = async move {
         // An error means the server was dropped: stop as well.
