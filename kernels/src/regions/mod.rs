@@ -3,8 +3,10 @@
 //! (`trivial.rs`) and pieces decided by enclosures of a monotone `f` (`monotone.rs`), the cut
 //! of a unit into such parts (`partition.rs`), the skipped runs they become in a result
 //! (`runs.rs`), and a unit's skipped runs recomputed without searching it, for the
-//! coordinator (`skip.rs`).
+//! coordinator (`skip.rs`), with how near a binade's arguments come to the zeros and poles of
+//! sin, cos and tan (`angle.rs`).
 
+pub mod angle;
 pub mod exact;
 pub mod lattice;
 pub mod monotone;

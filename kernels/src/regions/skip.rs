@@ -161,6 +161,9 @@ fn beyond_range(
 
 /// The ball of `|f|` over a piece of at least two arguments, against the format's range.
 fn judge_piece(f: Function, fmt: Format, piece: UnitSpec) -> Piece {
+    if periodic_in_range(f, fmt, piece) {
+        return Piece::InRange;
+    }
     let p = fmt.precision;
     let prec = ball_prec(fmt);
     if fmt.exponents.is_some() {
@@ -213,6 +216,29 @@ fn judge_piece(f: Function, fmt: Format, piece: UnitSpec) -> Piece {
     } else {
         Piece::Unknown
     }
+}
+
+/// sin, cos and tan on a binade from 2 on whose arguments keep at least `D = 2^d` away from
+/// every multiple of `pi/2` (`angle.rs`): with `y <= pi/4` the distance to the nearest one,
+/// `|f|` is `sin y >= (2/pi) y` or `cos y > 1/2` for sin and cos, and `tan y` or `1/tan y`, with
+/// `y <= tan y <= 1`, for tan; so `|f| >= 2^(d-1)` for all three, and tan's `|f| <= 2^-d`. Where
+/// that lies within the format's range, no argument of the binade is skipped: far out, where
+/// any two consecutive arguments are periods apart, the balls of `skip.rs` never decide.
+fn periodic_in_range(f: Function, fmt: Format, piece: UnitSpec) -> bool {
+    let Some(x) = fmt.exponents else {
+        return false;
+    };
+    if !matches!(f, Function::Sin | Function::Cos | Function::Tan) {
+        return false;
+    }
+    let p = fmt.precision.bits();
+    let Some(d) = crate::regions::angle::distance_log2(p, piece.exponent) else {
+        return false;
+    };
+    // Underflow is |f| < 2^(emin - p - 1), so 2^(d-1) is in range for d - 1 >= emin - p - 1;
+    // overflow is |f| >= 2^(emax + 1).
+    let tiny = i64::from(x.emin) - i64::from(p) - 1;
+    d > tiny && (f != Function::Tan || -d <= i64::from(x.emax))
 }
 
 #[cfg(test)]
@@ -324,5 +350,48 @@ mod tests {
         assert!(skipped_runs(Function::Exp, fmt, 44, unit)
             .unwrap()
             .is_empty());
+    }
+    /// sin, cos and tan far out skip nothing, proven per binade at once (`angle.rs`): whole
+    /// binades of binary64 up to 2^1023 and of binary80 at 2^5000, where any two consecutive
+    /// arguments are periods apart, and the search of a unit there lists no run either.
+    #[test]
+    fn sin_cos_and_tan_far_out_skip_nothing_at_once() {
+        for (name, e) in [
+            ("binary64", 2),
+            ("binary64", 30),
+            ("binary64", 100),
+            ("binary64", 1023),
+            ("binary80", 5000),
+        ] {
+            let fmt = Format::from_str(name).unwrap();
+            let p = fmt.precision.bits();
+            for f in [Function::Sin, Function::Cos, Function::Tan] {
+                for negative in [false, true] {
+                    let binade = UnitSpec {
+                        negative,
+                        exponent: e,
+                        first: 1 << (p - 1),
+                        count: 1 << (p - 1),
+                    };
+                    assert_eq!(
+                        judge_piece(f, fmt, binade),
+                        Piece::InRange,
+                        "{f} {name} 2^{e}"
+                    );
+                    assert!(skipped_runs(f, fmt, 40, binade).unwrap().is_empty());
+                }
+            }
+        }
+        // The search's own list, on a small unit at 2^100.
+        assert_eq!(
+            compare(
+                Function::Cos,
+                "binary64",
+                "0x1p+100",
+                "0x1.0000000000100p+100",
+                8
+            ),
+            0
+        );
     }
 }
