@@ -26,15 +26,16 @@ use std::collections::BTreeSet;
 /// significands, and the coordinator stores a unit's count as a signed 64-bit integer.
 pub const MAX_COLLAPSED_BITS: u32 = 62;
 
-/// sin, cos and tan are out of reach where consecutive arguments are `2^-REACH_SPACING_BITS`
-/// or more apart: a polynomial in the argument's offset then covers few arguments, the dyadic
-/// route's cost grows with every binade, and from binary64's `2^22` on the progression route
-/// (`search::progression`) walks every argument on the host (sin: 913 to 4,203 hours of a
-/// 16-core host a binade, BENCHMARKS.md). Unless the arguments beyond number at most
-/// `2^REACH_BRUTE_BITS`: then the search takes them (binary32 and smaller).
+/// sin, cos and tan beyond `2^reach`, where consecutive arguments are `2^-REACH_SPACING_BITS`
+/// or more apart: a polynomial in the argument's offset covers few arguments there, so the
+/// progression route (`search::progression`) walks every argument along progressions of the
+/// angle. In binary64 (from `2^20`) that is 62 to 82 H100-hours a binade at 43 bits (units of
+/// `2^40`, BENCHMARKS.md), about 150,000 for its ~2,000 binades: a farm's months, planned.
+/// A whole function is refused where the arguments beyond number more than
+/// `2^REACH_FARM_BITS` (binary80: `2^78`, some `2^15` times binary64's).
 pub const REACH_SPACING_BITS: u32 = 32;
 /// See [`REACH_SPACING_BITS`].
-pub const REACH_BRUTE_BITS: u32 = 32;
+pub const REACH_FARM_BITS: u32 = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WholeError {
@@ -136,21 +137,30 @@ pub fn whole_domain(f: Function, fmt: Format) -> Result<Domain, WholeError> {
             // Arguments with |x| >= 2^reach, both signs.
             let beyond_bits = (x.emax - reach + 1).max(1) as f64;
             let beyond = 2.0 * beyond_bits * 2f64.powi(pb - 1);
-            if reach <= x.emax && beyond > 2f64.powi(REACH_BRUTE_BITS as i32) {
-                let bound = hex(prec, false, reach, None);
+            let bound = hex(prec, false, reach, None);
+            if beyond > 2f64.powi(REACH_FARM_BITS as i32) {
                 return Err(WholeError::OutOfReach {
                     function: f,
                     format: fmt.name(),
                     why: format!(
                         "from |x| = 2^{reach} on, consecutive arguments are 2^-{REACH_SPACING_BITS} \
-                         or more apart, so the search walks every one of them ({beyond:.2e} \
-                         arguments there; along progressions of the angle on the host's cores, \
-                         about 1,000 to 4,000 hours of a 16-core host a binade in binary64)"
+                         or more apart, so the search walks every one of them along progressions \
+                         of the angle ({beyond:.2e} arguments there; binary64's 1.8e19 cost about \
+                         150,000 H100-hours)"
                     ),
                     ranges: format!("--from=-{bound} --to {bound}"),
                 });
+            } else if beyond > 2f64.powi(32) {
+                // Beyond a brute force's reach (binary64): say what it costs.
+                let note = format!(
+                    "|x| >= {bound}: every argument walked along progressions of the angle \
+                     ({beyond:.2e} arguments; in binary64 62 to 82 H100-hours a binade at 43 \
+                     bits: estimate before committing a farm)"
+                );
+                (neg_max, top, vec![note])
+            } else {
+                (neg_max, top, Vec::new())
             }
-            (neg_max, top, Vec::new())
         }
         _ => (neg_max, top, Vec::new()),
     };

@@ -167,19 +167,38 @@ fn domains_end_where_functions_are_defined() {
     );
 }
 
-/// sin, cos and tan of every binary64 argument are out of reach: refused, naming the range
-/// the engine can do; binary32's are within brute force.
+/// sin, cos and tan of every binary64 argument are planned, with what the walk beyond 2^20
+/// costs; binary80's (2^78 arguments beyond 2^31) are refused, naming the range the engine
+/// can do; binary32's are within brute force, planned without a note.
 #[test]
-fn periodic_functions_of_huge_arguments_are_refused_with_what_can_be_done() {
+fn periodic_functions_of_huge_arguments_are_planned_where_a_farm_can_walk_them() {
     let b64 = Format::named("binary64").unwrap();
+    let b80 = Format::named("binary80").unwrap();
     for f in [Function::Sin, Function::Cos, Function::Tan] {
-        let e = whole_domain(f, b64).unwrap_err();
+        let d = whole_domain(f, b64).unwrap();
+        assert_eq!(
+            (d.from.as_str(), d.to.as_str()),
+            ("-0x1.fffffffffffffp+1023", "0x1p+1024")
+        );
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.starts_with("|x| >= 0x1p+20: every argument walked")),
+            "{:?}",
+            d.notes
+        );
+        let e = whole_domain(f, b80).unwrap_err();
         let text = e.to_string();
         assert!(matches!(e, WholeError::OutOfReach { .. }), "{text}");
-        assert!(text.contains("--from=-0x1p+20 --to 0x1p+20"), "{text}");
+        assert!(text.contains("--from=-0x1p+31 --to 0x1p+31"), "{text}");
     }
     let b32 = Format::named("binary32").unwrap();
-    assert!(whole_domain(Function::Sin, b32).is_ok());
+    let d = whole_domain(Function::Sin, b32).unwrap();
+    assert!(
+        !d.notes.iter().any(|n| n.contains("progressions")),
+        "{:?}",
+        d.notes
+    );
     assert!(whole_domain(Function::Sinpi, b64).is_ok());
     let bare = Format::bare(Precision::BINARY64);
     assert!(matches!(

@@ -617,8 +617,10 @@ pub struct CreateArgs {
     /// function is defined, instead of --from/--to. Overflow, underflow, poles, trivial, far
     /// and exact regions are skipped runs as for a range; a block where every argument is
     /// skipped is one unit (whole exp in binary64 at 44 bits: about 55,000 units of 2^44 in the
-    /// binades that search something, a few thousand that skip everything). sin, cos and tan of binary64 and binary80 are refused
-    /// (huge arguments are out of reach), naming the range the engine can do.
+    /// binades that search something, a few thousand that skip everything). sin, cos and tan
+    /// of binary64 walk every argument from 2^20 on (about 8 million units of 2^40 each: a
+    /// farm's months, estimate first); binary80's are refused (huge arguments are out of
+    /// reach), naming the range the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
     /// Search every binade, even those the function's reduction derives. By default a

@@ -193,13 +193,24 @@ fn whole_campaigns_plan_the_format_and_refuse_what_is_out_of_reach() {
         p.units.iter().any(|u| u.count > 1 << 6),
         "nothing collapsed"
     );
+    let sin80 = NewCampaign {
+        function: "sin".into(),
+        format: Some("binary80".into()),
+        ..c.clone()
+    };
+    let e = plan(&sin80, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("out of reach") && e.contains("0x1p+31"), "{e}");
+    // binary64's are planned (in about a second: no binade's skipped runs are bisected): 4,096
+    // units of 2^40 a binade from 2^20 on, both signs.
     let sin64 = NewCampaign {
         function: "sin".into(),
         format: Some("binary64".into()),
+        unit_bits: Some(40),
         ..c.clone()
     };
-    let e = plan(&sin64, 1 << 20).unwrap_err().to_string();
-    assert!(e.contains("out of reach") && e.contains("0x1p+20"), "{e}");
+    let p = plan(&sin64, 1 << 24).unwrap();
+    let far = p.units.iter().filter(|u| u.exponent >= 20).count();
+    assert_eq!(far, 2 * 4096 * (1024 - 20));
     let bare = NewCampaign {
         format: Some("p24".into()),
         ..c

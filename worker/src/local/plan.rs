@@ -28,8 +28,8 @@ pub struct RangeArgs {
     /// (log: x >= 0 with 0 its pole; asin: [-1, 1]; ...). Overflow, underflow, poles, trivial,
     /// far and exact regions are skipped and listed as for a range; blocks where every
     /// argument is skipped are one unit each. Needs a named format. sin, cos and tan of
-    /// binary64 and binary80 are refused (huge arguments are out of reach), naming the range
-    /// the engine can do.
+    /// binary64 walk every argument from 2^20 on (a farm's months: estimate first); binary80's
+    /// are refused (huge arguments are out of reach), naming the range the engine can do.
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub whole: bool,
     /// Search every binade of exp2, cbrt, sqrt, rsqrt and log2. By default the binades whose
