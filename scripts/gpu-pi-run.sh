@@ -6,7 +6,8 @@
 # function's estimate; STAGE=trig: sin, cos and tan of large arguments walked on the GPU
 # against the host.
 # Writes $OUT/pi.tgz (STAGE=units, about 3 minutes), $OUT/pi-estimate.tgz (STAGE=estimate) or
-# $OUT/trig.tgz (STAGE=trig).
+# $OUT/trig.tgz (STAGE=trig; ROUTES= skips the host's routes), $OUT/trig-big.tgz (STAGE=trig-big:
+# units of 2^40, each batch's walk timed).
 set -u
 W=${W:-$PWD/carry/tmd-worker}
 X=${X:-$PWD/carry/progression_routes}
@@ -45,6 +46,32 @@ if [ "$STAGE" = trig-estimate ]; then
   tar czf $OUT/trig-estimate.tgz *.txt *.err *.json 2>/dev/null
   exit 0
 fi
+if [ "$STAGE" = trig-big ]; then
+  # units of 2^40 (binary64's default) on the GPU, each batch's walk logged: its host packing
+  # and its launch apart (walk-*.txt sums them)
+  run warm cuda -f sin --format binary64 --from 0x1p+1023 --to 0x1.000001p+1023 --min-bits 43 --unit-bits 28
+  for fe in ${POINTS:-sin:1023 sin:100}; do
+    f=${fe%%:*}; e=${fe##*:}
+    TMD_LOG=tmd_kernels::cuda::walk=debug,warn TMD_LOG_FORMAT=json \
+      run big-$f-e$e cuda -f $f --format binary64 --from 0x1p+$e --to 0x1.001p+$e --min-bits 43 --unit-bits 40
+    python3 - big-$f-e$e.cuda.err <<'PY' > walk-$f-e$e.txt
+import json, sys
+n = pk = la = th = 0
+for line in open(sys.argv[1]):
+    try:
+        f = json.loads(line).get("fields", {})
+    except ValueError:
+        continue
+    if f.get("message") == "dense walk":
+        n += 1; pk += f["pack_s"]; la += f["launch_s"]; th += f["threads"]
+print(f"{sys.argv[1]}: {n} launches, pack {pk:.2f} s, launch {la:.2f} s, {th} threads, "
+      f"{1e3 * pk / max(n, 1):.2f} + {1e3 * la / max(n, 1):.2f} ms a launch")
+PY
+    cat walk-$f-e$e.txt | tee -a times.txt
+  done
+  tar czf $OUT/trig-big.tgz *.txt *.json 2>/dev/null
+  exit 0
+fi
 if [ "$STAGE" = trig ]; then
   # sin, cos and tan of large arguments: units of 2^32 (2^30 for tan) generated on the host,
   # walked on the GPU against walked on the host's cores; identical JSON but the timings.
@@ -57,7 +84,7 @@ if [ "$STAGE" = trig ]; then
     done
   done
   # pieces from two numbers against pieces from series, the host's cores, same process
-  for fe in sin:24 sin:1000 cos:100 sinpi:22; do
+  for fe in ${ROUTES-sin:24 sin:1000 cos:100 sinpi:22}; do
     timeout 200 $X ${fe%%:*} ${fe##*:} 30 43 nodyadic >> routes.txt 2>&1
   done
   python3 - <<'PY' > compare.txt

@@ -112,8 +112,23 @@ pub fn split(pieces: usize, kept: &[u64]) -> Vec<Vec<u64>> {
 }
 
 /// Walks `pieces` on `dev`: the kept offsets of each, increasing, as `dense::candidates`.
+/// Each call's host and device seconds are logged at debug level (`TMD_LOG=
+/// tmd_kernels::cuda::walk=debug`): where a unit's walk time goes, packing or the launch.
 pub(super) fn run(dev: &Device, pieces: &[(&Dense, u64)]) -> Result<Vec<Vec<u64>>, CudaError> {
-    let kept = launch(dev, &WalkInputs::pack(pieces)?)?;
+    let t = std::time::Instant::now();
+    let w = WalkInputs::pack(pieces)?;
+    let pack_s = t.elapsed().as_secs_f64();
+    let kept = launch(dev, &w)?;
+    let launch_s = t.elapsed().as_secs_f64() - pack_s;
+    tracing::debug!(
+        pieces = pieces.len(),
+        threads = w.threads(),
+        limbs = w.limbs,
+        kept = kept.len(),
+        pack_s,
+        launch_s,
+        "dense walk"
+    );
     Ok(split(pieces.len(), &kept))
 }
 
