@@ -2,7 +2,8 @@
 //! `tmd-worker` daemon on the CPU. exp in binary32 across the overflow threshold, across the
 //! point where results round like 0, and on subnormal results; sin in binary16 through zero
 //! (subnormal arguments, the exact case at 0, trivial runs where sin rounds like x); sinpi in
-//! binary32 where exact cases lie on a lattice and are counted by its rule. The
+//! binary32 where exact cases lie on a lattice and are counted by its rule; sin and tan of
+//! binary64 far out, walked along progressions. The
 //! campaign's HR-cases and its skipped runs (stored, in the progress, in the csv and wc
 //! exports) equal those of `tmd-worker search --format ...` over the same ranges.
 
@@ -399,4 +400,45 @@ async fn a_tanpi_campaign_counts_its_poles_on_the_lattice_and_repeats_its_first_
     );
     assert!(runs.is_empty(), "{runs:?}");
     assert!(exact.is_empty(), "{exact:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sin_and_tan_far_out_go_through_the_coordinator() {
+    // binary64 units of 2^23 at 2^100 and -2^1000 (sin) and 2^100 (tan): consecutive
+    // arguments are periods apart, walked along progressions of the angle; the coordinator
+    // proves per binade that no result leaves the range (its recomputed skipped runs: none)
+    // and takes the cases.
+    const SIN: &[(&str, &str)] = &[
+        ("0x1p+100", "0x1.00000008p+100"),
+        ("-0x1.00000008p+1000", "-0x1p+1000"),
+    ];
+    const TAN: &[(&str, &str)] = &[("0x1p+100", "0x1.00000008p+100")];
+    for (function, ranges) in [("sin", SIN), ("tan", TAN)] {
+        let spec = Spec {
+            function,
+            format: "binary64",
+            min_bits: "12",
+            unit_bits: "23",
+            ranges,
+        };
+        let mut args = spec.args();
+        args.extend([
+            format!("--from={}", ranges[0].0),
+            format!("--to={}", ranges[0].1),
+        ]);
+        let v = tmd_tests::search_json(&args);
+        let walked = v["stats"]["progression_arguments"].as_u64().unwrap_or(0);
+        assert!(
+            walked > 8_000_000,
+            "{function}: walked along progressions: {}",
+            v["stats"]
+        );
+        let (cases, runs, exact) = campaign_equals_search(spec).await;
+        assert!(
+            cases.len() > 2000 * ranges.len(),
+            "{function}: {}",
+            cases.len()
+        );
+        assert!(runs.is_empty() && exact.is_empty(), "{runs:?} {exact:?}");
+    }
 }
