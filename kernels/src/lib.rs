@@ -42,7 +42,10 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// candidates, may differ from the series'.
 /// 7: tan and tanpi's pieces on that route from the same two numbers (`tan_along`), and a piece
 /// they cannot take halved at once: their pieces, and so the counters, may differ.
-pub const ENGINE_VERSION: u32 = 7;
+/// 8: where the route's default cut finds no progression, a coarser one (pieces of 64
+/// arguments on average, `Cut::FALLBACK`) before the other route: such units walk instead of
+/// judging every argument with MPFR.
+pub const ENGINE_VERSION: u32 = 8;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {
