@@ -145,7 +145,7 @@ pub fn whole_domain(f: Function, fmt: Format) -> Result<Domain, WholeError> {
                     why: format!(
                         "from |x| = 2^{reach} on, consecutive arguments are 2^-{REACH_SPACING_BITS} \
                          or more apart, so the search walks every one of them along progressions \
-                         of the angle ({beyond:.2e} arguments there; binary64's 1.8e19 cost about \
+                         of the angle ({beyond:.2e} arguments there; binary64's 9.0e18 cost about \
                          150,000 H100-hours)"
                     ),
                     ranges: format!("--from=-{bound} --to {bound}"),
