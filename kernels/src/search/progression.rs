@@ -778,15 +778,17 @@ mod tests {
             (Function::Sin, true, 127),
         ] {
             let u = unit(b32, negative, e, 0, 23);
-            // The engine's cut where it takes the route; a coarser one where it does not
-            // (cos at 2^64: its pieces would average fewer than 256 arguments).
-            let cut = match plan(f, b32.precision, u) {
-                Some(_) => Cut::DEFAULT,
-                None => Cut {
-                    min_average: 64,
-                    ..Cut::DEFAULT
-                },
+            // The engine's cut: the default where it finds a progression, else the coarser
+            // one (cos at 2^64: the default's pieces would average fewer than 256 arguments).
+            let cut = if plan_with(f, b32.precision, u, Cut::DEFAULT).is_some() {
+                Cut::DEFAULT
+            } else {
+                Cut::FALLBACK
             };
+            assert_eq!(
+                plan(f, b32.precision, u),
+                plan_with(f, b32.precision, u, cut)
+            );
             let (c, w) = against_mpfr(f, b32, 10, u, cut);
             assert!(c > 1000 && w > 1 << 22, "{f} 2^{e}: {c} cases, {w} walked");
         }
