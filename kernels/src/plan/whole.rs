@@ -150,17 +150,16 @@ pub fn whole_domain(f: Function, fmt: Format) -> Result<Domain, WholeError> {
                     ),
                     ranges: format!("--from=-{bound} --to {bound}"),
                 });
-            } else if beyond > 2f64.powi(32) {
-                // Beyond a brute force's reach (binary64): say what it costs.
-                let note = format!(
+            }
+            // Beyond a brute force's reach (binary64): say what it costs.
+            let notes = (beyond > 2f64.powi(32)).then(|| {
+                format!(
                     "|x| >= {bound}: every argument walked along progressions of the angle \
                      ({beyond:.2e} arguments; in binary64 62 to 82 H100-hours a binade at 43 \
                      bits: estimate before committing a farm)"
-                );
-                (neg_max, top, vec![note])
-            } else {
-                (neg_max, top, Vec::new())
-            }
+                )
+            });
+            (neg_max, top, notes.into_iter().collect())
         }
         _ => (neg_max, top, Vec::new()),
     };
