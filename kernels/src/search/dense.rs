@@ -14,6 +14,7 @@ use crate::numbers::fixed::{self, Word};
 use crate::plan::UnitSpec;
 use crate::search::config::SearchConfig;
 use crate::search::generation::{fixed_polynomial, FixedPoly};
+use crate::search::narrow;
 use rug::Integer;
 
 /// Pieces shorter than this are judged by MPFR argument by argument: one polynomial (a series
@@ -64,17 +65,21 @@ pub(crate) fn threshold(fx: &FixedPoly) -> Option<u64> {
 }
 
 /// The offsets `t` in `[0, count)` of the piece whose `R~(t)` lies within the threshold of an
-/// integer, in increasing order: a superset of the arguments with `d <= 2^-k`.
+/// integer, in increasing order: a superset of the arguments with `d <= 2^-k`. Walked narrowed
+/// where `narrow::plan` allows (then the threshold is its widened one), exactly otherwise.
 pub fn candidates(d: &Dense, count: u64) -> Vec<u64> {
+    let nw = narrow::plan(d, count);
     macro_rules! dispatch {
-        ($($l:literal),*) => {
-            match d.fx.limbs {
-                $($l => walk::<$l>(d, count),)*
-                other => unreachable!("{other} limbs"),
+        ([$($n:literal),*], [$($l:literal),*]) => {
+            match (d.fx.limbs, nw) {
+                $(($n, Some(nw)) => narrow::walk::<$n>(d, count, nw),)*
+                $(($l, None) => walk::<$l>(d, count),)*
+                (other, _) => unreachable!("{other} limbs"),
             }
         };
     }
-    dispatch!(1, 2, 3, 4, 5, 6, 7, 8)
+    // `narrow::plan` narrows only words of more than two limbs.
+    dispatch!([3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8])
 }
 
 /// [`candidates`] of each of `pieces` (a piece and its number of offsets), on the host's

@@ -14,6 +14,7 @@ pub mod config;
 pub mod dense;
 pub mod existence;
 pub mod generation;
+pub mod narrow;
 pub mod periodic;
 pub mod phases;
 pub mod prior;
