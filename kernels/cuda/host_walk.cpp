@@ -1,6 +1,6 @@
 // The dense walk's kernel on the host (kernels/src/cuda/host.rs): reads pieces, chunk_bits and
-// the inputs of tmd_dense_walk (u64, native order; degrees as u64) from argv[1], runs the
-// kernel for every thread as the device would, and writes the number of kept entries then the
+// the inputs of tmd_dense_walk (u64, native order; degrees and narrowings as u64) from
+// argv[1], runs the kernel for every thread as the device would, and writes the number of kept entries then the
 // entries to argv[2]. Compiled with -DTMD_L for the words' width.
 #include "host_shim.h"
 #include <cstdio>
@@ -20,12 +20,14 @@ int main(int argc, char **argv) {
     if (std::fread(head, 8, 2, in) != 2) return 2;
     u64 pieces = head[0];
     u32 chunk_bits = (u32)head[1];
-    std::vector<u64> beta, count, first, degree64, thr;
+    std::vector<u64> beta, count, first, degree64, narrow64, thr;
     if (!read(in, beta, pieces * DW * L) || !read(in, count, pieces) ||
-        !read(in, first, pieces + 1) || !read(in, degree64, pieces) || !read(in, thr, pieces))
+        !read(in, first, pieces + 1) || !read(in, degree64, pieces) ||
+        !read(in, narrow64, pieces) || !read(in, thr, pieces))
         return 2;
     std::fclose(in);
     std::vector<u32> degree(degree64.begin(), degree64.end());
+    std::vector<u32> narrow(narrow64.begin(), narrow64.end());
     u64 cap = 1 << 22;
     std::vector<u64> out(cap);
     u64 counters[1] = {0};
@@ -33,8 +35,8 @@ int main(int argc, char **argv) {
     for (u64 i = 0; i < first[pieces]; i++) {
         blockIdx.x = (unsigned)(i / 256);
         threadIdx.x = (unsigned)(i % 256);
-        tmd_dense_walk(beta.data(), count.data(), first.data(), degree.data(), thr.data(), pieces,
-                       chunk_bits, out.data(), cap, counters);
+        tmd_dense_walk(beta.data(), count.data(), first.data(), degree.data(), narrow.data(),
+                       thr.data(), pieces, chunk_bits, out.data(), cap, counters);
     }
     FILE *o = std::fopen(argv[2], "wb");
     if (!o) return 2;

@@ -1553,6 +1553,31 @@ extern "C" __global__ void tmd_phase3(const u64 *in_start, const u64 *in_len,
 // The longest difference table a dense walk takes: degree 16 (search/dense.rs DENSE_MAX_DEGREE).
 #define DW 17
 
+// A narrowed walk (search/narrow.rs): the chunk's first K differences, cut to their top two
+// limbs (the exact words' limbs L-2 and L-1), walked over [y0, y1) against the widened
+// threshold. Keeps what search/narrow.rs `walk` keeps from the same exact start.
+#if L >= 2
+template <int K>
+__device__ __forceinline__ void narrow_walk(const u64 *exact, u64 y0, u64 y1, u64 low, u64 high,
+                                            u64 p, u64 *out, u64 cap, u64 *counters) {
+    u64 w[2 * K];
+#pragma unroll
+    for (int m = 0; m < K; m++) {
+        w[2 * m] = exact[m * L + L - 2];
+        w[2 * m + 1] = exact[m * L + L - 1];
+    }
+    for (u64 y = y0; y < y1; y++) {
+        u64 top = w[1];
+        if (top <= low || top >= high) {
+            u64 o = atomicAdd(&counters[0], 1ull);
+            if (o < cap) out[o] = (p << 32) | y;
+        }
+#pragma unroll
+        for (int m = 0; m < K - 1; m++) w_add<2>(w + 2 * m, w + 2 * m + 2);
+    }
+}
+#endif
+
 // The progression route's pieces (search/progression.rs), walked as search/dense.rs `walk`
 // walks them on the host: one thread per chunk of 2^chunk_bits offsets of a piece. Its start
 // differences are exact (sum_m C(t0, m) beta[l + m] mod 2^(64 L), `shift_state`), then at every
@@ -1560,12 +1585,13 @@ extern "C" __global__ void tmd_phase3(const u64 *in_start, const u64 *in_len,
 // T <= thr or T >= 2^64 - thr) and every difference advanced (ascending, each reads the old
 // one above it): the words are R~'s exactly mod 1, as the host's, so the kept offsets are the
 // host's. beta holds DW packed words per piece (word l, limb k at [(p DW + l) L + k]); piece p
-// owns the chunks [first[p], first[p + 1]). Kept offsets are appended as (p << 32) | t through
+// owns the chunks [first[p], first[p + 1]). narrow[p] > 0 walks the piece narrowed
+// (narrow_walk, its first narrow[p] differences) against thr[p], then the widened threshold. Kept offsets are appended as (p << 32) | t through
 // counters[0]; entries past `cap` are counted but not written.
 extern "C" __global__ void __launch_bounds__(256, 1)
     tmd_dense_walk(const u64 *beta, const u64 *count, const u64 *first, const u32 *degree,
-                   const u64 *thr, u64 pieces, u32 chunk_bits, u64 *out, u64 cap,
-                   u64 *counters) {
+                   const u32 *narrow, const u64 *thr, u64 pieces, u32 chunk_bits, u64 *out,
+                   u64 cap, u64 *counters) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= first[pieces]) return;
     // The piece whose chunks hold t: the last p with first[p] <= t.
@@ -1584,12 +1610,35 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     u64 c[DW * BL];
     u64 scratch[DW * L];
     binomials(y0, n, c);
+    u64 low = thr[p], high = 0ull - thr[p];
+#if L >= 2
+    // Narrowed (search/narrow.rs): only the first K exact differences are needed.
+    int k = (int)narrow[p];
+    if (k > 0) {
+#pragma unroll 1
+        for (int l = 0; l < k; l++) shifted_word(scratch + l * L, n, l, beta + p * DW * L, c);
+        switch (k) {
+        case 1: narrow_walk<1>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 2: narrow_walk<2>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 3: narrow_walk<3>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 4: narrow_walk<4>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 5: narrow_walk<5>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 6: narrow_walk<6>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 7: narrow_walk<7>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 8: narrow_walk<8>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 9: narrow_walk<9>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 10: narrow_walk<10>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 11: narrow_walk<11>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        case 12: narrow_walk<12>(scratch, y0, y1, low, high, p, out, cap, counters); return;
+        default: break;
+        }
+    }
+#endif
     shift_state(scratch, n, beta + p * DW * L, c);
     // Into registers: every index below is a constant once the loops are unrolled.
     u64 w[DW * L];
 #pragma unroll
     for (int x = 0; x < DW * L; x++) w[x] = x < n * L ? scratch[x] : 0;
-    u64 low = thr[p], high = 0ull - thr[p];
     for (u64 y = y0; y < y1; y++) {
         u64 top = w_floor64<L>(w);
         if (top <= low || top >= high) {

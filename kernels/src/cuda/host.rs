@@ -161,6 +161,7 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     let dir = std::env::temp_dir().join(format!("tmd-host-walk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut kept_total = 0;
+    let mut narrowings = 0;
     for (limbs, only) in groups {
         let exe = dir.join(format!("host_walk_{limbs}"));
         if !exe.exists() {
@@ -174,8 +175,18 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
         let w = WalkInputs::pack(&group).unwrap();
         let mut input = Vec::new();
         let degrees: Vec<u64> = w.degree.iter().map(|&d| d as u64).collect();
+        let narrowed: Vec<u64> = w.narrow.iter().map(|&k| k as u64).collect();
+        narrowings += narrowed.iter().filter(|&&k| k > 0).count();
         let head = [group.len() as u64, CHUNK_BITS as u64];
-        for v in [&head[..], &w.beta, &w.count, &w.first, &degrees, &w.thr] {
+        for v in [
+            &head[..],
+            &w.beta,
+            &w.count,
+            &w.first,
+            &degrees,
+            &narrowed,
+            &w.thr,
+        ] {
             input.extend(v.iter().flat_map(|x| x.to_ne_bytes()));
         }
         let (inp, outp) = (dir.join("walk.in"), dir.join("walk.out"));
@@ -205,4 +216,5 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     }
     std::fs::remove_dir_all(&dir).ok();
     assert!(kept_total > 1000, "{kept_total} offsets kept in all");
+    assert!(narrowings > 0, "no piece walked narrowed");
 }

@@ -14,13 +14,15 @@
 
 use super::{launch_config, write_word, CudaError, Device};
 use crate::search::dense::{Dense, DENSE_MAX_DEGREE};
+use crate::search::narrow;
 use cudarc::driver::PushKernelArg;
 use rayon::prelude::*;
 use rug::Integer;
 
 /// Offsets a thread walks: `2^10`, so that its exact start (about `n^2 / 2` products of words)
-/// costs a few percent of its walk, and a piece of `2^17` offsets is 128 threads.
-pub const CHUNK_BITS: u32 = 10;
+/// costs a few percent of its walk, and a piece of `2^17` offsets is 128 threads. The
+/// narrowed walk's chunk, so a thread's chunk is the one the host narrows alike.
+pub const CHUNK_BITS: u32 = narrow::CHUNK_BITS;
 
 /// Words per piece in the packed `beta`: the kernel's `DW`.
 pub const WALK_WORDS: usize = DENSE_MAX_DEGREE + 1;
@@ -43,6 +45,9 @@ pub struct WalkInputs {
     /// Prefix sums of the pieces' chunks: piece `p` owns threads `[first[p], first[p + 1])`.
     pub first: Vec<u64>,
     pub degree: Vec<u32>,
+    /// The narrowed walk's differences (`narrow::plan`), 0 where the piece is walked exactly.
+    pub narrow: Vec<u32>,
+    /// The threshold: the narrowed walk's widened one where narrowed.
     pub thr: Vec<u64>,
 }
 
@@ -65,6 +70,7 @@ impl WalkInputs {
             count: Vec::with_capacity(pieces.len()),
             first: vec![0],
             degree: Vec::with_capacity(pieces.len()),
+            narrow: Vec::with_capacity(pieces.len()),
             thr: Vec::with_capacity(pieces.len()),
         };
         for (d, n) in pieces {
@@ -78,7 +84,9 @@ impl WalkInputs {
             let last = *w.first.last().expect("first holds 0");
             w.first.push(last + n.div_ceil(1 << CHUNK_BITS));
             w.degree.push(d.fx.beta.len() as u32 - 1);
-            w.thr.push(d.t);
+            let nw = narrow::plan(d, *n);
+            w.narrow.push(nw.map_or(0, |nw| nw.diffs as u32));
+            w.thr.push(nw.map_or(d.t, |nw| nw.t));
         }
         // A batch's words (tens of thousands) took the host milliseconds a launch one by one:
         // written in place on the engine's threads, one scratch integer each.
@@ -142,6 +150,7 @@ fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
     let count = stream.clone_htod(&w.count)?;
     let first = stream.clone_htod(&w.first)?;
     let degree = stream.clone_htod(&w.degree)?;
+    let narrow = stream.clone_htod(&w.narrow)?;
     let thr = stream.clone_htod(&w.thr)?;
     let pieces = w.count.len() as u64;
     let threads = w.threads();
@@ -154,6 +163,7 @@ fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
             .arg(&count)
             .arg(&first)
             .arg(&degree)
+            .arg(&narrow)
             .arg(&thr)
             .arg(&pieces)
             .arg(&CHUNK_BITS)
