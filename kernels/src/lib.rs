@@ -45,7 +45,10 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// 8: where the route's default cut finds no progression, a coarser one (pieces of 64
 /// arguments on average, `Cut::FALLBACK`) before the other route: such units walk instead of
 /// judging every argument with MPFR.
-pub const ENGINE_VERSION: u32 = 8;
+/// 9: dense walks narrowed where a written bound allows (`search::narrow`): each chunk of
+/// `2^10` offsets walks fewer differences of two limbs against a threshold a few units of
+/// `2^-64` wider, so a piece may keep a few more candidates.
+pub const ENGINE_VERSION: u32 = 9;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.
 pub fn version_line(release: &str) -> String {
