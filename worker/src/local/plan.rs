@@ -64,12 +64,16 @@ impl RangeArgs {
     /// [`CAMPAIGN_LIMITS`], with the reason.
     pub fn campaign_unit_bits(&self, cfg: &SearchConfig) -> Result<SizeChoice> {
         let fmt = cfg.format();
+        if self.whole {
+            // Out of reach (or a bare precision): refused before any unit size is named.
+            whole_domain(cfg.function, fmt)?;
+        }
         let default = campaign_unit_bits(fmt.precision, cfg.min_bits);
         let count = |u: u32| match (self.whole, &self.from, &self.to) {
             (true, _, _) => match split_whole(cfg.function, fmt, cfg.min_bits, Some(u)) {
                 Ok(units) => Ok(units.len() as u64),
                 Err(WholeError::Plan(e)) => Err(e),
-                // Out of reach: `plan` says so, with the range the engine can do.
+                // Refused above: whole_domain takes the same decision.
                 Err(_) => Ok(0),
             },
             (false, Some(from), Some(to)) => count_range_units(fmt, from, to, u),
@@ -175,5 +179,21 @@ mod tests {
             "{}",
             c.reason
         );
+    }
+
+    /// A whole function out of reach is refused before a unit size is chosen (it used to
+    /// print "0 units" first), with the range the engine can do.
+    #[test]
+    fn a_whole_function_out_of_reach_names_no_unit_size() {
+        let cfg = SearchConfig::in_format(Function::Sin, Format::from_str("binary80").unwrap(), 64);
+        let range = RangeArgs {
+            from: None,
+            to: None,
+            whole: true,
+            no_reduction: false,
+        };
+        let e = range.campaign_unit_bits(&cfg).err().expect("refused");
+        assert!(e.to_string().contains("out of reach"), "{e}");
+        assert!(e.to_string().contains("--from=-0x1p+31"), "{e}");
     }
 }
