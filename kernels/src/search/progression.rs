@@ -383,10 +383,10 @@ fn unit_bases(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions) -> Option<Ba
     Some(bases.with_origin(first, reduce(&step(p, unit, 1), wide)))
 }
 
-/// The dense pieces of initial pieces `range` of `unit` (`generate`), with their lengths: what
-/// the back ends' walks are tested on.
-#[cfg(test)]
-pub(crate) fn dense_pieces(
+/// The dense pieces of initial pieces `range` of `unit` (`generate`, on this thread), with
+/// their lengths: what the back ends' walks are tested on, and what the example
+/// `progression_cut` times cut by cut.
+pub fn dense_pieces(
     cfg: &SearchConfig,
     unit: UnitSpec,
     pr: Progressions,
