@@ -192,7 +192,7 @@ mod tests {
             whole: true,
             no_reduction: false,
         };
-        let e = range.campaign_unit_bits(&cfg).err().expect("refused");
+        let e = range.campaign_unit_bits(&cfg).expect_err("refused");
         assert!(e.to_string().contains("out of reach"), "{e}");
         assert!(e.to_string().contains("--from=-0x1p+31"), "{e}");
     }
