@@ -386,7 +386,7 @@ mod tests {
     }
 
     /// The kernels every module defines.
-    const ENTRIES: [&str; 15] = [
+    const ENTRIES: [&str; 16] = [
         "tmd_phase1",
         "tmd_phase1_top",
         "tmd_phase1_exact",
@@ -397,6 +397,7 @@ mod tests {
         "tmd_phase2",
         "tmd_phase3",
         "tmd_dense_walk",
+        "tmd_narrow_walk",
         "tmd_selftest_mul",
         "tmd_selftest_div",
         "tmd_selftest_words",

@@ -18,8 +18,10 @@ pub(super) struct Module {
     pub(super) phase1_words: CudaFunction,
     pub(super) phase2: CudaFunction,
     pub(super) phase3: CudaFunction,
-    /// The progression route's dense pieces (`walk.rs`).
+    /// The progression route's dense pieces (`walk.rs`): every piece, and the narrowed ones
+    /// alone at three times the resident warps.
     pub(super) dense_walk: CudaFunction,
+    pub(super) narrow_walk: CudaFunction,
     pub(super) mul: CudaFunction,
     pub(super) div: CudaFunction,
     pub(super) words: CudaFunction,
@@ -375,6 +377,7 @@ impl Device {
             phase2: module.load_function("tmd_phase2")?,
             phase3: module.load_function("tmd_phase3")?,
             dense_walk: module.load_function("tmd_dense_walk")?,
+            narrow_walk: module.load_function("tmd_narrow_walk")?,
             mul: module.load_function("tmd_selftest_mul")?,
             div: module.load_function("tmd_selftest_div")?,
             words: module.load_function("tmd_selftest_words")?,

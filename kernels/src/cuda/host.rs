@@ -71,7 +71,8 @@ fn the_existence_tests_device_code_gives_the_cpus_answers_on_the_host() {
     );
 }
 
-/// The dense walk's device code (`tmd_dense_walk`), compiled for the host at each word width
+/// The dense walk's device code (`tmd_narrow_walk` on the narrowed pieces' threads,
+/// `tmd_dense_walk` on the others', as `walk::launch` runs them), compiled for the host at each word width
 /// the pieces need and run thread by thread, keeps exactly the offsets of the host's walk
 /// (`dense::candidates`): on the progression route's pieces of sin at `2^24` and `2^1000` and
 /// of sinpi at `2^22` (binary64, 44 bits), of cos at `2^100` (120 bits) and of sinpi in
@@ -80,7 +81,7 @@ fn the_existence_tests_device_code_gives_the_cpus_answers_on_the_host() {
 /// thresholds widened to keep about one offset in 32, so that the kept lists are long.
 #[test]
 fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
-    use super::walk::{split, WalkInputs, CHUNK_BITS};
+    use super::walk::{WalkInputs, CHUNK_BITS};
     use crate::numbers::format::Format;
     use crate::oracle::function::Function;
     use crate::plan::UnitSpec;
@@ -162,6 +163,7 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut kept_total = 0;
     let mut narrowings = 0;
+    let mut mixed = false;
     for (limbs, only) in groups {
         let exe = dir.join(format!("host_walk_{limbs}"));
         if !exe.exists() {
@@ -177,7 +179,8 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
         let degrees: Vec<u64> = w.degree.iter().map(|&d| d as u64).collect();
         let narrowed: Vec<u64> = w.narrow.iter().map(|&k| k as u64).collect();
         narrowings += narrowed.iter().filter(|&&k| k > 0).count();
-        let head = [group.len() as u64, CHUNK_BITS as u64];
+        mixed |= 0 < w.narrowed_threads && w.narrowed_threads < w.threads();
+        let head = [group.len() as u64, CHUNK_BITS as u64, w.narrowed_threads];
         for v in [
             &head[..],
             &w.beta,
@@ -203,7 +206,7 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
             words.len() - 1,
             "the kept list overflowed"
         );
-        let got = split(group.len(), &words[1..]);
+        let got = w.split(&words[1..]);
         for (i, (d, n)) in group.iter().enumerate() {
             let want = candidates(d, *n);
             assert_eq!(
@@ -217,4 +220,5 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(kept_total > 1000, "{kept_total} offsets kept in all");
     assert!(narrowings > 0, "no piece walked narrowed");
+    assert!(mixed, "no launch had both narrowed and exact pieces");
 }

@@ -49,6 +49,11 @@ pub struct WalkInputs {
     pub narrow: Vec<u32>,
     /// The threshold: the narrowed walk's widened one where narrowed.
     pub thr: Vec<u64>,
+    /// The packed order: packed piece `i` is the caller's piece `order[i]`, the narrowed
+    /// pieces first, so that one launch of `tmd_narrow_walk` covers them.
+    pub order: Vec<usize>,
+    /// The narrowed pieces' threads: `[0, narrowed_threads)`, the rest walked exactly.
+    pub narrowed_threads: u64,
 }
 
 impl WalkInputs {
@@ -64,6 +69,14 @@ impl WalkInputs {
                 pieces.len()
             )));
         }
+        let narrowings: Vec<Option<narrow::Narrow>> = pieces
+            .par_iter()
+            .map(|(d, n)| narrow::plan(d, *n))
+            .collect();
+        let (mut order, exact): (Vec<usize>, Vec<usize>) =
+            (0..pieces.len()).partition(|&i| narrowings[i].is_some());
+        let narrowed = order.len();
+        order.extend(exact);
         let mut w = WalkInputs {
             limbs,
             beta: vec![0; pieces.len() * WALK_WORDS * limbs],
@@ -72,27 +85,37 @@ impl WalkInputs {
             degree: Vec::with_capacity(pieces.len()),
             narrow: Vec::with_capacity(pieces.len()),
             thr: Vec::with_capacity(pieces.len()),
+            order,
+            narrowed_threads: 0,
         };
-        for (d, n) in pieces {
-            if d.fx.beta.len() > WALK_WORDS || *n >= 1 << 32 {
+        for (i, &at) in w.order.iter().enumerate() {
+            let (d, n) = pieces[at];
+            if d.fx.beta.len() > WALK_WORDS || n >= 1 << 32 {
                 return Err(CudaError::Unsupported(format!(
                     "a dense piece of {n} offsets, degree {}, {} limbs",
                     d.fx.degree, d.fx.limbs
                 )));
             }
-            w.count.push(*n);
+            w.count.push(n);
             let last = *w.first.last().expect("first holds 0");
+            if i == narrowed {
+                w.narrowed_threads = last;
+            }
             w.first.push(last + n.div_ceil(1 << CHUNK_BITS));
             w.degree.push(d.fx.beta.len() as u32 - 1);
-            let nw = narrow::plan(d, *n);
+            let nw = narrowings[at];
             w.narrow.push(nw.map_or(0, |nw| nw.diffs as u32));
             w.thr.push(nw.map_or(d.t, |nw| nw.t));
         }
+        if narrowed == pieces.len() {
+            w.narrowed_threads = w.threads();
+        }
         // A batch's words (tens of thousands) took the host milliseconds a launch one by one:
         // written in place on the engine's threads, one scratch integer each.
+        let order = &w.order;
         w.beta
             .par_chunks_mut(WALK_WORDS * limbs)
-            .zip(pieces.par_iter())
+            .zip(order.par_iter().map(|&at| &pieces[at]))
             .for_each_init(Integer::new, |scratch, (out, (d, _))| {
                 let low = limbs - d.fx.limbs;
                 for (b, slot) in d.fx.beta.iter().zip(out.chunks_mut(limbs)) {
@@ -105,18 +128,19 @@ impl WalkInputs {
     pub fn threads(&self) -> u64 {
         *self.first.last().expect("first holds 0")
     }
-}
 
-/// The kernel's kept entries `(p << 32) | t` as each piece's offsets, increasing.
-pub fn split(pieces: usize, kept: &[u64]) -> Vec<Vec<u64>> {
-    let mut out = vec![Vec::new(); pieces];
-    for &e in kept {
-        out[(e >> 32) as usize].push(e & 0xffff_ffff);
+    /// The kernels' kept entries `(p << 32) | t` (`p` a packed piece) as each of the caller's
+    /// pieces' offsets, increasing.
+    pub fn split(&self, kept: &[u64]) -> Vec<Vec<u64>> {
+        let mut out = vec![Vec::new(); self.order.len()];
+        for &e in kept {
+            out[self.order[(e >> 32) as usize]].push(e & 0xffff_ffff);
+        }
+        for v in &mut out {
+            v.sort_unstable();
+        }
+        out
     }
-    for v in &mut out {
-        v.sort_unstable();
-    }
-    out
 }
 
 /// Walks `pieces` on `dev`: the kept offsets of each, increasing, as `dense::candidates`.
@@ -137,7 +161,7 @@ pub(super) fn run(dev: &Device, pieces: &[(&Dense, u64)]) -> Result<Vec<Vec<u64>
         launch_s,
         "dense walk"
     );
-    Ok(split(pieces.len(), &kept))
+    Ok(w.split(&kept))
 }
 
 /// One launch over `w`'s pieces (again with room for every kept entry where the first
@@ -153,27 +177,38 @@ fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
     let narrow = stream.clone_htod(&w.narrow)?;
     let thr = stream.clone_htod(&w.thr)?;
     let pieces = w.count.len() as u64;
-    let threads = w.threads();
+    // The narrowed pieces' threads, then the others', each launch's threads from its t0.
+    let launches = [
+        (&m.narrow_walk, 0, w.narrowed_threads),
+        (&m.dense_walk, w.narrowed_threads, w.threads()),
+    ];
     let mut cap = FIRST_CAP;
     loop {
         let mut kept = stream.alloc_zeros::<u64>(cap as usize)?;
         let mut counters = stream.alloc_zeros::<u64>(1)?;
-        let mut b = stream.launch_builder(&m.dense_walk);
-        b.arg(&beta)
-            .arg(&count)
-            .arg(&first)
-            .arg(&degree)
-            .arg(&narrow)
-            .arg(&thr)
-            .arg(&pieces)
-            .arg(&CHUNK_BITS)
-            .arg(&mut kept)
-            .arg(&cap)
-            .arg(&mut counters);
-        // SAFETY: the arguments are the kernel's, in its order and types; every buffer holds
-        // what the kernel reads (`first` has pieces + 1 entries, `beta` WALK_WORDS words a
-        // piece) and it writes `kept` below `cap` only.
-        unsafe { b.launch(launch_config(threads)?) }?;
+        for &(kernel, t0, end) in &launches {
+            if end <= t0 {
+                continue;
+            }
+            let mut b = stream.launch_builder(kernel);
+            b.arg(&beta)
+                .arg(&count)
+                .arg(&first)
+                .arg(&degree)
+                .arg(&narrow)
+                .arg(&thr)
+                .arg(&pieces)
+                .arg(&CHUNK_BITS)
+                .arg(&t0)
+                .arg(&mut kept)
+                .arg(&cap)
+                .arg(&mut counters);
+            // SAFETY: the arguments are the kernels', in their order and types; every buffer
+            // holds what they read (`first` has pieces + 1 entries, `beta` WALK_WORDS words a
+            // piece), they write `kept` below `cap` only, and a thread past `first[pieces]`
+            // returns.
+            unsafe { b.launch(launch_config(end - t0)?) }?;
+        }
         let c = stream.clone_dtoh(&counters)?;
         stream.synchronize()?;
         let found = c[0];
@@ -215,9 +250,22 @@ mod tests {
         }
     }
 
+    /// Packed piece `p` is the caller's `order[p]`: kept entries go back to the caller's
+    /// pieces, each list increasing.
     #[test]
     fn kept_entries_are_split_by_piece_in_increasing_order() {
-        let kept = [(1u64 << 32) | 7, 3, (1 << 32) | 2, 1];
-        assert_eq!(split(3, &kept), vec![vec![1, 3], vec![2, 7], vec![]]);
+        let w = WalkInputs {
+            limbs: 1,
+            beta: Vec::new(),
+            count: Vec::new(),
+            first: vec![0],
+            degree: Vec::new(),
+            narrow: Vec::new(),
+            thr: Vec::new(),
+            order: vec![2, 0, 1],
+            narrowed_threads: 0,
+        };
+        let kept = [(1u64 << 32) | 7, 3, (1 << 32) | 2, 1, (2 << 32) | 5];
+        assert_eq!(w.split(&kept), vec![vec![2, 7], vec![5], vec![1, 3]]);
     }
 }
