@@ -58,7 +58,7 @@ fn main() {
         let (mut shapes, mut diffs) = (BTreeMap::new(), 0u64);
         for (d, c) in &pieces {
             *shapes.entry((d.fx.degree, d.fx.limbs)).or_insert(0u64) += c;
-            diffs += c * narrow::plan(d, *c).map_or(0, |w| w.diffs as u64);
+            diffs += c * narrow::plan(&d.fx, d.t, *c).map_or(0, |w| w.diffs as u64);
         }
         let shapes: Vec<String> = shapes
             .iter()

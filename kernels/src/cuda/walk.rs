@@ -71,7 +71,7 @@ impl WalkInputs {
         }
         let narrowings: Vec<Option<narrow::Narrow>> = pieces
             .par_iter()
-            .map(|(d, n)| narrow::plan(d, *n))
+            .map(|(d, n)| narrow::plan(&d.fx, d.t, *n))
             .collect();
         let (mut order, exact): (Vec<usize>, Vec<usize>) =
             (0..pieces.len()).partition(|&i| narrowings[i].is_some());

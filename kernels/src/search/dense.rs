@@ -68,11 +68,11 @@ pub(crate) fn threshold(fx: &FixedPoly) -> Option<u64> {
 /// integer, in increasing order: a superset of the arguments with `d <= 2^-k`. Walked narrowed
 /// where `narrow::plan` allows (then the threshold is its widened one), exactly otherwise.
 pub fn candidates(d: &Dense, count: u64) -> Vec<u64> {
-    let nw = narrow::plan(d, count);
+    let nw = narrow::plan(&d.fx, d.t, count);
     macro_rules! dispatch {
         ([$($n:literal),*], [$($l:literal),*]) => {
             match (d.fx.limbs, nw) {
-                $(($n, Some(nw)) => narrow::walk::<$n>(d, count, nw),)*
+                $(($n, Some(nw)) => narrow::walk::<$n>(&d.fx, count, nw),)*
                 $(($l, None) => walk::<$l>(d, count),)*
                 (other, _) => unreachable!("{other} limbs"),
             }

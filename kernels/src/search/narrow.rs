@@ -13,7 +13,7 @@
 //! same chunks the same way).
 
 use crate::numbers::fixed::Word;
-use crate::search::dense::Dense;
+use crate::search::generation::FixedPoly;
 
 /// Offsets per chunk: each starts from exact differences (on the GPU, one thread's chunk).
 pub const CHUNK_BITS: u32 = 10;
@@ -36,9 +36,9 @@ pub struct Narrow {
 /// share more candidates for MPFR.
 const WIDEN_SHARE: u32 = 8;
 
-/// The narrowed walk of `d` over `count` offsets, or `None` where the exact walk is to run
-/// (words already of two limbs or fewer, or no number of differences up to [`MAX_DIFFS`] keeps
-/// the widening within `t / 2^WIDEN_SHARE`). The bound: with `M_m >= max_y |Delta^m R~(y)|`
+/// The narrowed walk of the piece `fx` at threshold `t` over `count` offsets, or `None` where
+/// the exact walk is to run (words already of two limbs or fewer, or no number of differences
+/// up to [`MAX_DIFFS`] keeps the widening within `t / 2^WIDEN_SHARE`). The bound: with `M_m >= max_y |Delta^m R~(y)|`
 /// over the piece (`sum_(j >= m) |beta_j| C(count - 1, j - m)`), a chunk's value at
 /// `s < c = 2^CHUNK_BITS` from its differences `D_m` cut to `D'_m` (`0 <= D_m - D'_m < 2^-128`)
 /// and to `m < diffs` is `R~ - sum_(m >= diffs) D_m C(s, m) - sum_(m < diffs) (D_m - D'_m)
@@ -47,8 +47,7 @@ const WIDEN_SHARE: u32 = 8;
 /// under `t + ceil(E 2^64)`. `E` is summed in `f64` (a microsecond a piece, where integers
 /// took tens): every term is positive and at most 60 roundings of `2^-53` each stand between
 /// it and the exact sum, so `E (1 + 2^-30)` bounds it.
-pub fn plan(d: &Dense, count: u64) -> Option<Narrow> {
-    let fx = &d.fx;
+pub fn plan(fx: &FixedPoly, t: u64, count: u64) -> Option<Narrow> {
     if fx.limbs <= NARROW_LIMBS || count == 0 {
         return None;
     }
@@ -65,7 +64,7 @@ pub fn plan(d: &Dense, count: u64) -> Option<Narrow> {
     let bound: Vec<f64> = (0..n)
         .map(|m| (m..n).map(|j| b[j] * over_piece[j - m]).sum())
         .collect();
-    let budget = d.t >> WIDEN_SHARE;
+    let budget = t >> WIDEN_SHARE;
     let cut = (-64f64).exp2();
     for diffs in 1..=n.min(MAX_DIFFS) {
         let tail: f64 = (diffs..n).map(|m| bound[m] * over_chunk[m]).sum();
@@ -74,7 +73,7 @@ pub fn plan(d: &Dense, count: u64) -> Option<Narrow> {
         if err.is_finite() && err.ceil() <= budget as f64 {
             return Some(Narrow {
                 diffs,
-                t: d.t.checked_add(err.ceil() as u64)?,
+                t: t.checked_add(err.ceil() as u64)?,
             });
         }
     }
@@ -106,9 +105,9 @@ fn chunk_binomials(n: usize) -> Vec<u128> {
 /// The offsets the narrowed walk keeps, increasing: each chunk's exact differences (carried
 /// from chunk to chunk at the piece's width by `D_m += sum_j C(c, j) D_(m+j)`), their top two
 /// limbs walked over the chunk.
-pub fn walk<const L: usize>(d: &Dense, count: u64, nw: Narrow) -> Vec<u64> {
+pub fn walk<const L: usize>(fx: &FixedPoly, count: u64, nw: Narrow) -> Vec<u64> {
     use crate::numbers::fixed;
-    let mut full: Vec<Word<L>> = d.fx.beta.iter().map(fixed::from_integer::<L>).collect();
+    let mut full: Vec<Word<L>> = fx.beta.iter().map(fixed::from_integer::<L>).collect();
     let binom = chunk_binomials(full.len());
     let (low, high) = (nw.t, 0u64.wrapping_sub(nw.t));
     let c = 1u64 << CHUNK_BITS;
@@ -152,7 +151,7 @@ fn next_chunk<const L: usize>(full: &mut [Word<L>], binom: &[u128]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::generation::FixedPoly;
+    use crate::search::dense::Dense;
     use proptest::prelude::*;
     use rug::Integer;
 
@@ -227,15 +226,22 @@ mod tests {
     #[test]
     fn far_out_pieces_walk_few_differences_of_two_limbs() {
         let d = piece(4, far_out(4, 25, 13, 7), 1 << 21);
-        let nw = plan(&d, 1 << 17).expect("narrowed");
+        let nw = plan(&d.fx, d.t, 1 << 17).expect("narrowed");
         assert!((6..=9).contains(&nw.diffs), "{nw:?}");
         assert!(nw.t - d.t <= 16, "{nw:?}");
         // Two limbs or fewer: nothing to narrow; a threshold of 0 leaves no budget.
         assert_eq!(
-            plan(&piece(2, far_out(2, 25, 13, 7), 1 << 21), 1 << 17),
+            plan(
+                &piece(2, far_out(2, 25, 13, 7), 1 << 21).fx,
+                1 << 21,
+                1 << 17
+            ),
             None
         );
-        assert_eq!(plan(&piece(4, far_out(4, 25, 13, 7), 0), 1 << 17), None);
+        assert_eq!(
+            plan(&piece(4, far_out(4, 25, 13, 7), 0).fx, 0, 1 << 17),
+            None
+        );
     }
 
     /// Every offset the exact walk keeps at `t`, the narrowed one keeps (and it keeps what its
@@ -250,8 +256,8 @@ mod tests {
         ] {
             let d = piece(4, far_out(4, s, 13, seed), t);
             let count = 5 * 1024 + 77;
-            let nw = plan(&d, count).expect("narrowed");
-            let kept = walk::<4>(&d, count, nw);
+            let nw = plan(&d.fx, d.t, count).expect("narrowed");
+            let kept = walk::<4>(&d.fx, count, nw);
             let exact = kept_exactly(&d, count, d.t);
             assert!(!exact.is_empty(), "seed {seed}: the test keeps some");
             for y in &exact {
@@ -300,7 +306,7 @@ mod tests {
             diffs: 9,
             t: 1 << 57,
         };
-        let kept = walk::<3>(&d, 4 * 1024, nw);
+        let kept = walk::<3>(&d.fx, 4 * 1024, nw);
         // With every difference walked the cut is the low limb only: the top 64 bits never
         // differ from the exact value's by more than the carried error, one unit.
         let exact = kept_exactly(&d, 4 * 1024, (1 << 57) + 9);
@@ -322,8 +328,8 @@ mod tests {
                                            tbits in 40u32..58, extra in 0u64..3000) {
             let d = piece(4, far_out(4, s, degree, seed), 1 << tbits);
             let count = 2048 + extra;
-            if let Some(nw) = plan(&d, count) {
-                let kept = walk::<4>(&d, count, nw);
+            if let Some(nw) = plan(&d.fx, d.t, count) {
+                let kept = walk::<4>(&d.fx, count, nw);
                 for y in kept_exactly(&d, count, d.t) {
                     prop_assert!(kept.binary_search(&y).is_ok(), "{} dropped, {:?}", y, nw);
                 }
