@@ -11,7 +11,7 @@ use std::time::Instant;
 use tmd_kernels::numbers::format::Format;
 use tmd_kernels::plan::UnitSpec;
 use tmd_kernels::search::progression::{dense_pieces, plan_with, Cut};
-use tmd_kernels::search::{dense, narrow, SearchConfig};
+use tmd_kernels::search::{dense, SearchConfig};
 use tmd_kernels::Function;
 
 fn main() {
@@ -57,8 +57,8 @@ fn main() {
         let args: u64 = pieces.iter().map(|p| p.1).sum();
         let (mut shapes, mut diffs) = (BTreeMap::new(), 0u64);
         for (d, c) in &pieces {
-            *shapes.entry((d.fx.degree, d.fx.limbs)).or_insert(0u64) += c;
-            diffs += c * narrow::plan(&d.fx, d.t, *c).map_or(0, |w| w.diffs as u64);
+            *shapes.entry((d.fx().degree, d.fx().limbs)).or_insert(0u64) += c;
+            diffs += c * d.narrowing(*c).map_or(0, |w| w.diffs as u64);
         }
         let shapes: Vec<String> = shapes
             .iter()

@@ -143,14 +143,10 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
     assert!(pieces.len() >= 6, "{} pieces", pieces.len());
     let widened: Vec<(Dense, u64)> = pieces
         .iter()
-        .map(|(d, n)| {
-            let mut w = d.clone();
-            w.t = 1 << 58;
-            (w, *n)
-        })
+        .map(|(d, n)| (d.clone().with_threshold(1 << 58), *n))
         .collect();
     pieces.extend(widened);
-    let mut widths: Vec<usize> = pieces.iter().map(|(d, _)| d.fx.limbs).collect();
+    let mut widths: Vec<usize> = pieces.iter().map(|(d, _)| d.fx().limbs).collect();
     widths.sort_unstable();
     widths.dedup();
     assert!(widths.len() >= 2, "pieces of {widths:?} limbs");
@@ -171,7 +167,7 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
         }
         let group: Vec<(&Dense, u64)> = pieces
             .iter()
-            .filter(|(d, _)| only.is_none_or(|l| d.fx.limbs == l))
+            .filter(|(d, _)| only.is_none_or(|l| d.fx().limbs == l))
             .map(|(d, n)| (d, *n))
             .collect();
         let w = WalkInputs::pack(&group).unwrap();
@@ -210,9 +206,11 @@ fn the_dense_walks_device_code_keeps_the_hosts_offsets_on_the_host() {
         for (i, (d, n)) in group.iter().enumerate() {
             let want = candidates(d, *n);
             assert_eq!(
-                got[i], want,
+                got[i],
+                want,
                 "piece {i} of {} limbs walked at {limbs}, degree {}, {n} offsets",
-                d.fx.limbs, d.fx.degree
+                d.fx().limbs,
+                d.fx().degree
             );
             kept_total += want.len();
         }

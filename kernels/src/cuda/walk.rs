@@ -12,12 +12,10 @@
 //! that overflows its capacity (counted on the device, never written past) runs again with
 //! the exact capacity.
 
-use super::{launch_config, write_word, CudaError, Device};
+use super::{launch_config, CudaError, Device};
 use crate::search::dense::{Dense, DENSE_MAX_DEGREE};
 use crate::search::narrow;
 use cudarc::driver::PushKernelArg;
-use rayon::prelude::*;
-use rug::Integer;
 
 /// Offsets a thread walks: `2^10`, so that its exact start (about `n^2 / 2` products of words)
 /// costs a few percent of its walk, and a piece of `2^17` offsets is 128 threads. The
@@ -62,17 +60,16 @@ impl WalkInputs {
     /// cannot take one: a degree above its table, a piece of `2^32` offsets or more, or `2^32`
     /// pieces.
     pub fn pack(pieces: &[(&Dense, u64)]) -> Result<WalkInputs, CudaError> {
-        let limbs = pieces.iter().map(|(d, _)| d.fx.limbs).max().unwrap_or(1);
+        let limbs = pieces.iter().map(|(d, _)| d.fx().limbs).max().unwrap_or(1);
         if pieces.len() as u64 >= 1 << 32 {
             return Err(CudaError::Unsupported(format!(
                 "{} dense pieces",
                 pieces.len()
             )));
         }
-        let narrowings: Vec<Option<narrow::Narrow>> = pieces
-            .par_iter()
-            .map(|(d, n)| narrow::plan(&d.fx, d.t, *n))
-            .collect();
+        // Planned with each piece where it was generated: no work of the host's here.
+        let narrowings: Vec<Option<narrow::Narrow>> =
+            pieces.iter().map(|(d, n)| d.narrowing(*n)).collect();
         let (mut order, exact): (Vec<usize>, Vec<usize>) =
             (0..pieces.len()).partition(|&i| narrowings[i].is_some());
         let narrowed = order.len();
@@ -90,10 +87,11 @@ impl WalkInputs {
         };
         for (i, &at) in w.order.iter().enumerate() {
             let (d, n) = pieces[at];
-            if d.fx.beta.len() > WALK_WORDS || n >= 1 << 32 {
+            if d.fx().beta.len() > WALK_WORDS || n >= 1 << 32 {
                 return Err(CudaError::Unsupported(format!(
                     "a dense piece of {n} offsets, degree {}, {} limbs",
-                    d.fx.degree, d.fx.limbs
+                    d.fx().degree,
+                    d.fx().limbs
                 )));
             }
             w.count.push(n);
@@ -102,26 +100,23 @@ impl WalkInputs {
                 w.narrowed_threads = last;
             }
             w.first.push(last + n.div_ceil(1 << CHUNK_BITS));
-            w.degree.push(d.fx.beta.len() as u32 - 1);
+            w.degree.push(d.fx().beta.len() as u32 - 1);
             let nw = narrowings[at];
             w.narrow.push(nw.map_or(0, |nw| nw.diffs as u32));
-            w.thr.push(nw.map_or(d.t, |nw| nw.t));
+            w.thr.push(nw.map_or(d.t(), |nw| nw.t));
         }
         if narrowed == pieces.len() {
             w.narrowed_threads = w.threads();
         }
-        // A batch's words (tens of thousands) took the host milliseconds a launch one by one:
-        // written in place on the engine's threads, one scratch integer each.
-        let order = &w.order;
-        w.beta
-            .par_chunks_mut(WALK_WORDS * limbs)
-            .zip(order.par_iter().map(|&at| &pieces[at]))
-            .for_each_init(Integer::new, |scratch, (out, (d, _))| {
-                let low = limbs - d.fx.limbs;
-                for (b, slot) in d.fx.beta.iter().zip(out.chunks_mut(limbs)) {
-                    write_word(b, &mut slot[low..], scratch);
-                }
-            });
+        // Copies of the words each piece was made with (`Dense::new`, on the generating
+        // threads), into the top limbs of the batch's width.
+        for (out, &at) in w.beta.chunks_mut(WALK_WORDS * limbs).zip(&w.order) {
+            let d = pieces[at].0;
+            let low = limbs - d.fx().limbs;
+            for (m, slot) in out.chunks_mut(limbs).take(d.fx().beta.len()).enumerate() {
+                slot[low..].copy_from_slice(d.word_limbs(m));
+            }
+        }
         Ok(w)
     }
 
@@ -223,7 +218,9 @@ fn launch(dev: &Device, w: &WalkInputs) -> Result<Vec<u64>, CudaError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::write_word;
     use super::*;
+    use rug::Integer;
 
     /// Written in place through a reused scratch integer, a word is `v mod 2^(64 limbs)`'s
     /// digits, whatever the slot held and the scratch held before.

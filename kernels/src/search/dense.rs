@@ -14,7 +14,7 @@ use crate::numbers::fixed::{self, Word};
 use crate::plan::UnitSpec;
 use crate::search::config::SearchConfig;
 use crate::search::generation::{fixed_polynomial, FixedPoly};
-use crate::search::narrow;
+use crate::search::narrow::{self, Narrow};
 use rug::Integer;
 
 /// Pieces shorter than this are judged by MPFR argument by argument: one polynomial (a series
@@ -29,10 +29,67 @@ pub const DENSE_MAX_DEGREE: usize = 16;
 /// A piece ready for the dense walk: its polynomial and the walk's threshold.
 #[derive(Debug, Clone)]
 pub struct Dense {
-    pub fx: FixedPoly,
+    fx: FixedPoly,
     /// `ceil((radius + eps_T + eps_R) 2^(64-F)) + 1`: an argument is kept when the top 64 bits
     /// `T` of `{R~(t)}` satisfy `T <= t` or `T >= 2^64 - t`.
-    pub t: u64,
+    t: u64,
+    /// The offsets the piece was made for and its narrowed walk over them (`narrow::plan`).
+    planned: (u64, Option<Narrow>),
+    /// `fx.beta` mod `2^(64 fx.limbs)`, word after word, each as `fx.limbs` limbs least
+    /// significant first: what every walk starts from.
+    limbs: Vec<u64>,
+}
+
+impl Dense {
+    /// The piece of `fx` at threshold `t`, to be walked over `count` offsets. Its narrowing
+    /// and its words are worked out here, on the thread that generated it: on the GPU's route
+    /// far out (millions of pieces a unit) they took a single host thread 3 us a piece
+    /// between launches, as long as the launches themselves.
+    pub fn new(fx: FixedPoly, t: u64, count: u64) -> Dense {
+        let narrowed = narrow::plan(&fx, t, count);
+        let mut limbs = vec![0u64; fx.beta.len() * fx.limbs];
+        for (b, slot) in fx.beta.iter().zip(limbs.chunks_mut(fx.limbs)) {
+            Integer::from(b.keep_bits_ref(64 * fx.limbs as u32))
+                .write_digits(slot, rug::integer::Order::Lsf);
+        }
+        Dense {
+            fx,
+            t,
+            planned: (count, narrowed),
+            limbs,
+        }
+    }
+
+    /// The polynomial.
+    pub fn fx(&self) -> &FixedPoly {
+        &self.fx
+    }
+
+    /// The walk's threshold (see the field).
+    pub fn t(&self) -> u64 {
+        self.t
+    }
+
+    /// The same piece at another threshold, its narrowing planned again.
+    pub fn with_threshold(self, t: u64) -> Dense {
+        let count = self.planned.0;
+        Dense::new(self.fx, t, count)
+    }
+
+    /// The narrowed walk over `count` offsets (`narrow::plan`): the one planned with the
+    /// piece where `count` is its own.
+    pub fn narrowing(&self, count: u64) -> Option<Narrow> {
+        match self.planned {
+            (c, nw) if c == count => nw,
+            _ => narrow::plan(&self.fx, self.t, count),
+        }
+    }
+
+    /// Word `m` of the polynomial (`beta_m` mod `2^(64 fx.limbs)`) as `fx.limbs` limbs, least
+    /// significant first.
+    pub fn word_limbs(&self, m: usize) -> &[u64] {
+        &self.limbs[m * self.fx.limbs..(m + 1) * self.fx.limbs]
+    }
 }
 
 /// The dense route for `piece`, or `None` where MPFR is to judge every argument: the route is
@@ -46,7 +103,7 @@ pub fn plan(cfg: &SearchConfig, piece: UnitSpec) -> Option<Dense> {
     gen.max_degree = gen.max_degree.max(DENSE_MAX_DEGREE);
     let fx = fixed_polynomial(cfg.function, cfg.precision, &gen, piece).ok()?;
     let t = threshold(&fx)?;
-    Some(Dense { fx, t })
+    Some(Dense::new(fx, t, piece.count))
 }
 
 /// The walk's threshold in units of `2^-64` (see [`Dense::t`]), where the written bound
@@ -68,7 +125,7 @@ pub(crate) fn threshold(fx: &FixedPoly) -> Option<u64> {
 /// integer, in increasing order: a superset of the arguments with `d <= 2^-k`. Walked narrowed
 /// where `narrow::plan` allows (then the threshold is its widened one), exactly otherwise.
 pub fn candidates(d: &Dense, count: u64) -> Vec<u64> {
-    let nw = narrow::plan(&d.fx, d.t, count);
+    let nw = d.narrowing(count);
     macro_rules! dispatch {
         ([$($n:literal),*], [$($l:literal),*]) => {
             match (d.fx.limbs, nw) {
@@ -102,7 +159,9 @@ pub fn walk_on_host(pieces: &[(&Dense, u64)]) -> (Vec<Vec<u64>>, f64) {
 /// `Delta^m += Delta^(m+1)` (ascending `m`, so each reads the old `Delta^(m+1)`): `R~(t)` exactly
 /// mod 1 at every `t`.
 fn walk<const L: usize>(d: &Dense, count: u64) -> Vec<u64> {
-    let mut w: Vec<Word<L>> = d.fx.beta.iter().map(fixed::from_integer::<L>).collect();
+    let mut w: Vec<Word<L>> = (0..d.fx.beta.len())
+        .map(|m| d.word_limbs(m).try_into().expect("L limbs"))
+        .collect();
     let (low, high) = (d.t, 0u64.wrapping_sub(d.t));
     let mut out = Vec::new();
     for t in 0..count {

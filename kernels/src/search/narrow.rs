@@ -155,10 +155,11 @@ mod tests {
     use proptest::prelude::*;
     use rug::Integer;
 
-    /// A dense piece of `limbs` limbs with the given coefficients (fixed units) and threshold.
+    /// A dense piece of `limbs` limbs with the given coefficients (fixed units) and threshold
+    /// (made for no offsets: each walk plans its own).
     fn piece(limbs: usize, beta: Vec<Integer>, t: u64) -> Dense {
-        Dense {
-            fx: FixedPoly {
+        Dense::new(
+            FixedPoly {
                 degree: beta.len() - 1,
                 limbs,
                 crossing: false,
@@ -169,18 +170,20 @@ mod tests {
                 halves: Vec::new(),
             },
             t,
-        }
+            0,
+        )
     }
 
     /// The exact walk's `R~(y)` mod 1 as its top 64 bits, from the coefficients.
     fn exact_top(d: &Dense, y: u64) -> u64 {
-        let f = d.fx.frac_bits();
-        let v: Integer =
-            d.fx.beta
-                .iter()
-                .enumerate()
-                .map(|(m, b)| b * Integer::from(y).binomial(m as u32))
-                .sum();
+        let f = d.fx().frac_bits();
+        let v: Integer = d
+            .fx()
+            .beta
+            .iter()
+            .enumerate()
+            .map(|(m, b)| b * Integer::from(y).binomial(m as u32))
+            .sum();
         let frac = Integer::from(v.keep_bits_ref(f)) >> (f - 64);
         frac.to_u64().expect("64 bits")
     }
@@ -226,20 +229,20 @@ mod tests {
     #[test]
     fn far_out_pieces_walk_few_differences_of_two_limbs() {
         let d = piece(4, far_out(4, 25, 13, 7), 1 << 21);
-        let nw = plan(&d.fx, d.t, 1 << 17).expect("narrowed");
+        let nw = plan(d.fx(), d.t(), 1 << 17).expect("narrowed");
         assert!((6..=9).contains(&nw.diffs), "{nw:?}");
-        assert!(nw.t - d.t <= 16, "{nw:?}");
+        assert!(nw.t - d.t() <= 16, "{nw:?}");
         // Two limbs or fewer: nothing to narrow; a threshold of 0 leaves no budget.
         assert_eq!(
             plan(
-                &piece(2, far_out(2, 25, 13, 7), 1 << 21).fx,
+                piece(2, far_out(2, 25, 13, 7), 1 << 21).fx(),
                 1 << 21,
                 1 << 17
             ),
             None
         );
         assert_eq!(
-            plan(&piece(4, far_out(4, 25, 13, 7), 0).fx, 0, 1 << 17),
+            plan(piece(4, far_out(4, 25, 13, 7), 0).fx(), 0, 1 << 17),
             None
         );
     }
@@ -256,14 +259,14 @@ mod tests {
         ] {
             let d = piece(4, far_out(4, s, 13, seed), t);
             let count = 5 * 1024 + 77;
-            let nw = plan(&d.fx, d.t, count).expect("narrowed");
-            let kept = walk::<4>(&d.fx, count, nw);
-            let exact = kept_exactly(&d, count, d.t);
+            let nw = plan(d.fx(), d.t(), count).expect("narrowed");
+            let kept = walk::<4>(d.fx(), count, nw);
+            let exact = kept_exactly(&d, count, d.t());
             assert!(!exact.is_empty(), "seed {seed}: the test keeps some");
             for y in &exact {
                 assert!(kept.binary_search(y).is_ok(), "seed {seed}: {y} dropped");
             }
-            let wide = kept_exactly(&d, count, nw.t + (nw.t - d.t));
+            let wide = kept_exactly(&d, count, nw.t + (nw.t - d.t()));
             for y in &kept {
                 assert!(
                     wide.binary_search(y).is_ok(),
@@ -306,7 +309,7 @@ mod tests {
             diffs: 9,
             t: 1 << 57,
         };
-        let kept = walk::<3>(&d.fx, 4 * 1024, nw);
+        let kept = walk::<3>(d.fx(), 4 * 1024, nw);
         // With every difference walked the cut is the low limb only: the top 64 bits never
         // differ from the exact value's by more than the carried error, one unit.
         let exact = kept_exactly(&d, 4 * 1024, (1 << 57) + 9);
@@ -328,9 +331,9 @@ mod tests {
                                            tbits in 40u32..58, extra in 0u64..3000) {
             let d = piece(4, far_out(4, s, degree, seed), 1 << tbits);
             let count = 2048 + extra;
-            if let Some(nw) = plan(&d.fx, d.t, count) {
-                let kept = walk::<4>(&d.fx, count, nw);
-                for y in kept_exactly(&d, count, d.t) {
+            if let Some(nw) = plan(d.fx(), d.t(), count) {
+                let kept = walk::<4>(d.fx(), count, nw);
+                for y in kept_exactly(&d, count, d.t()) {
                     prop_assert!(kept.binary_search(&y).is_ok(), "{} dropped, {:?}", y, nw);
                 }
             }

@@ -328,7 +328,7 @@ fn generate(
             None if bases.is_some() && sincos::is_tan(cfg.function) => None,
             None => fixed_polynomial_along(cfg.function, p, &gen, n, line).ok(),
         };
-        let walk = fx.and_then(|fx| dense::threshold(&fx).map(|t| Dense { fx, t }));
+        let walk = fx.and_then(|fx| dense::threshold(&fx).map(|t| Dense::new(fx, t, n)));
         out.generation_s += t.elapsed().as_secs_f64();
         match walk {
             Some(d) => out.walks.push((r, j0, n, d)),
@@ -432,9 +432,12 @@ pub(crate) fn search(
     let mut walked = Walked::default();
     let mut ready = gen_batch(0);
     for b in 0..batches {
+        // The walked pieces are freed beside the next batch's generation, not between
+        // batches while the other threads wait.
+        let walks = std::mem::take(&mut ready.walks);
         let (next, found) = rayon::join(
             || (b + 1 < batches).then(|| gen_batch(b + 1)),
-            || walk(backend, pr, &ready.walks),
+            move || walk(backend, pr, &walks),
         );
         let found = found?;
         generation_s += ready.generation_s;
@@ -701,6 +704,42 @@ mod tests {
             first: (1u64 << (p - 1)) + first,
             count: 1 << bits,
         }
+    }
+
+    /// A generated piece carries its narrowing and its words (planned where it is made, for
+    /// the GPU's packing): they are `narrow::plan`'s for its own count and its coefficients mod
+    /// `2^(64 limbs)`; another count or threshold is planned afresh.
+    #[test]
+    fn pieces_carry_their_own_narrowing_and_words() {
+        let b64 = Format::named("binary64").unwrap();
+        let u = unit(b64, false, 1023, 0x3_1415_9265_3589, 32);
+        let cfg = SearchConfig::in_format(Function::Sin, b64, 43);
+        let pr = plan(Function::Sin, b64.precision, u).expect("the route");
+        let pieces = dense_pieces(&cfg, u, pr, 0..2);
+        assert!(!pieces.is_empty());
+        let mut narrowed = 0;
+        for (d, n) in pieces {
+            let own = d.narrowing(n);
+            assert_eq!(own, crate::search::narrow::plan(d.fx(), d.t(), n));
+            narrowed += own.is_some() as usize;
+            assert_eq!(
+                d.narrowing(n / 2),
+                crate::search::narrow::plan(d.fx(), d.t(), n / 2)
+            );
+            let modulus = Integer::from(1) << (64 * d.fx().limbs as u32);
+            for (m, b) in d.fx().beta.iter().enumerate() {
+                let (_, r) = <(Integer, Integer)>::from(b.div_rem_euc_ref(&modulus));
+                let mut want = r.to_digits::<u64>(rug::integer::Order::Lsf);
+                want.resize(d.fx().limbs, 0);
+                assert_eq!(d.word_limbs(m), &want[..], "word {m}");
+            }
+            let wide = d.clone().with_threshold(d.t() * 4);
+            assert_eq!(
+                wide.narrowing(n),
+                crate::search::narrow::plan(d.fx(), d.t() * 4, n)
+            );
+        }
+        assert!(narrowed > 0, "no piece narrowed");
     }
 
     /// binary64 units of 2^17 arguments at 2^21, 2^100, 2^500 and 2^1023, sin, cos and tan
