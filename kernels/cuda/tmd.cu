@@ -1566,11 +1566,17 @@ __device__ __forceinline__ void narrow_walk(const u64 *exact, u64 y0, u64 y1, u6
         w[2 * m] = exact[m * L + L - 2];
         w[2 * m + 1] = exact[m * L + L - 1];
     }
-    for (u64 y = y0; y < y1; y++) {
+    // With 1 <= low < 2^32 - 1 a kept T has its top half 0 or 2^32 - 1: one 32-bit test an
+    // offset, the two 64-bit comparisons only where it passes. The count fits 32 bits.
+    const bool small = low >= 1ull && low < 0xffffffffull;
+    const u32 n = (u32)(y1 - y0);
+    for (u32 i = 0; i < n; i++) {
         u64 top = w[1];
-        if (top <= low || top >= high) {
-            u64 o = atomicAdd(&counters[0], 1ull);
-            if (o < cap) out[o] = (p << 32) | y;
+        if (!small || (u32)(top >> 32) + 1u <= 1u) {
+            if (top <= low || top >= high) {
+                u64 o = atomicAdd(&counters[0], 1ull);
+                if (o < cap) out[o] = (p << 32) | (y0 + i);
+            }
         }
 #pragma unroll
         for (int m = 0; m < K - 1; m++) w_add<2>(w + 2 * m, w + 2 * m + 2);
