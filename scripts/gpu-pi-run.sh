@@ -6,11 +6,12 @@
 # function's estimate; STAGE=trig: sin, cos and tan of large arguments walked on the GPU
 # against the host.
 # Writes $OUT/pi.tgz (STAGE=units, about 3 minutes), $OUT/pi-estimate.tgz (STAGE=estimate) or
-# $OUT/trig.tgz (STAGE=trig; ROUTES= skips the host's routes), $OUT/trig-big.tgz (STAGE=trig-big:
-# units of 2^40, each batch's walk timed).
+# $OUT/trig.tgz (STAGE=trig; ROUTES= skips the host's routes). Units of 2^40 and 2^44 with
+# each launch timed: scripts/gpu-trig-run.sh.
 set -u
 W=${W:-$PWD/carry/tmd-worker}
 X=${X:-$PWD/carry/progression_routes}
+LIB=$(cd "$(dirname "$0")" && pwd)/lib
 STAGE=${STAGE:-units}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 R=/tmp/pi-$STAGE; mkdir -p $R; cd $R
@@ -46,32 +47,6 @@ if [ "$STAGE" = trig-estimate ]; then
   tar czf $OUT/trig-estimate.tgz *.txt *.err *.json 2>/dev/null
   exit 0
 fi
-if [ "$STAGE" = trig-big ]; then
-  # units of 2^40 (binary64's default) on the GPU, each batch's walk logged: its host packing
-  # and its launch apart (walk-*.txt sums them)
-  run warm cuda -f sin --format binary64 --from 0x1p+1023 --to 0x1.000001p+1023 --min-bits 43 --unit-bits 28
-  for fe in ${POINTS:-sin:1023 sin:100}; do
-    f=${fe%%:*}; e=${fe##*:}
-    TMD_LOG=tmd_kernels::cuda::walk=debug,warn TMD_LOG_FORMAT=json \
-      run big-$f-e$e cuda -f $f --format binary64 --from 0x1p+$e --to 0x1.001p+$e --min-bits 43 --unit-bits 40
-    python3 - big-$f-e$e.cuda.err <<'PY' > walk-$f-e$e.txt
-import json, sys
-n = pk = la = th = 0
-for line in open(sys.argv[1]):
-    try:
-        f = json.loads(line).get("fields", {})
-    except ValueError:
-        continue
-    if f.get("message") == "dense walk":
-        n += 1; pk += f["pack_s"]; la += f["launch_s"]; th += f["threads"]
-print(f"{sys.argv[1]}: {n} launches, pack {pk:.2f} s, launch {la:.2f} s, {th} threads, "
-      f"{1e3 * pk / max(n, 1):.2f} + {1e3 * la / max(n, 1):.2f} ms a launch")
-PY
-    cat walk-$f-e$e.txt | tee -a times.txt
-  done
-  tar czf $OUT/trig-big.tgz *.txt *.json 2>/dev/null
-  exit 0
-fi
 if [ "$STAGE" = trig ]; then
   # sin, cos and tan of large arguments: units of 2^32 (2^30 for tan) generated on the host,
   # walked on the GPU against walked on the host's cores; identical JSON but the timings.
@@ -87,21 +62,7 @@ if [ "$STAGE" = trig ]; then
   for fe in ${ROUTES-sin:24 sin:1000 cos:100 sinpi:22}; do
     timeout 200 $X ${fe%%:*} ${fe##*:} 30 43 nodyadic >> routes.txt 2>&1
   done
-  python3 - <<'PY' > compare.txt
-import json, glob
-for a_path in sorted(glob.glob("t-*.cuda.json")):
-    n = a_path[:-len(".cuda.json")]
-    try:
-        a = json.load(open(a_path)); b = json.load(open(n + ".cpu.json"))
-    except Exception as e:
-        print(n, "unreadable", e); continue
-    ta, tb = a.get("timings"), b.get("timings")
-    for k in ("timings", "backend", "elapsed_s", "gpu_memory"):
-        a.pop(k, None); b.pop(k, None)
-    keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k)]
-    print(n, "identical" if not keys else "differ: " + ",".join(sorted(keys)),
-          "hr", len(a.get("hr_cases", [])), "stats", a.get("stats"), "cuda", ta, "cpu", tb)
-PY
+  python3 $LIB/gpu_runs.py compare t- > compare.txt
   cat compare.txt times.txt routes.txt
   tar czf $OUT/trig.tgz *.txt *.err *.json 2>/dev/null
   exit 0
@@ -125,18 +86,6 @@ run u44-tanpi-e20 cuda -f tanpi --format binary64 --from 0x1p+20 --to 0x1.0001p+
 run u44-cospi-e20 cuda -f cospi --format binary64 --from 0x1p+20 --to 0x1.0001p+20 --min-bits 44 --unit-bits 44
 # the walk and the dyadic route on the same unit of 2^30 (the host's cores, same process)
 for e in 20 22; do timeout 200 $X sinpi $e 30 44 >> routes.txt 2>&1; done
-python3 - <<'PY' > compare.txt
-import json
-for f in ["sinpi","cospi","tanpi"]:
-    for n in ["b32","b64e30","b64e21"]:
-        try:
-            a=json.load(open(f"{n}-{f}.cuda.json")); b=json.load(open(f"{n}-{f}.cpu.json"))
-        except Exception as e:
-            print(n, f, "unreadable", e); continue
-        for k in ("timings","backend","elapsed_s","gpu_memory"):
-            a.pop(k,None); b.pop(k,None)
-        keys=[k for k in set(a)|set(b) if a.get(k)!=b.get(k)]
-        print(n, f, "identical" if not keys else "differ: "+",".join(sorted(keys)), "hr", len(a.get("hr_cases",[])), "stats", a.get("stats"))
-PY
+python3 $LIB/gpu_runs.py compare b32- b64e30- b64e21- > compare.txt
 cat compare.txt routes.txt
 tar czf $OUT/pi.tgz *.txt *.err *.json 2>/dev/null

@@ -17,6 +17,7 @@
 #   (a second run in the same call: adds to the first's files, no second warm-up).
 set -u
 W=${W:-$PWD/carry/tmd-worker}
+LIB=$(cd "$(dirname "$0")" && pwd)/lib
 OTHERS=${OTHERS:-}
 PARTS=${PARTS:-"1 2 3"}
 POINTS=${POINTS:-"sin:1023 sin:100 cos:500 tan:100"}
@@ -36,18 +37,7 @@ search() {
     timeout ${LIMIT:-300} $w search "$@" --backend $b --output json --quiet > $n.$b.json 2> $n.$b.err
   local rc=$?
   echo "$n $b rc=$rc wall=$(awk "BEGIN{print $(date +%s.%N) - $t0}")" | tee -a times.txt
-  python3 - $n.$b.err <<'PY' >> walk.txt
-import json, sys
-n = pk = la = th = 0
-for line in open(sys.argv[1]):
-    try:
-        f = json.loads(line).get("fields", {})
-    except ValueError:
-        continue
-    if f.get("message") == "dense walk":
-        n += 1; pk += f["pack_s"]; la += f["launch_s"]; th += f["threads"]
-print(f"{sys.argv[1]}: {n} launches, pack {pk:.2f} s, device {la:.2f} s, {th} threads")
-PY
+  python3 $LIB/gpu_runs.py walks $n.$b.err >> walk.txt
 }
 
 # unit F E BITS: --from and --to of one unit of 2^BITS arguments at the start of [2^E, 2^(E+1))
@@ -81,20 +71,7 @@ for part in $PARTS; do
         search id-$f-e$e $W $b -f $f --format binary64 $(unit $e $ub) --min-bits 43 --unit-bits $ub
       done
     done
-    python3 - <<'PY' > compare.txt
-import json, glob
-for a_path in sorted(glob.glob("id-*.cuda.json")):
-    n = a_path[:-len(".cuda.json")]
-    try:
-        a = json.load(open(a_path)); b = json.load(open(n + ".cpu.json"))
-    except Exception as e:
-        print(n, "unreadable", e); continue
-    for k in ("timings", "backend", "elapsed_s", "gpu_memory"):
-        a.pop(k, None); b.pop(k, None)
-    keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k)]
-    print(n, "identical" if not keys else "DIFFER: " + ",".join(sorted(keys)),
-          "hr", len(a.get("hr_cases", [])), "stats", a.get("stats"))
-PY
+    python3 $LIB/gpu_runs.py compare id- > compare.txt
     cat compare.txt ;;
   2)
     for fe in $POINTS; do
