@@ -85,6 +85,12 @@ impl Dense {
         }
     }
 
+    /// The polynomial's words (`beta_m` mod `2^(64 fx.limbs)`), `fx.limbs` limbs each, least
+    /// significant first.
+    pub fn words(&self) -> &[u64] {
+        &self.limbs
+    }
+
     /// Word `m` of the polynomial (`beta_m` mod `2^(64 fx.limbs)`) as `fx.limbs` limbs, least
     /// significant first.
     pub fn word_limbs(&self, m: usize) -> &[u64] {
@@ -129,7 +135,7 @@ pub fn candidates(d: &Dense, count: u64) -> Vec<u64> {
     macro_rules! dispatch {
         ([$($n:literal),*], [$($l:literal),*]) => {
             match (d.fx.limbs, nw) {
-                $(($n, Some(nw)) => narrow::walk::<$n>(&d.fx, count, nw),)*
+                $(($n, Some(nw)) => narrow::walk::<$n>(&d.limbs, count, nw),)*
                 $(($l, None) => walk::<$l>(d, count),)*
                 (other, _) => unreachable!("{other} limbs"),
             }

@@ -104,10 +104,13 @@ fn chunk_binomials(n: usize) -> Vec<u128> {
 
 /// The offsets the narrowed walk keeps, increasing: each chunk's exact differences (carried
 /// from chunk to chunk at the piece's width by `D_m += sum_j C(c, j) D_(m+j)`), their top two
-/// limbs walked over the chunk.
-pub fn walk<const L: usize>(fx: &FixedPoly, count: u64, nw: Narrow) -> Vec<u64> {
-    use crate::numbers::fixed;
-    let mut full: Vec<Word<L>> = fx.beta.iter().map(fixed::from_integer::<L>).collect();
+/// limbs walked over the chunk. `words` holds the piece's `beta_m` mod `2^(64 L)`, `L` limbs
+/// each, least significant first (`Dense::words`).
+pub fn walk<const L: usize>(words: &[u64], count: u64, nw: Narrow) -> Vec<u64> {
+    let mut full: Vec<Word<L>> = words
+        .chunks_exact(L)
+        .map(|w| w.try_into().expect("L limbs"))
+        .collect();
     let binom = chunk_binomials(full.len());
     let (low, high) = (nw.t, 0u64.wrapping_sub(nw.t));
     let c = 1u64 << CHUNK_BITS;
@@ -260,7 +263,7 @@ mod tests {
             let d = piece(4, far_out(4, s, 13, seed), t);
             let count = 5 * 1024 + 77;
             let nw = plan(d.fx(), d.t(), count).expect("narrowed");
-            let kept = walk::<4>(d.fx(), count, nw);
+            let kept = walk::<4>(d.words(), count, nw);
             let exact = kept_exactly(&d, count, d.t());
             assert!(!exact.is_empty(), "seed {seed}: the test keeps some");
             for y in &exact {
@@ -309,7 +312,7 @@ mod tests {
             diffs: 9,
             t: 1 << 57,
         };
-        let kept = walk::<3>(d.fx(), 4 * 1024, nw);
+        let kept = walk::<3>(d.words(), 4 * 1024, nw);
         // With every difference walked the cut is the low limb only: the top 64 bits never
         // differ from the exact value's by more than the carried error, one unit.
         let exact = kept_exactly(&d, 4 * 1024, (1 << 57) + 9);
@@ -332,7 +335,7 @@ mod tests {
             let d = piece(4, far_out(4, s, degree, seed), 1 << tbits);
             let count = 2048 + extra;
             if let Some(nw) = plan(d.fx(), d.t(), count) {
-                let kept = walk::<4>(d.fx(), count, nw);
+                let kept = walk::<4>(d.words(), count, nw);
                 for y in kept_exactly(&d, count, d.t()) {
                     prop_assert!(kept.binary_search(&y).is_ok(), "{} dropped, {:?}", y, nw);
                 }
