@@ -254,3 +254,31 @@ fn the_short_point_series_gives_the_full_series_polynomial() {
         "{same} polynomials, {failed} failures"
     );
 }
+
+/// The binomial sums kept per thread are the sums: first asked, asked again, and after the
+/// store was emptied for holding too many.
+#[test]
+fn kept_binomial_sums_are_the_sums() {
+    let direct = |n: u64, d: usize| -> Integer {
+        (0..=d as u32).map(|m| Integer::from(n).binomial(m)).sum()
+    };
+    for round in 0..2 {
+        for (n, d) in [
+            (0u64, 0usize),
+            (1, 3),
+            (511, 12),
+            ((1 << 19) - 1, 16),
+            (1 << 40, 7),
+        ] {
+            assert_eq!(
+                sum_binomials(n, d),
+                direct(n, d),
+                "round {round}: C({n}, <= {d})"
+            );
+        }
+    }
+    for n in 0..4200u64 {
+        let _ = sum_binomials(n, 2);
+    }
+    assert_eq!(sum_binomials(511, 12), direct(511, 12));
+}
