@@ -3,6 +3,7 @@
 
 use super::*;
 use tmd_kernels::plan::UnitSpec;
+use tmd_kernels::search::progression;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -30,6 +31,16 @@ pub struct BenchArgs {
     /// Domains of the bare loop.
     #[arg(long, default_value_t = 1 << 25)]
     pub bare_domains: u64,
+    /// Time only the host's generation of the first unit's pieces along progressions (sin,
+    /// cos, tan and the like far out), nothing walked, on 1, 2, 4, ... threads up to
+    /// `--threads`: pieces per second and each count's efficiency against one thread. What
+    /// holds a GPU's walk there is how fast the host's cores make its pieces.
+    #[arg(long)]
+    pub generation_only: bool,
+    /// Batches of initial pieces (2,048 each) timed at each thread count by
+    /// `--generation-only`.
+    #[arg(long, default_value_t = 8)]
+    pub generation_batches: u64,
 }
 
 pub fn bench(a: BenchArgs) -> Result<()> {
@@ -42,6 +53,9 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     }
     let units = binade_units(&a, &cfg, u)?;
     let units = &units[..a.units as usize];
+    if a.generation_only {
+        return generation_scaling(&cfg, units[0], a.generation_batches, a.json);
+    }
 
     // Start-up, apart from the steady state: opening the back end (GPU contexts), then one
     // warm-up unit (NVRTC compiles or loads the kernel modules on their first use, rayon starts
@@ -287,6 +301,79 @@ fn bare(
         "seconds_per_unit_domains": bare_per_unit_s,
         "unit_core_s_over_bare": per_unit_core_s / bare_per_unit_s,
     }))
+}
+
+/// `unit`'s first `batches` batches of pieces generated along its progressions (nothing
+/// walked) on 1, 2, 4, ... threads up to the pool's, each count in its own pool after one
+/// untimed batch (its threads started, MPFR's caches filled), and printed.
+fn generation_scaling(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    batches: u64,
+    as_json: bool,
+) -> Result<()> {
+    let Some(pr) = progression::plan(cfg.function, cfg.precision, unit) else {
+        bail!(
+            "{} on this unit does not take the progression route (it is taken far out, e.g. \
+             --binade 0x1p+100 for sin in binary64): nothing to time",
+            cfg.function
+        );
+    };
+    if batches == 0 {
+        bail!("--generation-batches must be at least 1");
+    }
+    let max = rayon::current_num_threads();
+    let mut counts: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
+        .take_while(|&n| n < max)
+        .collect();
+    counts.push(max);
+    let mut rows = Vec::new();
+    let mut one = None;
+    for n in counts {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
+        let (pieces, s) = pool.install(|| {
+            progression::generate_only(cfg, unit, pr, 1);
+            let t = Instant::now();
+            let pieces = progression::generate_only(cfg, unit, pr, batches);
+            (pieces, t.elapsed().as_secs_f64())
+        });
+        // The control: each thread generates its own share of the same initial pieces on its
+        // own (its own bases, its pieces dropped where they were made), nothing shared.
+        let (own, own_s) = pool.install(|| {
+            let per = batches * progression::BATCH / n as u64;
+            let t = Instant::now();
+            let own: u64 = (0..n as u64)
+                .into_par_iter()
+                .map(|j| {
+                    progression::dense_pieces(cfg, unit, pr, j * per..(j + 1) * per).len() as u64
+                })
+                .sum();
+            (own, t.elapsed().as_secs_f64())
+        });
+        let rate = pieces as f64 / s;
+        let own_rate = own as f64 / own_s;
+        let (base, own_base) = *one.get_or_insert((rate, own_rate));
+        let efficiency = rate / (base * n as f64);
+        let own_efficiency = own_rate / (own_base * n as f64);
+        if !as_json {
+            println!(
+                "{n:>4} threads: {pieces} pieces in {s:.3} s, {rate:.0} pieces/s, {:.1} us a piece a thread, efficiency {efficiency:.2}; each thread on its own: {own_rate:.0} pieces/s, efficiency {own_efficiency:.2}",
+                n as f64 * s * 1e6 / pieces as f64,
+            );
+        }
+        rows.push(json!({"threads": n, "pieces": pieces, "seconds": s,
+            "pieces_per_s": rate, "efficiency": efficiency,
+            "own_pieces_per_s": own_rate, "own_efficiency": own_efficiency}));
+    }
+    if as_json {
+        let report = json!({
+            "function": cfg.function.name(), "format": cfg.format().name(),
+            "min_bits": cfg.min_bits, "exponent": unit.exponent, "unit_arguments": unit.count,
+            "progressions": pr.q, "batches": batches, "generation": rows,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    Ok(())
 }
 
 /// User plus system CPU time of this process, from `/proc/self/stat` (Linux; `None` elsewhere).
