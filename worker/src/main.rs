@@ -68,7 +68,13 @@ enum Command {
     Selftest(local::SelftestArgs),
 }
 
+/// mimalloc for Rust's allocations and GMP's (`tmd_kernels::alloc`): the progression
+/// route's pieces are made and freed on every core.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
+    tmd_kernels::alloc::gmp_on_mimalloc();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
