@@ -53,7 +53,9 @@ pub use numbers::format::{Argument, FormatError, Precision};
 /// two output binades on it is halved at once, without asking the general route (which
 /// accepted 1 of 1,335 such pieces measured): that rare piece's halves, and so the counters,
 /// may differ; and the route's pieces are halved down to 16 arguments, not 64, before MPFR
-/// judges them one by one (`Cut::min_piece`): fewer arguments go to MPFR, more are walked.
+/// judges them one by one (`Cut::min_piece`): fewer arguments go to MPFR, more are walked;
+/// and the sine and cosine of a piece's center are rotated from the last center's on its
+/// thread, so a difference's ball, and rarely its rounded integer, may differ.
 pub const ENGINE_VERSION: u32 = 10;
 
 /// What the binaries' `--version` prints: their release and the engine version they run.

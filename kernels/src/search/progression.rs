@@ -31,7 +31,7 @@ use crate::search::backend::{Backend, SearchError, Stats, Timings};
 use crate::search::config::SearchConfig;
 use crate::search::dense::{self, Dense, DENSE_MAX_DEGREE};
 use crate::search::generation::{fixed_polynomial_along, GenConfig, Line, ALONG_START_PREC};
-use crate::search::sincos::{self, Bases, Miss};
+use crate::search::sincos::{self, Bases, Miss, Rotor};
 use rayon::prelude::*;
 use rug::float::Constant;
 use rug::{Float, Integer};
@@ -284,6 +284,13 @@ struct Walked {
 /// of `2^17` arguments is 128 of them), few enough polynomials (about a kilobyte each) to hold.
 pub const BATCH: u64 = 2048;
 
+/// Initial pieces are generated in chains of this many, one after the other on one thread, the
+/// first from its center's angle and the others by rotation from the one before
+/// (`Bases::sin_cos_at`): chains start at multiples of it, so every piece's numbers are the
+/// same whatever thread makes it, on every back end and run. A thread's share of a batch is
+/// then at most a chain too many.
+const CHAIN: u64 = 16;
+
 /// Initial piece `i` of `unit`: the `(i mod per_class)`-th of the `per_class` pieces its
 /// progression `r = i / per_class` is cut into (none where that progression is shorter),
 /// generated along its angles; a piece whose polynomial does not fit (a zero of `f` or a pole
@@ -296,6 +303,7 @@ fn generate(
     pr: Progressions,
     bases: Option<&Bases>,
     i: u64,
+    rotor: &mut Rotor,
 ) -> Pieces {
     let p = cfg.precision;
     let gen = GenConfig {
@@ -311,7 +319,11 @@ fn generate(
         return out;
     }
     let mut stack = vec![(k * cut, cut.min(len - k * cut))];
+    let mut first = true;
     while let Some((j0, n)) = stack.pop() {
+        // The initial piece's center follows the last one's on this thread by a rotation
+        // (`Rotor`); halves, rarer, start from their own angle.
+        let rotate = std::mem::take(&mut first) && !sincos::is_tan(cfg.function);
         if n < pr.min_piece {
             out.judged.extend((j0..j0 + n).map(offset));
             continue;
@@ -320,8 +332,12 @@ fn generate(
         let middle = unit.argument(offset(j0 + n / 2)).to_float(p);
         let line = |prec: u32| line_of(cfg.function, p, unit, pr.q, &middle, prec);
         let quick = bases.map(|b| {
+            let center = offset(j0 + n / 2);
+            if let Some((s, c)) = rotate.then(|| b.sin_cos_at(center, rotor)).flatten() {
+                return sincos::fixed_from_sin_cos(cfg.function, p, &gen, n, s, c, b);
+            }
             let prec = ALONG_START_PREC + p.bits();
-            let theta = b.angle_at(offset(j0 + n / 2)).unwrap_or_else(|| {
+            let theta = b.angle_at(center).unwrap_or_else(|| {
                 sincos::angle(cfg.function, &line_point(cfg.function, &middle, prec), prec)
             });
             sincos::fixed_along(cfg.function, p, &gen, n, &theta, b)
@@ -393,7 +409,8 @@ fn unit_bases(cfg: &SearchConfig, unit: UnitSpec, pr: Progressions) -> Option<Ba
 
 /// The dense pieces of initial pieces `range` of `unit` (`generate`, on this thread), with
 /// their lengths: what the back ends' walks are tested on, and what the example
-/// `progression_cut` times cut by cut.
+/// `progression_cut` times cut by cut. The search's own pieces where `range` starts at a
+/// multiple of [`CHAIN`].
 pub fn dense_pieces(
     cfg: &SearchConfig,
     unit: UnitSpec,
@@ -401,8 +418,14 @@ pub fn dense_pieces(
     range: std::ops::Range<u64>,
 ) -> Vec<(Dense, u64)> {
     let bases = unit_bases(cfg, unit, pr);
+    let mut rotor = Rotor::default();
     range
-        .flat_map(|i| generate(cfg, unit, pr, bases.as_ref(), i).walks)
+        .flat_map(|i| {
+            if i % CHAIN == 0 {
+                rotor.restart();
+            }
+            generate(cfg, unit, pr, bases.as_ref(), i, &mut rotor).walks
+        })
         .map(|(_, _, n, d)| (d, n))
         .collect()
 }
@@ -421,9 +444,15 @@ fn generate_batch(
     bases: Option<&Bases>,
     b: u64,
 ) -> Pieces {
-    (b * BATCH..((b + 1) * BATCH).min(initial_pieces(unit, pr)))
+    let (start, end) = (b * BATCH, ((b + 1) * BATCH).min(initial_pieces(unit, pr)));
+    (0..(end - start).div_ceil(CHAIN))
         .into_par_iter()
-        .map(|i| generate(cfg, unit, pr, bases, i))
+        .map_init(Rotor::default, |rotor, c| {
+            rotor.restart();
+            (start + c * CHAIN..(start + (c + 1) * CHAIN).min(end))
+                .map(|i| generate(cfg, unit, pr, bases, i, rotor))
+                .fold(Pieces::default(), Pieces::merge)
+        })
         .reduce(Pieces::default, Pieces::merge)
 }
 

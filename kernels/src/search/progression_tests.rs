@@ -467,3 +467,31 @@ fn generation_alone_makes_the_pieces_of_the_search() {
     assert!(made > 0);
     assert_eq!(made, dense_pieces(&cfg, u, pr, 0..first).len() as u64);
 }
+
+/// A center's sine and cosine rotated from the last (`Bases::sin_cos_at`) meet those of its
+/// own angle: the balls overlap, and after more rotations than are made in a row their radii
+/// stay within `2^-500` (binary64 at `2^1023`: balls of 565 bits), forwards and backwards.
+#[test]
+fn rotated_centers_meet_their_own_angles() {
+    let b64 = Format::named("binary64").unwrap();
+    let u = unit(b64, false, 1023, 0x3_1415_9265_3589, 40);
+    let cfg = SearchConfig::in_format(Function::Sin, b64, 43);
+    let pr = plan(Function::Sin, b64.precision, u).expect("the route");
+    let bases = unit_bases(&cfg, u, pr).expect("bases");
+    let mut rotor = Rotor::default();
+    let step = pr.q * 1000 + 17;
+    let offsets = (0..2 * sincos::MAX_ROTATIONS as u64 + 5)
+        .map(|j| 5 + j * step)
+        .chain([3, 1 << 39, 11]);
+    let tiny = Float::with_val(64, 1) >> 500u32;
+    for o in offsets {
+        let (s, c) = bases.sin_cos_at(o, &mut rotor).expect("an origin");
+        let (s0, c0) = bases.angle_at(o).expect("an origin").sin_cos();
+        for (r, f) in [(&s, &s0), (&c, &c0)] {
+            let gap = Float::with_val(600, &r.mid - &f.mid).abs();
+            let reach = Float::with_val(64, &r.rad + &f.rad);
+            assert!(gap <= reach, "offset {o}: {gap} beyond {reach}");
+            assert!(r.rad < tiny, "offset {o}: radius {}", r.rad);
+        }
+    }
+}
