@@ -421,7 +421,7 @@ pub fn dense_pieces(
     let mut rotor = Rotor::default();
     range
         .flat_map(|i| {
-            if i % CHAIN == 0 {
+            if i.is_multiple_of(CHAIN) {
                 rotor.restart();
             }
             generate(cfg, unit, pr, bases.as_ref(), i, &mut rotor).walks

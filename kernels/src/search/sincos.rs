@@ -47,11 +47,6 @@ pub(crate) struct Bases {
     map: Mutex<HashMap<BasisKey, Arc<Basis>>>,
 }
 
-/// Rotations in a row before a center's sine and cosine are computed afresh: each adds a few
-/// units of the balls' last place to their radii (14 bits over 20,000 rotations at 565 bits,
-/// measured), far below the bits the pieces' differences need.
-pub(crate) const MAX_ROTATIONS: u32 = 64;
-
 /// Steps kept by a [`Rotor`]: a thread's run of initial pieces meets a few only (the pieces of
 /// a progression, the jump to the next one).
 const MAX_STEPS: usize = 64;
@@ -59,12 +54,14 @@ const MAX_STEPS: usize = 64;
 /// One thread's last center (its offset, sine and cosine) and the sines and cosines of the
 /// steps between centers met so far, by offset: the next center's sine and cosine by one
 /// rotation, four products of balls, against about five times that for a sine and cosine at
-/// the angle's precision (565 bits for binary64), a fifth of a piece's time.
+/// the angle's precision (565 bits for binary64), a fifth of a piece's time. Its user bounds
+/// the rotations in a row ([`Rotor::restart`]; the progression route's chains of 16): each
+/// adds a few units of the balls' last place to their radii (14 bits over 20,000 rotations at
+/// 565 bits, measured), far below the bits the pieces' differences need.
 #[derive(Default)]
 pub(crate) struct Rotor {
     last: Option<(u64, Ball, Ball)>,
     steps: HashMap<i64, (Ball, Ball)>,
-    rotations: u32,
 }
 
 /// The functions taken here: sin, cos and tan of the angle itself, or of `pi x`.
@@ -90,7 +87,6 @@ impl Rotor {
     /// and cosines are kept (each is a function of its step alone).
     pub(crate) fn restart(&mut self) {
         self.last = None;
-        self.rotations = 0;
     }
 }
 
@@ -121,16 +117,13 @@ impl Bases {
 
     /// The sine and cosine of offset `o`'s angle, if the origin is set: rotated from `rotor`'s
     /// last offset by the angle between them (`sin(a + d) = sin a cos d + cos a sin d`, exact,
-    /// so the balls hold the truth as the angle's own would), or computed afresh after
-    /// [`MAX_ROTATIONS`] in a row.
+    /// so the balls hold the truth as the angle's own would), or from its own angle where
+    /// `rotor` has no last center.
     pub(crate) fn sin_cos_at(&self, o: u64, rotor: &mut Rotor) -> Option<(Ball, Ball)> {
         let (_, grid) = self.origin.as_ref()?;
         let last = rotor.last.take();
         let rotated = last.and_then(|(prev, s, c)| {
             let delta = i64::try_from(o as i128 - prev as i128).ok()?;
-            if rotor.rotations >= MAX_ROTATIONS {
-                return None;
-            }
             if rotor.steps.len() >= MAX_STEPS {
                 rotor.steps.clear();
             }
@@ -143,14 +136,8 @@ impl Bases {
             Some((sin, cos))
         });
         let (sin, cos) = match rotated {
-            Some(sc) => {
-                rotor.rotations += 1;
-                sc
-            }
-            None => {
-                rotor.rotations = 0;
-                self.angle_at(o)?.sin_cos()
-            }
+            Some(sc) => sc,
+            None => self.angle_at(o)?.sin_cos(),
         };
         rotor.last = Some((o, sin.clone(), cos.clone()));
         Some((sin, cos))

@@ -337,19 +337,7 @@ fn generation_scaling(
             let pieces = progression::generate_only(cfg, unit, pr, batches);
             (pieces, t.elapsed().as_secs_f64())
         });
-        // The control: each thread generates its own share of the same initial pieces on its
-        // own (its own bases, its pieces dropped where they were made), nothing shared.
-        let (own, own_s) = pool.install(|| {
-            let per = batches * progression::BATCH / n as u64;
-            let t = Instant::now();
-            let own: u64 = (0..n as u64)
-                .into_par_iter()
-                .map(|j| {
-                    progression::dense_pieces(cfg, unit, pr, j * per..(j + 1) * per).len() as u64
-                })
-                .sum();
-            (own, t.elapsed().as_secs_f64())
-        });
+        let (own, own_s) = pool.install(|| own_shares(cfg, unit, pr, batches, n as u64));
         let rate = pieces as f64 / s;
         let own_rate = own as f64 / own_s;
         let (base, own_base) = *one.get_or_insert((rate, own_rate));
@@ -374,6 +362,25 @@ fn generation_scaling(
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
     Ok(())
+}
+
+/// The control of `generation_scaling`: each of the pool's `n` threads generates its own share
+/// of the same initial pieces on its own (its own bases, its pieces dropped where they were
+/// made), nothing shared; the pieces made and the seconds.
+fn own_shares(
+    cfg: &SearchConfig,
+    unit: UnitSpec,
+    pr: progression::Progressions,
+    batches: u64,
+    n: u64,
+) -> (u64, f64) {
+    let per = batches * progression::BATCH / n;
+    let t = Instant::now();
+    let own: u64 = (0..n)
+        .into_par_iter()
+        .map(|j| progression::dense_pieces(cfg, unit, pr, j * per..(j + 1) * per).len() as u64)
+        .sum();
+    (own, t.elapsed().as_secs_f64())
 }
 
 /// User plus system CPU time of this process, from `/proc/self/stat` (Linux; `None` elsewhere).
