@@ -363,6 +363,13 @@ async fn sweep(state: AppState, mut stopped: watch::Receiver<bool>) {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(units = n, "replica reservations of idle owners freed"),
                     }
+                    // Leases whose claim's coordinator stopped before marking their units.
+                    match store::deferred::mark_stale(&state.pool).await {
+                        Err(e) if e.is_unavailable() => state.outage.down(&e.to_string()),
+                        Err(e) => tracing::warn!(error = %e, "marking deferred leases failed"),
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(units = n, "units of deferred leases marked"),
+                    }
                 }
             }
             _ = &mut stop => return,

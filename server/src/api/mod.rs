@@ -608,6 +608,7 @@ async fn request_lease(
         pending_share: policy.max_pending_share,
         slots: req.units_in_flight.unwrap_or(1),
         lanes: policy.claim_lanes,
+        defer_min: policy.defer_marking_min,
     };
     let lease = store::claim_lease(&s.pool, &ask, |unit_bits, speed, held, min_weight| {
         domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight, first)

@@ -282,6 +282,12 @@ pub struct ServeArgs {
     /// 8,192 units has one.
     #[arg(long, env = "TMD_CLAIM_LANES", default_value_t = 8)]
     pub claim_lanes: u32,
+    /// Fewest fresh units a trusted worker's claim leaves to be marked leased after it has
+    /// answered: such a claim writes its lease and its lane's cursor, not each unit's row,
+    /// and the units are marked right after (by whatever acts on the lease first). Progress
+    /// may count them pending for a few milliseconds. 0: every claim marks its own units.
+    #[arg(long, env = "TMD_DEFER_MARKING_MIN", default_value_t = 64)]
+    pub defer_marking_min: u32,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
@@ -357,6 +363,7 @@ impl ServeArgs {
                 max_owner_share: self.max_owner_share,
                 max_pending_share: self.max_lease_pending_share,
                 claim_lanes: self.claim_lanes,
+                defer_marking_min: self.defer_marking_min,
             },
             max_body_bytes: self.max_body_bytes,
             max_units_per_campaign: self.max_units_per_campaign,

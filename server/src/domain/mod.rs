@@ -48,6 +48,9 @@ pub struct LeasePolicy {
     /// small campaign): each a stripe of its units with its own cursor and turn, so that
     /// that many claims of one campaign run at once.
     pub claim_lanes: u32,
+    /// Fewest fresh units a trusted worker's claim leaves to be marked leased after it has
+    /// answered (`store::deferred`); 0: every claim marks its units itself.
+    pub defer_marking_min: u32,
 }
 
 /// The fewest units the pending-share cap ([`LeasePolicy::max_pending_share`]) leaves a lease:
@@ -79,6 +82,7 @@ impl Default for LeasePolicy {
             max_owner_share: 0.25,
             max_pending_share: 0.05,
             claim_lanes: 8,
+            defer_marking_min: 64,
         }
     }
 }
@@ -503,6 +507,9 @@ pub struct LeaseRow {
     pub state: String,
     /// `expires_at <= now()` on the database clock.
     pub expired: bool,
+    /// Whether its claim left its fresh units to be marked (`store::deferred`): until then
+    /// they read pending and never fenced.
+    pub deferred: bool,
 }
 
 impl LeaseRow {
@@ -619,7 +626,14 @@ pub fn judge_post(
     // when this lease expired (not when the worker released it, nor when the server revoked it
     // from a quarantined worker) and nobody leased it since. So a worker that was cut off from
     // the server and spooled its results loses nothing it computed.
-    let held = unit.state == "leased" && unit.lease_id == Some(lease.id);
+    let held = unit.state == "leased" && unit.lease_id == Some(lease.id)
+        // A unit its claim left to be marked: among the lease's seqs (checked above), never
+        // fenced, so no other lease ever had it (no claim reaches a fresh unit behind its
+        // lane's cursor).
+        || lease.deferred
+            && unit.state == "pending"
+            && unit.lease_id.is_none()
+            && unit.fence.is_none();
     let untouched_since = lease.state == "expired"
         && unit.state == "pending"
         && unit.lease_id.is_none()

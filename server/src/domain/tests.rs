@@ -13,6 +13,7 @@ fn lease() -> LeaseRow {
         seqs: None,
         state: "active".into(),
         expired: false,
+        deferred: false,
     }
 }
 
@@ -36,6 +37,77 @@ fn code(r: Result<Judgement>) -> &'static str {
         Ok(_) => "ok",
         Err(e) => e.code(),
     }
+}
+
+/// A lease whose claim left its fresh units to be marked holds those of its seqs that read
+/// pending and never fenced; a unit some lease fenced, or one outside its seqs, it does not,
+/// nor does a lease that was not deferred.
+#[test]
+fn a_deferred_lease_holds_its_unmarked_units_and_nothing_else() {
+    let d = "a".repeat(64);
+    let deferred = LeaseRow {
+        deferred: true,
+        ..lease()
+    };
+    let unmarked = UnitRow {
+        state: "pending".into(),
+        lease_id: None,
+        fence: None,
+        ..unit()
+    };
+    assert_eq!(
+        judge_post(1, 100, Some(&deferred), Some(&unmarked), None, &d).unwrap(),
+        Judgement::Accept
+    );
+    assert_eq!(
+        code(judge_post(
+            1,
+            100,
+            Some(&lease()),
+            Some(&unmarked),
+            None,
+            &d
+        )),
+        "lease_expired"
+    );
+    let fenced = UnitRow {
+        fence: Some(90),
+        ..unmarked.clone()
+    };
+    assert_eq!(
+        code(judge_post(1, 100, Some(&deferred), Some(&fenced), None, &d)),
+        "lease_expired"
+    );
+    let outside = UnitRow {
+        seq: 5,
+        ..unmarked.clone()
+    };
+    assert_eq!(
+        code(judge_post(
+            1,
+            100,
+            Some(&deferred),
+            Some(&outside),
+            None,
+            &d
+        )),
+        "lease_mismatch"
+    );
+    let quarantined = UnitRow {
+        state: "quarantined".into(),
+        ..unmarked
+    };
+    assert_eq!(
+        code(judge_post(
+            1,
+            100,
+            Some(&deferred),
+            Some(&quarantined),
+            None,
+            &d
+        )),
+        "lease_expired"
+    );
 }
 
 #[test]

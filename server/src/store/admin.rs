@@ -121,13 +121,20 @@ pub async fn revoke_worker(pool: &PgPool, worker_id: i64) -> Result<()> {
         tx.rollback().await?;
         return Err(Error::NotFound(format!("no worker {worker_id}")));
     }
-    sqlx::query(
-        "WITH l AS (UPDATE leases SET state = 'revoked', ended_at = now() \
-                    WHERE worker_id = $1 AND state = 'active' RETURNING id) \
-         UPDATE units SET state = 'pending', lease_id = NULL \
-         FROM l WHERE units.lease_id = l.id AND units.state = 'leased'",
+    let ended: Vec<i64> = sqlx::query_scalar(
+        "UPDATE leases SET state = 'revoked', ended_at = now() \
+         WHERE worker_id = $1 AND state = 'active' RETURNING id",
     )
     .bind(worker_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    // Units a claim left to be marked are marked first, so that they go back too.
+    super::deferred::mark(&mut tx, &ended).await?;
+    sqlx::query(
+        "UPDATE units SET state = 'pending', lease_id = NULL \
+         WHERE lease_id = ANY($1) AND state = 'leased'",
+    )
+    .bind(&ended)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

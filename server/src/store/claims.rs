@@ -1,6 +1,7 @@
 //! Lease claims: picking a campaign's next units for a worker and leasing them in one
 //! statement, in the campaign's one turn (replicated campaigns) or in one of its claim lanes.
 
+use super::deferred;
 use super::leases::{draw_replicas, ActiveCampaign, Claim, ClaimedUnit};
 use super::*;
 
@@ -54,6 +55,7 @@ async fn claim_in_turn(
         start: start as i32,
         scattered,
         lane: None,
+        defer: false,
     };
     let units = claim_units(&mut tx, c, claim, &span).await?;
     commit_claim(tx, c, !units.is_empty()).await?;
@@ -94,6 +96,9 @@ async fn claim_in_lanes(
             start: lane.fresh_from,
             scattered: false,
             lane: Some(lane.lane),
+            // Not for a volunteer: what its owner holds is counted from marked units
+            // (`owner_room`), and a burst of its claims must not outrun that count.
+            defer: claim.defer_min > 0 && (claim.trusted || c.trust_all_workers),
         };
         let units = claim_units(&mut tx, c, claim, &span).await?;
         if units.is_empty() {
@@ -117,6 +122,9 @@ async fn claim_in_lanes(
             continue;
         }
         commit_claim(tx, c, true).await?;
+        if let Some(head) = units.first().filter(|u| u.deferred) {
+            deferred::mark_after_claim(pool, head.lease_id);
+        }
         return Ok(units);
     }
 }
@@ -250,6 +258,8 @@ struct Span {
     start: i32,
     scattered: bool,
     lane: Option<i32>,
+    /// Whether the claim leaves its fresh units to be marked after it commits.
+    defer: bool,
 }
 
 /// A claim's transaction. Custom plans: the claim's best plan depends on its size (a
@@ -295,67 +305,73 @@ async fn claim_units(
         format!("o:{}", claim.owner),
         format!("w{}", claim.worker_id),
     ];
-    // Each source reads its next units by key from its partial index; `ahead` lists them in
+    // Each source reads its next units (with what the lease tells of them) from its partial
+    // index; `ahead` lists them in
     // the order they are taken (reserved, returned, fresh from `start`, then fresh before it
     // for a scattered claim), `within` keeps those the lease's units and work reach, `picked`
     // locks them one by one by key (a lookup per unit whatever the plan). Locked rows not
     // kept are released at the end of the statement. The fresh cursor moved is the lane's
-    // ($12 its number) or, with no lane ($12 = -1), the campaign's.
+    // ($12 its number) or, with no lane ($12 = -1), the campaign's. A deferring claim ($13)
+    // neither locks nor marks its fresh units: past the lane's cursor, which it holds, no
+    // other claim reaches them; the lease is marked `deferred` (see `store::deferred`). A
+    // claim of fewer fresh units ($14) marks them itself: deferring saves it little.
     Ok(sqlx::query_as(
         "WITH reserved AS ( \
-             SELECT id, seq, 1 AS src FROM units \
+             SELECT id, seq, 1 AS src, negative, exponent, first, count FROM units \
              WHERE campaign_id = $1 AND state = 'pending' AND reserved_for = ANY($6) \
              ORDER BY seq LIMIT $2), \
          returned AS ( \
-             SELECT id, seq, 2 AS src FROM units \
+             SELECT id, seq, 2 AS src, negative, exponent, first, count FROM units \
              WHERE campaign_id = $1 AND state = 'pending' AND fence IS NOT NULL \
                AND replicas_done = 0 AND reserved_for IS NULL AND seq >= $10 AND seq < $11 \
              ORDER BY seq LIMIT $2), \
          fresh AS ( \
-             SELECT id, seq, 3 AS src FROM units \
+             SELECT id, seq, 3 AS src, negative, exponent, first, count FROM units \
              WHERE campaign_id = $1 AND state = 'pending' AND fence IS NULL AND seq >= $7 \
                AND seq < $11 \
              ORDER BY seq LIMIT $2), \
          wrapped AS ( \
-             SELECT id, seq, 4 AS src FROM units \
+             SELECT id, seq, 4 AS src, negative, exponent, first, count FROM units \
              WHERE $8 AND campaign_id = $1 AND state = 'pending' AND fence IS NULL \
                AND seq < $7 \
              ORDER BY seq LIMIT $2), \
          ahead AS ( \
-             SELECT a.id, a.seq, a.src, \
-                    u.count * COALESCE(k.weight, 1) AS work \
+             SELECT a.*, a.count * COALESCE(k.weight, 1) AS work \
              FROM (SELECT * FROM reserved UNION ALL SELECT * FROM returned \
                    UNION ALL SELECT * FROM fresh UNION ALL SELECT * FROM wrapped) a \
-             JOIN units u ON u.id = a.id \
-             LEFT JOIN campaign_costs k ON k.campaign_id = u.campaign_id \
-                  AND k.negative = u.negative AND k.exponent = u.exponent), \
+             LEFT JOIN campaign_costs k ON k.campaign_id = $1 \
+                  AND k.negative = a.negative AND k.exponent = a.exponent), \
          within AS ( \
-             SELECT id, src FROM ( \
-                 SELECT id, src, \
+             SELECT id, seq, src, negative, exponent, first, count FROM ( \
+                 SELECT id, seq, src, negative, exponent, first, count, \
                         sum(work) OVER (ORDER BY src, seq) - work AS before, \
                         row_number() OVER (ORDER BY src, seq) AS n \
                  FROM ahead) t \
              WHERE before < $5 AND n <= $2), \
+         d AS ( \
+             SELECT $13 AND count(*) FILTER (WHERE src = 3) >= $14 AS fresh_later FROM within), \
          picked AS ( \
-             SELECT p.id, p.seq, within.src FROM within, LATERAL ( \
-                 SELECT id, seq FROM units \
+             SELECT within.* FROM d, within, LATERAL ( \
+                 SELECT 1 FROM units \
                  WHERE units.id = within.id AND units.state = 'pending' \
-                 FOR UPDATE SKIP LOCKED) p), \
+                 FOR UPDATE SKIP LOCKED) p \
+             WHERE NOT (d.fresh_later AND within.src = 3) \
+             UNION ALL \
+             SELECT within.* FROM d, within WHERE d.fresh_later AND src = 3), \
          l AS ( \
              INSERT INTO leases (worker_id, campaign_id, first_seq, unit_count, seqs, \
-                                 expires_at) \
+                                 expires_at, deferred) \
              SELECT $3, $1, min(seq), count(*), \
                     CASE WHEN max(seq) - min(seq) + 1 = count(*) THEN NULL \
                          ELSE array_agg(seq ORDER BY seq) END, \
-                    now() + make_interval(secs => $4::float8) \
+                    now() + make_interval(secs => $4::float8), \
+                    (SELECT fresh_later FROM d) AND bool_or(src = 3) \
              FROM picked HAVING count(*) > 0 \
-             RETURNING id, fencing_token, expires_at), \
+             RETURNING id, fencing_token, expires_at, deferred), \
          u AS ( \
              UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token, \
                  reserved_for = NULL, reserved_at = NULL \
-             FROM l, picked WHERE units.id = picked.id \
-             RETURNING units.id, units.seq, units.negative, units.exponent, \
-                       units.first::text AS first, units.count), \
+             FROM l, d, picked WHERE units.id = picked.id AND NOT (d.fresh_later AND picked.src = 3)), \
          w AS ( \
              UPDATE workers SET leases_total = leases_total + 1, slots = $9, \
                  units_leased = units_leased + (SELECT count(*) FROM picked) \
@@ -370,9 +386,9 @@ async fn claim_units(
                  (SELECT max(seq) + 1 FROM picked WHERE src = 3)) \
              WHERE campaign_id = $1 AND lane = $12 \
                AND EXISTS (SELECT 1 FROM picked WHERE src = 3)) \
-         SELECT l.id AS lease_id, l.fencing_token, l.expires_at, \
-                u.id, u.negative, u.exponent, u.first, u.count \
-         FROM l, u ORDER BY u.seq",
+         SELECT l.id AS lease_id, l.fencing_token, l.expires_at, l.deferred, \
+                p.id, p.negative, p.exponent, p.first::text AS first, p.count \
+         FROM l, picked p ORDER BY p.seq",
     )
     .bind(c.id)
     .bind(claim.want)
@@ -386,6 +402,8 @@ async fn claim_units(
     .bind(span.lo)
     .bind(span.hi)
     .bind(span.lane.unwrap_or(-1))
+    .bind(span.defer)
+    .bind(i64::from(claim.defer_min))
     .fetch_all(&mut **tx)
     .await?)
 }

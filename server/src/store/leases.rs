@@ -13,10 +13,22 @@ use crate::domain::trust::ReplicaPreference;
 /// The expired leases count against their workers (in a second statement, so the worker rows
 /// are not locked with the units; a crash between the two loses only that count).
 pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<Expired> {
+    let mut tx = super::begin(pool, None).await?;
+    let due: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT id, deferred FROM leases WHERE state = 'active' AND expires_at <= now() \
+         ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if due.is_empty() {
+        tx.rollback().await?;
+        return Ok(Expired::default());
+    }
+    let deferred: Vec<i64> = due.iter().filter(|d| d.1).map(|d| d.0).collect();
+    super::deferred::mark(&mut tx, &deferred).await?;
+    let due: Vec<i64> = due.into_iter().map(|d| d.0).collect();
     let (returned, quarantined, workers): (i64, i64, Option<Vec<i64>>) = sqlx::query_as(
-        "WITH due AS ( \
-             SELECT id FROM leases WHERE state = 'active' AND expires_at <= now() \
-             ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), \
+        "WITH due AS (SELECT unnest($2::int8[]) AS id), \
          ended AS ( \
              UPDATE leases l SET state = 'expired', ended_at = now() FROM due \
              WHERE l.id = due.id RETURNING l.id, l.worker_id), \
@@ -49,8 +61,10 @@ pub async fn expire_leases(pool: &PgPool, max_attempts: u32) -> Result<Expired> 
                 (SELECT array_agg(worker_id) FROM ended)",
     )
     .bind(max_attempts as i32)
-    .fetch_one(pool)
+    .bind(&due)
+    .fetch_one(&mut *tx)
     .await?;
+    tx.commit().await?;
     let workers = workers.unwrap_or_default();
     let mut per_worker: std::collections::BTreeMap<i64, i64> = Default::default();
     for w in &workers {
@@ -105,9 +119,11 @@ pub(super) struct ActiveCampaign {
 
 #[derive(sqlx::FromRow)]
 pub(super) struct ClaimedUnit {
-    lease_id: i64,
+    pub(super) lease_id: i64,
     fencing_token: i64,
     expires_at: DateTime<Utc>,
+    /// Whether the lease's fresh units are left to be marked (`store::deferred`).
+    pub(super) deferred: bool,
     id: i64,
     negative: bool,
     exponent: i32,
@@ -130,6 +146,8 @@ pub struct LeaseAsk {
     pub slots: u32,
     /// The claim lanes a campaign is cut into at its first claim (see `store::lane_count`).
     pub lanes: u32,
+    /// Fewest fresh units a trusted claim leaves to be marked after it answers (0: none).
+    pub defer_min: u32,
 }
 
 /// Leases pending units of the active campaign with the highest priority that has any, of
@@ -163,6 +181,7 @@ pub async fn claim_lease(
         pending_share,
         slots,
         lanes,
+        defer_min,
     } = *ask;
     let standing = standing(pool, worker_id).await?;
     let held = domain::Held {
@@ -207,6 +226,7 @@ pub async fn claim_lease(
             owner_share,
             slots: slots.clamp(1, 4096) as i32,
             lanes,
+            defer_min,
         };
         // A claim's tally updates can deadlock with a result post's (each locks counters of
         // both campaign and binade); the loser was rolled back whole, so it is claimed again.
@@ -285,6 +305,8 @@ pub(super) struct Claim<'a> {
     pub(super) slots: i32,
     /// The lanes a campaign is cut into at its first claim (`store::lane_count`).
     pub(super) lanes: u32,
+    /// Fewest fresh units the claim leaves to be marked after it answers (0: none).
+    pub(super) defer_min: u32,
 }
 
 /// How long a worker counts as active after its last request: replicas are reserved only for
@@ -476,7 +498,7 @@ pub async fn units_outstanding(pool: &PgPool, formats: bool) -> Result<i64> {
 
 pub(crate) const LEASE_COLUMNS: &str =
     "id, worker_id, campaign_id, fencing_token, first_seq, unit_count, seqs, \
-     state, expires_at <= now() AS expired";
+     state, expires_at <= now() AS expired, deferred";
 
 async fn fetch_lease<'e, E: sqlx::PgExecutor<'e>>(
     ex: E,
@@ -577,6 +599,7 @@ pub async fn release_lease(
         tx.rollback().await?;
         return Err(e);
     }
+    super::deferred::mark(&mut tx, &[lease_id]).await?;
     let unit_count = lease.map_or(0, |l| l.unit_count);
     let rows: Vec<(String, bool)> = sqlx::query_as(
         "WITH f AS ( \

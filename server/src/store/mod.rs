@@ -7,6 +7,7 @@
 
 pub mod admin;
 mod claims;
+pub mod deferred;
 pub mod derivations;
 pub mod export;
 pub mod history;

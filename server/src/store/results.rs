@@ -366,6 +366,14 @@ async fn lock_leases_and_units(
     .bind(&lease_ids)
     .fetch_all(&mut **tx)
     .await?;
+    // A post that comes before its lease's units were marked marks them, under the lease's
+    // lock, before it reads them.
+    let deferred: Vec<i64> = leases
+        .iter()
+        .filter(|l| l.lease.deferred)
+        .map(|l| l.lease.id)
+        .collect();
+    store::deferred::mark(tx, &deferred).await?;
     let leases: HashMap<i64, LeaseForResult> =
         leases.into_iter().map(|l| (l.lease.id, l)).collect();
     let mut unit_ids: Vec<i64> = posts.iter().map(|p| p.unit_id).collect();

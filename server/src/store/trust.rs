@@ -561,6 +561,8 @@ async fn purge_once(pool: &PgPool, worker_id: i64, max_attempts: u32) -> Result<
     .fetch_all(&mut *tx)
     .await?;
     let revoked: Vec<i64> = revoked.into_iter().map(|(id,)| id).collect();
+    // Units a claim left to be marked are marked first, so that they go back too.
+    super::deferred::mark(&mut tx, &revoked).await?;
     let returned = sqlx::query(
         "UPDATE units SET state = 'pending', lease_id = NULL \
          WHERE lease_id = ANY($1) AND state = 'leased'",
