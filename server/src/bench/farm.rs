@@ -89,6 +89,10 @@ pub struct FarmArgs {
     /// one turn each, as before lanes.
     #[arg(long, value_name = "N")]
     pub claim_lanes: Option<u32>,
+    /// The coordinators' `--defer-marking-min` (default: theirs); 0: every claim marks its
+    /// own units.
+    #[arg(long, value_name = "UNITS")]
+    pub defer_marking_min: Option<u32>,
 }
 
 /// A unit in a GPU's hands: lease, fencing token, unit, the seconds it takes.
@@ -228,6 +232,9 @@ async fn run_on(
             .kill_on_drop(true);
         if let Some(lanes) = args.claim_lanes {
             serve.args(["--claim-lanes", &lanes.to_string()]);
+        }
+        if let Some(min) = args.defer_marking_min {
+            serve.args(["--defer-marking-min", &min.to_string()]);
         }
         let child = serve.spawn().context("cannot start tmd-server serve")?;
         children.push(child);

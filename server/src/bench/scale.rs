@@ -36,6 +36,9 @@ pub struct ScaleArgs {
     /// Requests of each kind measured (progress, all progress, coverage, metrics).
     #[arg(long, default_value_t = 200)]
     pub requests: usize,
+    /// The coordinator's `--defer-marking-min` (0: every claim marks its own units).
+    #[arg(long, value_name = "UNITS", default_value_t = crate::LeasePolicy::default().defer_marking_min)]
+    pub defer_marking_min: u32,
 }
 
 /// Runs the bench on a throwaway database, dropped afterwards.
@@ -160,6 +163,10 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
         // The creation of millions of units is what is measured, on machines of any load: not
         // cut by the deadline a request gets in service.
         request_timeout: Duration::from_secs(1800),
+        policy: crate::LeasePolicy {
+            defer_marking_min: args.defer_marking_min,
+            ..crate::LeasePolicy::default()
+        },
         ..Config::default()
     }
     .with_admin_token(&admin_token);
