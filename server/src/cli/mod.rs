@@ -285,8 +285,10 @@ pub struct ServeArgs {
     /// Fewest fresh units a trusted worker's claim leaves to be marked leased after it has
     /// answered: such a claim writes its lease and its lane's cursor, not each unit's row,
     /// and the units are marked right after (by whatever acts on the lease first). Progress
-    /// may count them pending for a few milliseconds. 0: every claim marks its own units.
-    #[arg(long, env = "TMD_DEFER_MARKING_MIN", default_value_t = 64)]
+    /// may count them pending for a few milliseconds. Large claims gain most (a few GPUs on a
+    /// campaign); a farm of hundreds of GPUs claims hundreds of units at a time, where the
+    /// second transaction costs the database more than it saves. 0: every claim marks its own.
+    #[arg(long, env = "TMD_DEFER_MARKING_MIN", default_value_t = 1024)]
     pub defer_marking_min: u32,
     /// Largest request body in bytes.
     #[arg(long, env = "TMD_MAX_BODY_BYTES", default_value_t = 1 << 20)]

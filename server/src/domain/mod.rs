@@ -82,7 +82,11 @@ impl Default for LeasePolicy {
             max_owner_share: 0.25,
             max_pending_share: 0.05,
             claim_lanes: 8,
-            defer_marking_min: 64,
+            // Deferring saves a claim of thousands of units most of its time (2.5 times
+            // faster at 18,000 units), but costs the database a second transaction a claim: on a
+            // farm of hundreds of GPUs, whose claims are of hundreds of units, it bought no
+            // latency and cost 7 to 23% more of the database's CPU per result.
+            defer_marking_min: 1024,
         }
     }
 }
