@@ -28,19 +28,11 @@ fn deferring(policy: LeasePolicy) -> Config {
     }
 }
 
-async fn measured_fast(app: &TestApp, id: i64) {
-    sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
-        .bind(id)
-        .execute(app.db.pool())
-        .await
-        .unwrap();
-}
-
 /// A lease of a fast worker: hundreds of units (5% of what is pending), over the deferring
 /// threshold.
 async fn big_lease(app: &TestApp, name: &str) -> (i64, WorkerClient, Lease) {
     let (wid, w) = app.worker(name).await;
-    measured_fast(app, wid).await;
+    app.measured_fast(wid).await;
     let l = w.lease(Some(600)).await.unwrap().lease.unwrap();
     assert!(l.units.len() >= 64, "{} units", l.units.len());
     (wid, w, l)
@@ -267,7 +259,7 @@ async fn a_volunteers_claim_marks_its_units_itself() {
     .await;
     let (wid, w) = app.worker("volunteer").await;
     assert_eq!(app.worker_info(wid).await["trusted"], false);
-    measured_fast(&app, wid).await;
+    app.measured_fast(wid).await;
     let l = w.lease(Some(600)).await.unwrap().lease.unwrap();
     assert!(l.units.len() >= 64, "{} units", l.units.len());
     // Read at once: nothing is left to mark.

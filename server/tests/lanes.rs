@@ -23,15 +23,6 @@ async fn lanes(app: &TestApp, id: i64) -> Vec<(i32, i32, i32, i32)> {
     .unwrap()
 }
 
-/// Marks worker `id` as measured fast: its leases are sized by the pending-share cap.
-async fn measured_fast(app: &TestApp, id: i64) {
-    sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
-        .bind(id)
-        .execute(app.db.pool())
-        .await
-        .unwrap();
-}
-
 /// The seq of each unit of a lease, as the lease records them (a run from its first, or
 /// the list where they are not one run).
 async fn seqs(app: &TestApp, lease_id: i64) -> Vec<i32> {
@@ -55,7 +46,7 @@ async fn concurrent_claims_in_lanes_lease_every_unit_once_in_contiguous_runs() {
     let mut workers = Vec::new();
     for i in 0..16 {
         let (wid, w) = app.worker(&format!("w{i}")).await;
-        measured_fast(&app, wid).await;
+        app.measured_fast(wid).await;
         workers.push(w);
     }
     let runs = futures_util::future::join_all(workers.iter().map(|w| async move {
@@ -156,7 +147,7 @@ async fn units_of_an_expired_lease_are_claimed_again_in_their_lane() {
     let id = c["id"].as_i64().unwrap();
     let (wid, dies) = app.worker("dies").await;
     let lane0 = lanes_after_first(&app, id, &dies).await;
-    measured_fast(&app, wid).await;
+    app.measured_fast(wid).await;
     // The rest of lane 0 in leases of 5% of what is pending, never finished (a few claims,
     // well within the leases' 3 s).
     let mut taken = BTreeSet::from([0]);
@@ -218,7 +209,7 @@ async fn lanes_made_mid_campaign_start_at_its_cursor() {
     assert_eq!(stripes[1].3, 5001);
     assert_eq!(stripes[2].3, stripes[2].1);
     w.post_batch(empty_batch(&first, 1e-6)).await.unwrap();
-    measured_fast(&app, wid).await;
+    app.measured_fast(wid).await;
     let mut seen = BTreeSet::from([5000]);
     while let Some(l) = w.lease(Some(600)).await.unwrap().lease {
         for q in seqs(&app, l.lease_id).await {

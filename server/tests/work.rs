@@ -505,11 +505,7 @@ async fn a_fast_worker_takes_a_share_of_what_is_pending_not_the_campaign() {
     let c = app.small_campaign(2048, 4).await;
     assert_eq!(c["units_total"], 2048, "{c}");
     let (wid, w) = app.worker("fast").await;
-    sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
-        .bind(wid)
-        .execute(app.db.pool())
-        .await
-        .unwrap();
+    app.measured_fast(wid).await;
     let mut sizes = Vec::new();
     let mut left = 2048usize;
     while let Some(l) = w.lease(Some(600)).await.unwrap().lease {

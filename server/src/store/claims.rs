@@ -306,15 +306,15 @@ async fn claim_units(
         format!("w{}", claim.worker_id),
     ];
     // Each source reads its next units (with what the lease tells of them) from its partial
-    // index; `ahead` lists them in
-    // the order they are taken (reserved, returned, fresh from `start`, then fresh before it
-    // for a scattered claim), `within` keeps those the lease's units and work reach, `picked`
-    // locks them one by one by key (a lookup per unit whatever the plan). Locked rows not
-    // kept are released at the end of the statement. The fresh cursor moved is the lane's
-    // ($12 its number) or, with no lane ($12 = -1), the campaign's. A deferring claim ($13)
-    // neither locks nor marks its fresh units: past the lane's cursor, which it holds, no
-    // other claim reaches them; the lease is marked `deferred` (see `store::deferred`). A
-    // claim of fewer fresh units ($14) marks them itself: deferring saves it little.
+    // index; `ahead` lists them in the order they are taken (reserved, returned, fresh from
+    // `start`, then fresh before it for a scattered claim), `within` keeps those the lease's
+    // units and work reach, `picked` locks them one by one by key (a lookup per unit whatever
+    // the plan). Locked rows not kept are released at the end of the statement. The fresh
+    // cursor moved is the lane's ($12 its number) or, with no lane ($12 = -1), the campaign's.
+    // A deferring claim ($13) neither locks nor marks its fresh units: past the lane's cursor,
+    // which it holds, no other claim reaches them; the lease is marked `deferred` (see
+    // `store::deferred`). A claim of fewer fresh units ($14) marks them itself: deferring saves
+    // it little.
     Ok(sqlx::query_as(
         "WITH reserved AS ( \
              SELECT id, seq, 1 AS src, negative, exponent, first, count FROM units \
@@ -371,7 +371,8 @@ async fn claim_units(
          u AS ( \
              UPDATE units SET state = 'leased', lease_id = l.id, fence = l.fencing_token, \
                  reserved_for = NULL, reserved_at = NULL \
-             FROM l, d, picked WHERE units.id = picked.id AND NOT (d.fresh_later AND picked.src = 3)), \
+             FROM l, d, picked \
+             WHERE units.id = picked.id AND NOT (d.fresh_later AND picked.src = 3)), \
          w AS ( \
              UPDATE workers SET leases_total = leases_total + 1, slots = $9, \
                  units_leased = units_leased + (SELECT count(*) FROM picked) \

@@ -18,12 +18,7 @@ pub(crate) async fn mark(tx: &mut Transaction<'_, Postgres>, lease_ids: &[i64]) 
     if lease_ids.is_empty() {
         return Ok(0);
     }
-    let deferred: Vec<i64> = sqlx::query_scalar(
-        "SELECT id FROM leases WHERE id = ANY($1) AND deferred ORDER BY id FOR UPDATE",
-    )
-    .bind(lease_ids)
-    .fetch_all(&mut **tx)
-    .await?;
+    let deferred = lock_deferred(tx, lease_ids, true).await?;
     if deferred.is_empty() {
         return Ok(0);
     }
@@ -38,6 +33,22 @@ pub(crate) async fn mark(tx: &mut Transaction<'_, Postgres>, lease_ids: &[i64]) 
         .execute(&mut **tx)
         .await?;
     Ok(marked)
+}
+
+/// Those of `lease_ids` still deferred, locked in id order: waiting for another transaction's
+/// lock (`wait`), or skipping the leases another transaction holds.
+async fn lock_deferred(
+    tx: &mut Transaction<'_, Postgres>,
+    lease_ids: &[i64],
+    wait: bool,
+) -> Result<Vec<i64>> {
+    let skip = if wait { "" } else { " SKIP LOCKED" };
+    Ok(sqlx::query_scalar(&format!(
+        "SELECT id FROM leases WHERE id = ANY($1) AND deferred ORDER BY id FOR UPDATE{skip}"
+    ))
+    .bind(lease_ids)
+    .fetch_all(&mut **tx)
+    .await?)
 }
 
 /// The marking proper, for leases the caller locked: each deferred lease's units that are
@@ -76,13 +87,7 @@ pub(crate) async fn mark_now(pool: &PgPool, lease_ids: &[i64]) -> Result<u64> {
         Some("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL tmd.claim = 'on'"),
     )
     .await?;
-    let free: Vec<i64> = sqlx::query_scalar(
-        "SELECT id FROM leases WHERE id = ANY($1) AND deferred ORDER BY id \
-         FOR UPDATE SKIP LOCKED",
-    )
-    .bind(lease_ids)
-    .fetch_all(&mut *tx)
-    .await?;
+    let free = lock_deferred(&mut tx, lease_ids, false).await?;
     let marked = if free.is_empty() {
         0
     } else {

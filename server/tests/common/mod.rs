@@ -198,6 +198,15 @@ impl TestApp {
         (w["worker_id"].as_i64().unwrap(), client)
     }
 
+    /// Marks worker `id` as measured fast: its leases are sized by the pending-share cap.
+    pub async fn measured_fast(&self, id: i64) {
+        sqlx::query("UPDATE workers SET speed = 1e12 WHERE id = $1")
+            .bind(id)
+            .execute(self.db.pool())
+            .await
+            .unwrap();
+    }
+
     /// A worker as the admin sees it (`GET /api/v1/workers/{id}`).
     pub async fn worker_info(&self, id: i64) -> Value {
         let (status, v) = self
