@@ -13,11 +13,49 @@ const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
-#[derive(Default)]
+/// Upper bounds of the claim phases' buckets, in seconds: most phases take well under a
+/// millisecond when the coordinator is idle, so the low end is finer than a request's.
+const PHASE_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Counts of observations per bucket (not cumulative: rendering adds them up).
 struct Histogram {
-    counts: [u64; BUCKETS.len()],
+    bounds: &'static [f64],
+    counts: Vec<u64>,
     count: u64,
     sum: f64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len()],
+            count: 0,
+            sum: 0.0,
+        }
+    }
+
+    fn observe(&mut self, seconds: f64) {
+        self.count += 1;
+        self.sum += seconds;
+        if let Some(i) = self.bounds.iter().position(|b| seconds <= *b) {
+            self.counts[i] += 1;
+        }
+    }
+
+    /// The series of metric `name` with `labels` (without braces), buckets cumulative.
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut below = 0;
+        for (bound, n) in self.bounds.iter().zip(&self.counts) {
+            below += n;
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {below}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
 }
 
 /// The server's counters. Cheap to update from any task.
@@ -42,6 +80,8 @@ pub struct Metrics {
     pub verifications_in_flight: AtomicU64,
     pub verifications_in_flight_max: AtomicU64,
     http: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    /// Lease claims' time per phase ([`crate::store::Laps`]), by phase name.
+    claim_phases: Mutex<BTreeMap<&'static str, Histogram>>,
     /// The unit counts of the last scrape and when they were read: anyone may scrape, so the
     /// units table is scanned at most once per [`UNIT_COUNTS_SECONDS`].
     pub unit_counts: tokio::sync::Mutex<Option<(std::time::Instant, Scrape)>>,
@@ -112,15 +152,18 @@ impl Metrics {
     /// Records one HTTP request.
     pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
         let mut map = self.http.lock().unwrap_or_else(|e| e.into_inner());
-        let h = map
-            .entry((method.to_string(), route.to_string(), status))
-            .or_default();
-        h.count += 1;
-        h.sum += seconds;
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                h.counts[i] += 1;
-            }
+        map.entry((method.to_string(), route.to_string(), status))
+            .or_insert_with(|| Histogram::new(&BUCKETS))
+            .observe(seconds);
+    }
+
+    /// Records one lease claim's time per phase.
+    pub fn observe_claim(&self, phases: &[(&'static str, f64)]) {
+        let mut map = self.claim_phases.lock().unwrap_or_else(|e| e.into_inner());
+        for (phase, seconds) in phases {
+            map.entry(phase)
+                .or_insert_with(|| Histogram::new(&PHASE_BUCKETS))
+                .observe(*seconds);
         }
     }
 
@@ -233,26 +276,24 @@ impl Metrics {
         let map = self.http.lock().unwrap_or_else(|e| e.into_inner());
         for ((method, route, status), h) in map.iter() {
             let labels = format!("method=\"{method}\",route=\"{route}\",status=\"{status}\"");
-            for (bound, n) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(
-                    out,
-                    "tmd_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "tmd_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "tmd_http_request_duration_seconds_sum{{{labels}}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "tmd_http_request_duration_seconds_count{{{labels}}} {}",
-                h.count
+            h.render(&mut out, "tmd_http_request_duration_seconds", &labels);
+        }
+        drop(map);
+        let _ = writeln!(
+            out,
+            "# HELP tmd_lease_claim_phase_seconds Lease requests' time by phase: checks, expiry \
+             (the lazy expiry pass, when due), standing (the worker's), campaigns (those with \
+             work), owner_room (a volunteer's share), turn (waiting for a claim slot of this \
+             process), connection (a pooled connection and BEGIN), lock (the lane's or the \
+             campaign's turn), statement (the claim), commit, answer (what a worker told no \
+             work is told).\n# TYPE tmd_lease_claim_phase_seconds histogram"
+        );
+        let map = self.claim_phases.lock().unwrap_or_else(|e| e.into_inner());
+        for (phase, h) in map.iter() {
+            h.render(
+                &mut out,
+                "tmd_lease_claim_phase_seconds",
+                &format!("phase=\"{phase}\""),
             );
         }
         out
@@ -365,6 +406,22 @@ mod tests {
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.005\"} 1"));
         assert!(text.contains("route=\"/api/v1/leases\",status=\"200\",le=\"0.25\"} 2"));
         assert!(text.contains("tmd_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/leases\",status=\"200\"} 2"));
+    }
+
+    #[test]
+    fn claim_phases_are_histograms_of_their_own() {
+        let m = Metrics::default();
+        m.observe_claim(&[("statement", 0.0003), ("commit", 0.002)]);
+        m.observe_claim(&[("statement", 0.03)]);
+        let text = m.render(&Scrape::default());
+        assert!(text
+            .contains("tmd_lease_claim_phase_seconds_bucket{phase=\"statement\",le=\"0.0005\"} 1"));
+        assert!(text
+            .contains("tmd_lease_claim_phase_seconds_bucket{phase=\"statement\",le=\"0.05\"} 2"));
+        assert!(text.contains("tmd_lease_claim_phase_seconds_count{phase=\"commit\"} 1"));
+        assert!(
+            text.contains("tmd_lease_claim_phase_seconds_bucket{phase=\"commit\",le=\"+Inf\"} 1")
+        );
     }
 
     #[test]

@@ -545,6 +545,7 @@ async fn request_lease(
     headers: axum::http::HeaderMap,
     ApiJson(req): ApiJson<LeaseRequest>,
 ) -> Result<Json<LeaseResponse>> {
+    let laps = store::Laps::start();
     let formats = domain::declares_feature(
         headers
             .get(tmd_wire::FEATURES_HEADER)
@@ -585,6 +586,7 @@ async fn request_lease(
         )
         .await?;
     }
+    laps.lap("checks");
     let first = domain::first_lease_units(req.units_in_flight);
     // Lazy expiry: whoever asks for work first returns the expired units to the pool, so
     // work is never stuck waiting for the sweeper; at most one pass per 500 ms, so a busy
@@ -599,6 +601,7 @@ async fn request_lease(
     };
     if due {
         expire(&s).await?;
+        laps.lap("expiry");
     }
     let ask = store::LeaseAsk {
         worker_id: worker.id,
@@ -610,9 +613,14 @@ async fn request_lease(
         lanes: policy.claim_lanes,
         defer_min: policy.defer_marking_min,
     };
-    let lease = store::claim_lease(&s.pool, &ask, |unit_bits, speed, held, min_weight| {
-        domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight, first)
-    })
+    let lease = store::claim_lease(
+        &s.pool,
+        &ask,
+        &laps,
+        |unit_bits, speed, held, min_weight| {
+            domain::work::lease_work(policy, seconds, speed, unit_bits, held, min_weight, first)
+        },
+    )
     .await?;
     match &lease {
         Some(l) => {
@@ -638,6 +646,8 @@ async fn request_lease(
         None => domain::work::waiting(store::tallies::wait_counts(&s.pool).await?, None),
         Some(_) => Vec::new(),
     };
+    laps.lap("answer");
+    s.metrics.observe_claim(&laps.phases());
     Ok(Json(LeaseResponse {
         lease,
         retry_after_seconds: s.config.retry_after_seconds,

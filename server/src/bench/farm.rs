@@ -23,6 +23,7 @@
 
 use super::client::{self as bench, empty_result, register, BenchDatabase, Refused, WorkerClient};
 use super::costs::UnitCosts;
+use super::phases;
 use anyhow::{bail, Context};
 use clap::Args;
 use sqlx::{Connection, PgConnection};
@@ -325,7 +326,8 @@ async fn run_on(
         if single && !args.compare_single {
             break;
         }
-        phase(args, costs, &gpus, single, &children[..], &mut db).await?;
+        let metrics = (&http, &bases[..], admin_token.as_str());
+        phase(args, costs, &gpus, single, &children[..], metrics, &mut db).await?;
     }
     Ok(())
 }
@@ -337,6 +339,7 @@ async fn phase(
     gpus: &[WorkerClient],
     single: bool,
     servers: &[tokio::process::Child],
+    (http, bases, admin_token): (&reqwest::Client, &[String], &str),
     db: &mut PgConnection,
 ) -> anyhow::Result<()> {
     let ready = Arc::new(tokio::sync::Barrier::new(gpus.len() + 1));
@@ -361,6 +364,7 @@ async fn phase(
     let db_bytes0 = database_bytes(&mut *db).await?;
     let me0 = cpu_seconds(std::process::id());
     let load0 = loadavg();
+    let phases0 = phases::scrape(http, bases, admin_token).await?;
     let started = Instant::now();
     let _ = start_at.set(started);
     go.notify_waiters();
@@ -385,6 +389,7 @@ async fn phase(
     }
     let wall = started.elapsed().as_secs_f64();
     let units = posted.load(Ordering::Relaxed);
+    let claim_phases = phases::since(&phases::scrape(http, bases, admin_token).await?, &phases0);
     let server_cpu: f64 = pids
         .iter()
         .zip(&cpu0)
@@ -469,6 +474,10 @@ async fn phase(
                 percentile(&mut lat, 1.0) * 1e3
             )?;
         }
+    }
+    // The coordinators' own account of the window's claims (whole window, start-up excluded).
+    for line in phases::report(&claim_phases) {
+        outln!("  {line}")?;
     }
     if args.timeline {
         timeline(&tally)?;

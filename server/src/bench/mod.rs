@@ -7,6 +7,7 @@ pub mod client;
 pub mod costs;
 pub mod cycles;
 pub mod farm;
+pub mod phases;
 pub mod scale;
 
 pub use client::{empty_batch, empty_result, register, Refused, WorkerClient};

@@ -143,7 +143,9 @@ async fn sizes(pool: &PgPool) -> anyhow::Result<()> {
 async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
     use std::str::FromStr;
-    let options = PgConnectOptions::from_str(&args.database.database_url)?.database(db);
+    let options = crate::store::session_options(
+        PgConnectOptions::from_str(&args.database.database_url)?.database(db),
+    );
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .connect_with(options)
@@ -226,6 +228,10 @@ async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
     let w = register(&http, &base, &token.token, "scale-0").await?;
     let worker = WorkerClient::new(&base, &w.token, http.clone());
     lease_and_post(&worker, args).await?;
+    let claimed = super::phases::scrape(&http, std::slice::from_ref(&base), &admin_token).await?;
+    for line in super::phases::report(&claimed) {
+        println!("{line}");
+    }
     read_latencies(&http, &base, &admin_token, campaign.id, args.requests).await?;
     let api = format!("{base}/api/v1");
     let id = campaign.id;

@@ -111,7 +111,7 @@ impl DbArgs {
         if !(t.is_finite() && (0.1..=600.0).contains(&t)) {
             bail!("--db-acquire-timeout-seconds must be between 0.1 and 600");
         }
-        let options = postgres_options(&self.database_url)?;
+        let options = crate::store::session_options(postgres_options(&self.database_url)?);
         let place = format!(
             "PostgreSQL at {}:{} (database {})",
             options.get_host(),
