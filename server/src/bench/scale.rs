@@ -143,9 +143,10 @@ async fn sizes(pool: &PgPool) -> anyhow::Result<()> {
 async fn run_on(args: &ScaleArgs, db: &str) -> anyhow::Result<()> {
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
     use std::str::FromStr;
-    let options = crate::store::session_options(
-        PgConnectOptions::from_str(&args.database.database_url)?.database(db),
-    );
+    // Without JIT, as the coordinator's own pool (`serve`) opens its connections.
+    let options = PgConnectOptions::from_str(&args.database.database_url)?
+        .database(db)
+        .options([("jit", "off")]);
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .connect_with(options)

@@ -473,7 +473,9 @@ fn lease_of(
 
 /// How many more units of campaign `campaign_id` the workers of `worker_id`'s enrollment token
 /// and owner may hold: `share` of the campaign's units (at least one) less what the not
-/// trusted workers of either hold in their active leases of it now.
+/// trusted workers of either hold in their active leases of it now. Their units are looked up
+/// by the leases' ids, as in [`standing`], which a stale plan otherwise turns into a scan of
+/// every leased unit.
 async fn owner_room(
     pool: &PgPool,
     worker_id: i64,
@@ -483,12 +485,15 @@ async fn owner_room(
 ) -> Result<i64> {
     let cap = ((units_total as f64 * share).floor() as i64).max(1);
     let held: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM workers me \
-         JOIN workers w ON (w.owner = me.owner OR w.enrollment_token_id = me.enrollment_token_id) \
-                       AND NOT w.trusted \
-         JOIN leases l ON l.worker_id = w.id AND l.state = 'active' AND l.campaign_id = $2 \
-         JOIN units u ON u.lease_id = l.id AND u.state = 'leased' \
-         WHERE me.id = $1",
+        "SELECT count(*) FROM units u \
+         WHERE u.state = 'leased' AND u.lease_id = ANY (ARRAY( \
+             SELECT l.id FROM workers me \
+             JOIN workers w ON (w.owner = me.owner \
+                                OR w.enrollment_token_id = me.enrollment_token_id) \
+                           AND NOT w.trusted \
+             JOIN leases l ON l.worker_id = w.id AND l.state = 'active' \
+                          AND l.campaign_id = $2 \
+             WHERE me.id = $1))",
     )
     .bind(worker_id)
     .bind(campaign_id)
