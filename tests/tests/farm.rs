@@ -159,6 +159,17 @@ async fn batched_results_survive_a_server_crash_and_a_worker_crash() {
     // A worker dies with results computed and not yet posted; it comes back at once.
     tmd_tests::wait_for_units(&url, campaign, 12, limit).await;
     workers[0].kill_and_restart_at_once();
+    // The new process must have its signals in hand before it is asked to stop: when the
+    // campaign ends within its first milliseconds, a SIGTERM would find the default action.
+    let restarted = Instant::now();
+    while workers[0].log().matches("tmd-worker starting").count() < 2 {
+        assert!(
+            restarted.elapsed() < limit,
+            "the restarted worker never started: {}",
+            workers[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     tmd_tests::wait_for_units(&url, campaign, UNITS, limit).await;
     for w in &mut workers {
         assert!(w.stop(), "a worker stops cleanly: {}", w.log());
